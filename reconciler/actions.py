@@ -1,0 +1,146 @@
+"""The writes a pass may make, as plain values.
+
+The planner returns these and the executor is the only code that turns them
+into requests, so `reconciler plan` and `--dry-run` show exactly what a real
+pass would send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model import ObjKey
+
+
+@dataclass(frozen=True)
+class ObjRef:
+    """An involvedObject for events."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    involved: ObjRef
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+    component: str
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    owner: ObjKey
+    manifest: Mapping[str, Any]
+    event: EventSpec | None = None
+    verb: str = field(default="create", init=False)
+    kind: str = field(default="Pod", init=False)
+
+    @property
+    def target(self) -> ObjKey:
+        meta = self.manifest["metadata"]
+        return ObjKey("Pod", meta["namespace"], meta["name"])
+
+    @property
+    def owner_uid(self) -> str:
+        return str(self.manifest["metadata"]["ownerReferences"][0]["uid"])
+
+    def describe(self) -> str:
+        return f"create pod {self.target}" + (f" ({self.event.message})" if self.event else "")
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    owner: ObjKey
+    namespace: str
+    name: str
+    uid: str
+    why: str
+    event: EventSpec | None = None
+    verb: str = field(default="delete", init=False)
+    kind: str = field(default="Pod", init=False)
+
+    @property
+    def target(self) -> ObjKey:
+        return ObjKey("Pod", self.namespace, self.name)
+
+    def describe(self) -> str:
+        return f"delete pod {self.target} ({self.why})"
+
+
+@dataclass(frozen=True)
+class PatchFinalizers:
+    """Replace the finalizer list, guarded by resourceVersion.
+
+    A merge patch replaces lists whole, so without the resourceVersion guard a
+    concurrent writer's finalizer could be dropped.
+    """
+
+    owner: ObjKey
+    resource_version: str
+    finalizers: tuple[str, ...]
+    why: str
+    verb: str = field(default="patch-finalizers", init=False)
+
+    @property
+    def kind(self) -> str:
+        return self.owner.kind
+
+    @property
+    def target(self) -> ObjKey:
+        return self.owner
+
+    def describe(self) -> str:
+        return f"patch {self.owner.kind.lower()} {self.owner} finalizers ({self.why})"
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    owner: ObjKey
+    resource_version: str
+    status: Mapping[str, Any]
+    events: tuple[EventSpec, ...] = ()
+    verb: str = field(default="patch-status", init=False)
+
+    @property
+    def kind(self) -> str:
+        return self.owner.kind
+
+    @property
+    def target(self) -> ObjKey:
+        return self.owner
+
+    def describe(self) -> str:
+        keys = ", ".join(sorted(self.status))
+        return f"patch {self.owner.kind.lower()} {self.owner} status ({keys})"
+
+
+Action = CreatePod | DeletePod | PatchFinalizers | PatchStatus
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Actions in order; actions of one owner must run in the order given.
+
+    ``backing_off`` lists objects skipped this pass because of repeated
+    failures, so that the caller keeps (rather than clears) their failure
+    records.
+    """
+
+    actions: tuple[Action, ...] = ()
+    backing_off: frozenset[ObjKey] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.actions)
+
+    def by_owner(self) -> dict[ObjKey, list[Action]]:
+        groups: dict[ObjKey, list[Action]] = {}
+        for action in self.actions:
+            groups.setdefault(action.owner, []).append(action)
+        return groups
