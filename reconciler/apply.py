@@ -1,0 +1,252 @@
+"""The executor: the only code that writes to the cluster.
+
+Actions of one object run in order (finalizer before pods, status last);
+different objects run concurrently on a bounded pool. An object whose write
+fails stops there, and nothing else is affected: 404 and 409 mean "see it
+again next pass", anything else is a failure recorded for backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from reconciler.actions import (
+    Action,
+    CreatePod,
+    DeletePod,
+    EventSpec,
+    PatchFinalizers,
+    PatchStatus,
+    Plan,
+)
+from reconciler.events import post_event
+from reconciler.kube import ApiError, Kube, KubeError
+from reconciler.model import Failure, ObjKey
+
+log = logging.getLogger(__name__)
+
+OK, GONE, CONFLICT, FAILED = "ok", "gone", "conflict", "failed"
+SKIPPED, DRY_RUN = "skipped", "dry-run"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: Action
+    result: str
+    error: str | None = None
+    reason: str = "ReconcileError"
+
+
+@dataclass
+class ApplyReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def counts(self) -> Counter[tuple[str, str, str]]:
+        return Counter((o.action.kind, o.action.verb, o.result) for o in self.outcomes)
+
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.result == FAILED]
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class Executor:
+    def __init__(
+        self,
+        kube: Kube | None,
+        *,
+        concurrency: int,
+        clock: Callable[[], datetime],
+        dry_run: bool = False,
+        pass_id: str = "",
+    ) -> None:
+        self.kube = kube
+        self.concurrency = max(1, concurrency)
+        self.clock = clock
+        self.dry_run = dry_run
+        self.pass_id = pass_id
+
+    def run(self, plan: Plan) -> ApplyReport:
+        report = ApplyReport()
+        groups = plan.by_owner()
+        if not groups:
+            return report
+        if self.dry_run or self.kube is None:
+            for owner, actions in groups.items():
+                for action in actions:
+                    self._log(owner, action, DRY_RUN)
+                    report.outcomes.append(Outcome(action, DRY_RUN))
+            return report
+        workers = min(self.concurrency, len(groups))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply") as pool:
+            for outcomes in pool.map(lambda item: self._run_owner(*item), groups.items()):
+                report.outcomes.extend(outcomes)
+        return report
+
+    def _log(self, owner: ObjKey, action: Action, result: str, error: str | None = None) -> None:
+        level = logging.WARNING if result == FAILED else logging.INFO
+        text = action.describe() + (f": {error}" if error else "")
+        log.log(
+            level,
+            "[%s] %s -> %s",
+            owner,
+            text,
+            result,
+            extra={
+                "object": str(owner),
+                "kind": owner.kind,
+                "action": action.verb,
+                "result": result,
+                "pass_id": self.pass_id,
+            },
+        )
+
+    def _run_owner(self, owner: ObjKey, actions: list[Action]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        new_rv: dict[str, str] = {}  # our own writes bump the owner's resourceVersion
+        for i, action in enumerate(actions):
+            try:
+                result = self._do(action, new_rv)
+            except _Failed as exc:
+                self._log(owner, action, FAILED, str(exc))
+                outcomes.append(Outcome(action, FAILED, str(exc), exc.reason))
+                outcomes.extend(Outcome(a, SKIPPED) for a in actions[i + 1 :])
+                break
+            self._log(owner, action, result)
+            outcomes.append(Outcome(action, result))
+            if result == CONFLICT:
+                outcomes.extend(Outcome(a, SKIPPED) for a in actions[i + 1 :])
+                break
+        return outcomes
+
+    def _events(self, events: tuple[EventSpec, ...] | list[EventSpec]) -> None:
+        assert self.kube is not None
+        for ev in events:
+            post_event(self.kube, ev, self.clock)
+
+    def _do(self, action: Action, new_rv: dict[str, str]) -> str:
+        kube = self.kube
+        assert kube is not None
+        try:
+            if isinstance(action, CreatePod):
+                return self._create_pod(action)
+            if isinstance(action, DeletePod):
+                try:
+                    kube.delete("Pod", action.namespace, action.name, action.uid)
+                except ApiError as exc:
+                    if exc.status == 404:
+                        return GONE
+                    raise
+                self._events([action.event] if action.event else [])
+                return OK
+            if isinstance(action, PatchFinalizers | PatchStatus):
+                rv = new_rv.get(action.resource_version, action.resource_version)
+                key = action.owner
+                if isinstance(action, PatchFinalizers):
+                    body = {
+                        "metadata": {"finalizers": list(action.finalizers), "resourceVersion": rv}
+                    }
+                    sub = ""
+                else:
+                    body = {"metadata": {"resourceVersion": rv}, "status": dict(action.status)}
+                    sub = "status"
+                try:
+                    out = kube.merge_patch(key.kind, key.namespace, key.name, body, sub)
+                except ApiError as exc:
+                    if exc.status == 404:
+                        return GONE
+                    if exc.status == 409:
+                        return CONFLICT
+                    raise
+                new_rv[action.resource_version] = str(
+                    (out.get("metadata") or {}).get("resourceVersion", rv)
+                )
+                if isinstance(action, PatchStatus):
+                    self._events(action.events)
+                return OK
+        except ApiError as exc:
+            reason = "InvalidObject" if exc.status == 422 else "ReconcileError"
+            raise _Failed(f"{exc.status} {exc.reason}: {exc.message}", reason) from None
+        except KubeError as exc:
+            raise _Failed(str(exc), "ReconcileError") from None
+        raise TypeError(f"unknown action {action!r}")
+
+    def _create_pod(self, action: CreatePod) -> str:
+        kube = self.kube
+        assert kube is not None
+        target = action.target
+        try:
+            kube.create("Pod", target.namespace, action.manifest)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            # AlreadyExists: fine if it is ours (an earlier, interrupted pass).
+            try:
+                pod = kube.get("Pod", target.namespace, target.name)
+            except ApiError as get_exc:
+                if get_exc.status == 404:
+                    return CONFLICT  # deleted meanwhile; next pass creates it
+                raise
+            refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+            if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
+                return OK
+            raise _Failed(
+                f"pod {target.name} already exists and is not owned by this Redis", "PodConflict"
+            ) from None
+        self._events([action.event] if action.event else [])
+        return OK
+
+
+# ------------------------------------------------------------ failure memory
+
+
+def backoff_seconds(count: int, threshold: int, base: float, cap: float) -> float:
+    """0 below the threshold, then base, 2*base, 4*base ... capped."""
+    if count < threshold:
+        return 0.0
+    return min(cap, base * math.pow(2, count - threshold))
+
+
+def next_failures(
+    previous: Mapping[ObjKey, Failure],
+    plan: Plan,
+    report: ApplyReport,
+    now: float,
+    *,
+    threshold: int,
+    base: float,
+    cap: float,
+) -> tuple[dict[ObjKey, Failure], list[tuple[ObjKey, Failure]]]:
+    """Carry failure counts across passes; never drop an object.
+
+    Returns the new map and the objects that just reached the threshold (they
+    get a Warning event saying that they are being backed off).
+    """
+    failed: dict[ObjKey, Outcome] = {}
+    for outcome in report.outcomes:
+        if outcome.result == FAILED:
+            failed.setdefault(outcome.action.owner, outcome)
+    out: dict[ObjKey, Failure] = {}
+    newly_backing_off: list[tuple[ObjKey, Failure]] = []
+    for key, outcome in failed.items():
+        count = (previous[key].count if key in previous else 0) + 1
+        delay = backoff_seconds(count, threshold, base, cap)
+        rec = Failure(count, outcome.error or "unknown error", outcome.reason, now + delay)
+        out[key] = rec
+        if count >= threshold:
+            newly_backing_off.append((key, rec))
+    for key, rec in previous.items():
+        # Backing off: only a status write may have run; the count stands.
+        if key in plan.backing_off and key not in failed:
+            out[key] = rec
+    return out, newly_backing_off

@@ -1,0 +1,249 @@
+"""Command line: `reconciler sync | plan | run`.
+
+Exit codes are for cron and CronJob: 0 no errors, 1 some objects failed,
+2 bad usage or config, 3 the cluster is unreachable or unauthorized.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from reconciler import __version__, logs, render
+from reconciler import state as state_store
+from reconciler.config import Config, ConfigError, load
+from reconciler.daemon import Daemon
+from reconciler.kube import ClientOptions, ConfigMissing, Kube
+from reconciler.sync import EXIT_UNREACHABLE, EXIT_USAGE, PassResult, run_pass
+
+log = logging.getLogger("reconciler")
+
+
+def _fail(code: int, message: str) -> None:
+    click.echo(f"reconciler: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _config(ctx: click.Context, **command_flags: Any) -> Config:
+    flags = dict(ctx.obj["flags"])
+    flags.update({k: v for k, v in command_flags.items() if v is not None})
+    try:
+        config = load(ctx.obj["config_file"], flags)
+    except ConfigError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    logs.setup(config.log_level, config.log_format)
+    return config
+
+
+def _kube(config: Config) -> Kube:
+    try:
+        return Kube(
+            ClientOptions(
+                kubeconfig=config.kubeconfig,
+                context=config.context,
+                timeout=config.timeout,
+                qps=config.qps,
+                burst=config.burst,
+                max_retries=config.max_retries,
+                page_size=config.page_size,
+            )
+        )
+    except ConfigMissing as exc:
+        _fail(EXIT_USAGE, str(exc))
+    raise AssertionError("unreachable")
+
+
+def global_options(f: Any) -> Any:
+    """Connection, scope and logging options, accepted before or after the
+    subcommand (``reconciler -n x sync`` and ``reconciler sync -n x``)."""
+    options = [
+        click.option(
+            "--kubeconfig",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.",
+        ),
+        click.option("--context", default=None, help="kubeconfig context to use."),
+        click.option(
+            "-n",
+            "--namespace",
+            "namespaces",
+            multiple=True,
+            help="Namespace to reconcile (repeatable). Default: all namespaces.",
+        ),
+        click.option(
+            "-A",
+            "--all-namespaces",
+            is_flag=True,
+            default=False,
+            help="Reconcile every namespace, overriding the config file.",
+        ),
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="YAML config file (keys as in config/reconciler.yaml).",
+        ),
+        click.option(
+            "--log-level",
+            default=None,
+            type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        ),
+        click.option("--log-format", type=click.Choice(["text", "json"]), default=None),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _collect(
+    ctx: click.Context,
+    kubeconfig: str | None,
+    context: str | None,
+    namespaces: tuple[str, ...],
+    all_namespaces: bool,
+    config_file: str | None,
+    log_level: str | None,
+    log_format: str | None,
+) -> None:
+    """Merge one level's global options into ctx.obj; later levels win."""
+    if namespaces and all_namespaces:
+        raise click.UsageError("-n/--namespace and -A/--all-namespaces are exclusive")
+    obj = ctx.ensure_object(dict)
+    flags = obj.setdefault("flags", {})
+    given = {
+        "kubeconfig": kubeconfig,
+        "context": context,
+        "log_level": log_level,
+        "log_format": log_format,
+    }
+    flags.update({k: v for k, v in given.items() if v is not None})
+    if namespaces:
+        flags["namespaces"] = namespaces
+    if all_namespaces:
+        flags["namespaces"] = ()
+    if config_file:
+        obj["config_file"] = config_file
+    obj.setdefault("config_file", None)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="reconciler")
+@global_options
+@click.pass_context
+def cli(ctx: click.Context, **options: Any) -> None:
+    """A level-triggered polling reconciler for Redis and Xca objects.
+
+    Each pass LISTs Redis objects, Xca objects and their pods, plans the
+    changes, and applies them. Settings come from flags, then RECONCILER_*
+    environment variables, then --config, then defaults.
+    """
+    _collect(ctx, **options)
+
+
+def _finish(result: PassResult, output: str) -> None:
+    if result.unreachable:
+        _fail(EXIT_UNREACHABLE, f"cannot reach the cluster: {result.unreachable}")
+    if output == "json":
+        click.echo(json.dumps(result.summary(), indent=2))
+    else:
+        click.echo(result.one_line())
+        for err in result.errors:
+            click.echo(f"  error: {err}")
+    if result.unreachable:
+        click.echo(f"reconciler: error: cannot reach the cluster: {result.unreachable}", err=True)
+    sys.exit(result.exit_code)
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help="Summary format on stdout.",
+)
+@click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Keep the pod report and failure counts across runs in this file.",
+)
+@global_options
+@click.pass_context
+def sync(
+    ctx: click.Context, dry_run: bool | None, output: str, state_file: str | None, **options: Any
+) -> None:
+    """Run one pass and exit (for cron, systemd timers and CronJobs)."""
+    _collect(ctx, **options)
+    config = _config(ctx, dry_run=dry_run, state_file=state_file)
+    kube = _kube(config)
+    st = state_store.load(config.state_file)
+    result = run_pass(kube, config, st, dry_run=config.dry_run)
+    if result.exit_code != EXIT_UNREACHABLE and not config.dry_run:
+        state_store.save(config.state_file, st)
+    _finish(result, output)
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 0 when there are no changes, 2 when changes are pending, 1 on error.",
+)
+@click.option("--state-file", type=click.Path(dir_okay=False), default=None)
+@click.pass_context
+def plan(ctx: click.Context, output: str, detailed_exitcode: bool, state_file: str | None) -> None:
+    """Show the actions the next pass would take, without writing."""
+    config = _config(ctx, state_file=state_file)
+    kube = _kube(config)
+    st = state_store.load(config.state_file)
+    result = run_pass(kube, config, st, apply=False)
+    click.echo(render.plan_json(result.plan) if output == "json" else render.plan_text(result.plan))
+    for err in result.errors:
+        click.echo(f"error: {err}", err=True)
+    if result.unreachable:
+        _fail(EXIT_UNREACHABLE, f"cannot reach the cluster: {result.unreachable}")
+    if result.errors:
+        sys.exit(1)
+    sys.exit(2 if detailed_exitcode and result.plan.actions else 0)
+
+
+@cli.command()
+@click.option("--interval", type=float, default=None, help="Seconds between passes (30).")
+@click.option("--jitter", type=float, default=None, help="Random delay added to each pass (3).")
+@click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
+@click.option("--state-file", type=click.Path(dir_okay=False), default=None)
+@click.pass_context
+def run(
+    ctx: click.Context,
+    interval: float | None,
+    jitter: float | None,
+    dry_run: bool | None,
+    state_file: str | None,
+) -> None:
+    """Run a pass every --interval seconds until SIGTERM (the daemon)."""
+    config = _config(ctx, interval=interval, jitter=jitter, dry_run=dry_run, state_file=state_file)
+    kube = _kube(config)
+    st = state_store.load(config.state_file)
+
+    def one_pass() -> PassResult:
+        result = run_pass(kube, config, st, dry_run=config.dry_run)
+        if result.unreachable:
+            log.error("cannot reach the cluster: %s", result.unreachable)
+        elif not config.dry_run:
+            state_store.save(config.state_file, st)
+        return result
+
+    sys.exit(Daemon(one_pass, interval=config.interval, jitter=config.jitter).run())
+
+
+def main() -> None:
+    cli(prog_name="reconciler")

@@ -1,0 +1,90 @@
+"""`reconciler run`: the same pass on an APScheduler interval.
+
+One pass at a time (max_instances=1, coalesce): a slow pass delays the next
+rather than overlapping it, and missed runs are logged, not queued. SIGTERM
+and SIGINT let the running pass finish before the process exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+from apscheduler.schedulers.blocking import BlockingScheduler
+
+from reconciler import sdnotify
+from reconciler.sync import PassResult
+
+log = logging.getLogger(__name__)
+
+
+class Daemon:
+    def __init__(
+        self, one_pass: Callable[[], PassResult], *, interval: float, jitter: float
+    ) -> None:
+        self.one_pass = one_pass
+        self.interval = interval
+        self.jitter = jitter
+        self.pass_lock = threading.Lock()
+        self.passes = 0
+        self.scheduler = BlockingScheduler(
+            timezone=UTC,
+            job_defaults={
+                "max_instances": 1,
+                "coalesce": True,
+                "misfire_grace_time": max(1, int(interval)),
+            },
+        )
+
+    def tick(self) -> None:
+        with self.pass_lock:
+            try:
+                result = self.one_pass()
+            except Exception:  # a bug in one pass must not kill the daemon
+                log.exception("pass crashed; the next pass starts over")
+                return
+            self.passes += 1
+            log.info("%s", result.one_line())
+            if self.passes == 1:
+                sdnotify.notify("READY=1")
+            sdnotify.notify(f"STATUS={result.one_line()}")
+            sdnotify.notify("WATCHDOG=1")
+
+    def _listener(self, event) -> None:  # type: ignore[no-untyped-def]
+        if event.code == EVENT_JOB_MISSED:
+            log.warning("pass scheduled at %s was missed", event.scheduled_run_time)
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            log.warning("pass skipped: the previous pass is still running")
+        elif event.code == EVENT_JOB_ERROR:
+            log.error("pass raised: %s", event.exception)
+
+    def _stop(self, signum: int, _frame: object) -> None:
+        log.info("received %s; finishing the current pass", signal.Signals(signum).name)
+        sdnotify.notify("STOPPING=1")
+        self.scheduler.shutdown(wait=False)
+
+    def run(self) -> int:
+        self.scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=self.interval,
+            jitter=self.jitter,
+            next_run_time=datetime.now(UTC),
+            id="pass",
+            name="reconcile pass",
+        )
+        self.scheduler.add_listener(
+            self._listener, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR
+        )
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        log.info("running a pass every %.0fs (jitter %.0fs)", self.interval, self.jitter)
+        self.scheduler.start()
+        with self.pass_lock:  # wait for a pass still running in the pool
+            pass
+        log.info("stopped after %d passes", self.passes)
+        return 0

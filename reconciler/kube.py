@@ -1,0 +1,366 @@
+"""The Kubernetes client. The only module that imports pykube.
+
+Everything above this module talks in plain dicts and the exceptions defined
+here, so the rest of the code is testable without an API server and the
+client library could be swapped without touching the planner or executor.
+
+pykube's ``requests.Session`` is not thread-safe, so each thread gets its own
+``HTTPClient``; the rate limiter and the request counters are shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pykube
+import requests
+
+from reconciler.constants import (
+    REDIS_GROUP,
+    REDIS_PLURAL,
+    REDIS_VERSION,
+    XCA_GROUP,
+    XCA_PLURAL,
+    XCA_VERSION,
+)
+
+log = logging.getLogger(__name__)
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+MAX_RETRY_AFTER = 30.0
+
+# kind -> (API prefix, plural)
+RESOURCES: Mapping[str, tuple[str, str]] = {
+    "Redis": (f"/apis/{REDIS_GROUP}/{REDIS_VERSION}", REDIS_PLURAL),
+    "Xca": (f"/apis/{XCA_GROUP}/{XCA_VERSION}", XCA_PLURAL),
+    "Pod": ("/api/v1", "pods"),
+    "Event": ("/api/v1", "events"),
+}
+
+
+class KubeError(Exception):
+    """Base of the client's errors."""
+
+
+class ConfigMissing(KubeError):
+    """No kubeconfig and not running in a pod."""
+
+
+class Unreachable(KubeError):
+    """The API server could not be reached at all (connection or TLS error)."""
+
+
+class ApiError(KubeError):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def unauthorized(self) -> bool:
+        return self.status in (401, 403)
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    timeout: float = 10.0
+    qps: float = 50.0
+    burst: int = 100
+    max_retries: int = 3
+    page_size: int = 500
+
+
+class RateLimiter:
+    """Token bucket shared by all threads: ``qps`` sustained, ``burst`` at once."""
+
+    def __init__(self, qps: float, burst: int, clock: Any = time.monotonic) -> None:
+        self.qps = qps
+        self.capacity = float(max(burst, 1))
+        self.tokens = self.capacity
+        self.clock = clock
+        self.stamp = clock()
+        self.lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Take a token; return how long the caller must wait for it."""
+        with self.lock:
+            now = self.clock()
+            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.qps)
+            self.stamp = now
+            self.tokens -= 1.0
+            return 0.0 if self.tokens >= 0 else -self.tokens / self.qps
+
+    def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            time.sleep(wait)
+
+
+class Stats:
+    """Requests by (verb, code) and bytes received, for summaries and metrics."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: Counter[tuple[str, str]] = Counter()
+        self.bytes_received = 0
+
+    def record(self, verb: str, code: str, size: int) -> None:
+        with self.lock:
+            self.requests[(verb, code)] += 1
+            self.bytes_received += size
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+    def writes(self) -> int:
+        return sum(n for (verb, _), n in self.requests.items() if verb not in ("GET", "LIST"))
+
+
+def _load_config(opts: ClientOptions) -> tuple[pykube.KubeConfig, Path | None]:
+    """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
+    path = opts.kubeconfig or os.environ.get("KUBECONFIG")
+    default = Path("~/.kube/config").expanduser()
+    try:
+        if path or default.is_file():
+            cfg = pykube.KubeConfig.from_file(path or str(default))
+            if opts.context:
+                if opts.context not in cfg.contexts:
+                    raise ConfigMissing(
+                        f"context {opts.context!r} not found in {cfg.filepath} "
+                        f"(have: {', '.join(sorted(cfg.contexts))})"
+                    )
+                cfg.set_current_context(opts.context)
+            token_file = cfg.user.get("tokenFile")
+            return cfg, Path(token_file) if token_file else None
+        if (SA_DIR / "token").is_file() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return pykube.KubeConfig.from_service_account(str(SA_DIR)), SA_DIR / "token"
+    except pykube.exceptions.PyKubeError as exc:
+        raise ConfigMissing(str(exc)) from None
+    except (OSError, KeyError, TypeError) as exc:
+        raise ConfigMissing(f"cannot load kubeconfig {path or default}: {exc}") from None
+    raise ConfigMissing(
+        "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
+        "or run in a pod with a service account"
+    )
+
+
+class _TokenFile:
+    """Re-reads a rotated service-account token (pykube reads it only once)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.mtime = -1.0
+        self.token = ""
+        self.lock = threading.Lock()
+
+    def header(self) -> str | None:
+        try:
+            mtime = self.path.stat().st_mtime
+        except OSError:
+            return None
+        with self.lock:
+            if mtime != self.mtime:
+                self.token = self.path.read_text().strip()
+                self.mtime = mtime
+            return f"Bearer {self.token}" if self.token else None
+
+
+def _retry_after(resp: requests.Response) -> float | None:
+    value = resp.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def _api_error(resp: requests.Response) -> ApiError:
+    reason, message = resp.reason or "", resp.text[:500]
+    try:
+        body = resp.json()
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            reason = str(body.get("reason") or reason)
+            message = str(body.get("message") or message)
+    except ValueError:
+        pass
+    return ApiError(resp.status_code, reason, message, _retry_after(resp))
+
+
+class Kube:
+    """A small, thread-safe façade over pykube's HTTPClient."""
+
+    def __init__(self, opts: ClientOptions) -> None:
+        self.opts = opts
+        self.config, token_path = _load_config(opts)
+        self.token = _TokenFile(token_path) if token_path else None
+        self.server = self.config.cluster["server"].rstrip("/")
+        self.limiter = RateLimiter(opts.qps, opts.burst)
+        self.stats = Stats()
+        self.local = threading.local()
+
+    @property
+    def default_namespace(self) -> str:
+        return self.config.namespace or "default"
+
+    def _http(self) -> pykube.HTTPClient:
+        api = getattr(self.local, "api", None)
+        if api is None:
+            api = pykube.HTTPClient(self.config, timeout=self.opts.timeout)
+            api.session.headers["Accept-Encoding"] = "gzip"
+            api.session.headers["User-Agent"] = "reconciler"
+            self.local.api = api
+        return api
+
+    @staticmethod
+    def path(kind: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
+        prefix, plural = RESOURCES[kind]
+        parts = [prefix]
+        if namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(plural)
+        if name:
+            parts.append(name)
+        if sub:
+            parts.append(sub)
+        return "/".join(parts)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Send one request; retry 429/5xx honouring Retry-After; return JSON."""
+        verb = verb or method
+        attempt = 0
+        while True:
+            self.limiter.acquire()
+            hdrs = dict(headers or {})
+            if self.token is not None and (auth := self.token.header()):
+                hdrs["Authorization"] = auth
+            try:
+                resp = self._http().session.request(
+                    method,
+                    self.server + path,
+                    params=params,
+                    json=json,
+                    headers=hdrs,
+                    timeout=self.opts.timeout,
+                )
+            except requests.exceptions.RequestException as exc:
+                self.stats.record(verb, "error", 0)
+                raise Unreachable(f"{self.server}: {_short(exc)}") from None
+            self.stats.record(verb, str(resp.status_code), len(resp.content))
+            if resp.ok:
+                return resp.json() if resp.content else {}
+            err = _api_error(resp)
+            retryable = resp.status_code == 429 or resp.status_code >= 500
+            if not retryable or attempt >= self.opts.max_retries:
+                raise err
+            attempt += 1
+            delay = min(
+                err.retry_after if err.retry_after is not None else 2**attempt * 0.25,
+                MAX_RETRY_AFTER,
+            )
+            log.warning(
+                "%s %s: %s; retry %d/%d in %.1fs",
+                method,
+                path,
+                err.status,
+                attempt,
+                self.opts.max_retries,
+                delay,
+            )
+            time.sleep(delay)
+
+    # ------------------------------------------------------------ verbs
+
+    def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Page through a LIST with limit/continue (pykube's Query cannot page).
+
+        An expired continue token (410) restarts the LIST, so the result is
+        always one consistent view, never a splice of two.
+        """
+        while True:
+            items: list[dict[str, Any]] = []
+            params: dict[str, Any] = {"limit": self.opts.page_size}
+            if selector:
+                params["labelSelector"] = selector
+            try:
+                while True:
+                    page = self.request(
+                        "GET", self.path(kind, namespace), verb="LIST", params=params
+                    )
+                    items.extend(page.get("items") or ())
+                    token = (page.get("metadata") or {}).get("continue")
+                    if not token:
+                        return items
+                    params["continue"] = token
+            except ApiError as exc:
+                if exc.status == 410 and "continue" in params:
+                    log.info("LIST %s: continue token expired, restarting", kind)
+                    continue
+                raise
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        return self.request("GET", self.path(kind, namespace, name))
+
+    def create(self, kind: str, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.request("POST", self.path(kind, namespace), json=body)
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete, with a uid precondition so a same-named replacement is never hit."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        self.request("DELETE", self.path(kind, namespace, name), json=body)
+
+    def merge_patch(
+        self, kind: str, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
+    ) -> dict[str, Any]:
+        return self.request(
+            "PATCH",
+            self.path(kind, namespace, name, sub),
+            json=body,
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+
+    def version(self) -> dict[str, Any]:
+        return self.request("GET", "/version")
+
+
+def _short(exc: BaseException) -> str:
+    """One line for a connection error; requests nests them deeply."""
+    text = str(exc)
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "timed out",
+        "CERTIFICATE_VERIFY_FAILED",
+        "No route to host",
+    ):
+        if marker in text:
+            return marker.lower() if marker != "CERTIFICATE_VERIFY_FAILED" else "TLS verify failed"
+    return text.splitlines()[0][:200] if text else type(exc).__name__

@@ -1,0 +1,75 @@
+"""Observe: one paged LIST per kind (per namespace when scoped) into a Snapshot.
+
+Pods are listed before Redis objects: a pod's owner always exists before the
+pod, so every owner of a listed pod is in the later Redis LIST, and a pod is
+never mistaken for an orphan because its owner appeared mid-pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.constants import MANAGED_POD_SELECTOR
+from reconciler.kube import ApiError, Kube, Unreachable
+from reconciler.model import Pod, Snapshot, pod_from_api, redis_from_api, xca_from_api
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Observation:
+    snapshot: Snapshot
+    report_pods: tuple[Pod, ...] | None
+    errors: tuple[str, ...] = ()
+    unreachable: str | None = None  # set when no LIST could reach the cluster
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _list_all(
+    kube: Kube, kind: str, namespaces: Sequence[str], selector: str | None
+) -> list[dict[str, Any]]:
+    if not namespaces:
+        return kube.list(kind, None, selector)
+    items: list[dict[str, Any]] = []
+    for ns in namespaces:
+        items.extend(kube.list(kind, ns, selector))
+    return items
+
+
+def _why(kind: str, exc: Exception) -> str:
+    if isinstance(exc, ApiError) and exc.status == 404 and kind in ("Redis", "Xca"):
+        return f"LIST {kind}: the {kind} CRD is not installed (404); apply crds/ (`make install`)"
+    return f"LIST {kind}: {exc}"
+
+
+def observe(kube: Kube, namespaces: Sequence[str], report_selector: str | None) -> Observation:
+    """LIST every kind; a failed LIST leaves that kind None, never partial."""
+    errors: list[str] = []
+    attempts: list[str] = []
+    failed_to_reach: list[str] = []
+    counts: dict[str, int] = {}
+
+    def attempt(kind: str, selector: str | None, decode: Callable[[Any], Any]) -> tuple | None:
+        attempts.append(kind)
+        try:
+            raw = _list_all(kube, kind, namespaces, selector)
+        except (ApiError, Unreachable) as exc:
+            errors.append(_why(kind, exc))
+            if isinstance(exc, Unreachable) or exc.unauthorized:
+                failed_to_reach.append(str(exc))
+            return None
+        counts[kind] = len(raw)
+        log.info("listed %d %s", len(raw), kind)
+        return tuple(decode(o) for o in raw)
+
+    pods = attempt("Pod", MANAGED_POD_SELECTOR, pod_from_api)
+    report_pods = pods
+    if report_selector is not None and report_selector != MANAGED_POD_SELECTOR:
+        report_pods = attempt("Pod", report_selector or None, pod_from_api)
+    redis = attempt("Redis", None, redis_from_api)
+    xcas = attempt("Xca", None, xca_from_api)
+    unreachable = failed_to_reach[0] if len(failed_to_reach) == len(attempts) else None
+    return Observation(Snapshot(redis, xcas, pods), report_pods, tuple(errors), unreachable, counts)

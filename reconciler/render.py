@@ -1,0 +1,67 @@
+"""Human and JSON renderings of a plan and of a pass summary."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from reconciler.actions import Action, CreatePod, DeletePod, Plan
+
+SYMBOLS = {"create": "+", "delete": "-"}
+
+
+def _symbol(action: Action) -> str:
+    return SYMBOLS.get(action.verb, "~")
+
+
+def plan_text(plan: Plan) -> str:
+    """Readable like `terraform plan`: grouped by object, one line an action."""
+    if not plan.actions:
+        lines = ["No changes. The cluster matches the desired state."]
+    else:
+        lines = []
+        for owner, actions in plan.by_owner().items():
+            lines.append(f"{owner.kind} {owner}:")
+            lines.extend(f"  {_symbol(a)} {a.describe()}" for a in actions)
+        verbs = Counter(a.verb for a in plan.actions)
+        lines.append("")
+        lines.append(
+            f"Plan: {verbs['create']} to create, {verbs['delete']} to delete, "
+            f"{len(plan.actions) - verbs['create'] - verbs['delete']} to patch."
+        )
+    for key in sorted(plan.backing_off):
+        lines.append(f"Backing off: {key.kind} {key} (repeated failures)")
+    return "\n".join(lines)
+
+
+def action_json(action: Action) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "owner": {
+            "kind": action.owner.kind,
+            "namespace": action.owner.namespace,
+            "name": action.owner.name,
+        },
+        "kind": action.kind,
+        "verb": action.verb,
+        "target": str(action.target),
+        "description": action.describe(),
+    }
+    if isinstance(action, CreatePod):
+        out["manifest"] = action.manifest
+    elif isinstance(action, DeletePod):
+        out["uid"] = action.uid
+    elif hasattr(action, "status"):
+        out["status"] = action.status  # type: ignore[union-attr]
+    return out
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(
+        {
+            "actions": [action_json(a) for a in plan.actions],
+            "backing_off": sorted(str(k) for k in plan.backing_off),
+        },
+        indent=2,
+        default=str,
+    )

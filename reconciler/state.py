@@ -1,0 +1,85 @@
+"""What a pass remembers for the next one: pod views and failure counts.
+
+The daemon keeps it in memory; one-shot runs keep it in ``--state-file`` so
+that cron-driven passes still report transitions and back off. Written
+atomically (rename) because a pass may be killed at any point.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.model import Failure, ObjKey
+from reconciler.report import PodView
+
+log = logging.getLogger(__name__)
+VERSION = 1
+
+
+@dataclass
+class State:
+    pod_views: dict[str, PodView] | None = None
+    failures: dict[ObjKey, Failure] = field(default_factory=dict)
+
+
+def load(path: str | None) -> State:
+    if not path or not Path(path).exists():
+        return State()
+    try:
+        data = json.loads(Path(path).read_text())
+        if data.get("version") != VERSION:
+            raise ValueError(f"unsupported version {data.get('version')!r}")
+        views = data.get("pod_views")
+        failures = {
+            ObjKey(f["kind"], f["namespace"], f["name"]): Failure(
+                int(f["count"]), str(f["message"]), str(f["reason"]), float(f["retry_at"])
+            )
+            for f in data.get("failures") or ()
+        }
+        return State(
+            None if views is None else {k: PodView.from_json(v) for k, v in views.items()},
+            failures,
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # A corrupt state file must not stop reconciling; it only costs a
+        # report of every pod as added.
+        log.warning("state file %s unreadable (%s); starting fresh", path, exc)
+        return State()
+
+
+def save(path: str | None, state: State) -> None:
+    if not path:
+        return
+    data = {
+        "version": VERSION,
+        "pod_views": None
+        if state.pod_views is None
+        else {k: v.to_json() for k, v in state.pod_views.items()},
+        "failures": [
+            {
+                "kind": k.kind,
+                "namespace": k.namespace,
+                "name": k.name,
+                "count": f.count,
+                "message": f.message,
+                "reason": f.reason,
+                "retry_at": f.retry_at,
+            }
+            for k, f in sorted(state.failures.items())
+        ],
+    }
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,193 @@
+"""One pass: observe -> plan -> apply, then the pod report and the summary.
+
+Shared by `reconciler sync`, `reconciler plan` and each tick of
+`reconciler run`, so the three modes cannot behave differently.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler import report as pod_report
+from reconciler.actions import EventSpec, ObjRef, Plan
+from reconciler.apply import ApplyReport, Executor, next_failures
+from reconciler.config import Config
+from reconciler.constants import (
+    REDIS_API_VERSION,
+    REDIS_COMPONENT,
+    XCA_API_VERSION,
+    XCA_COMPONENT,
+)
+from reconciler.events import post_event
+from reconciler.kube import Kube
+from reconciler.model import Failure, ObjKey, Snapshot
+from reconciler.observe import observe
+from reconciler.plan import plan as make_plan
+from reconciler.state import State
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+@dataclass
+class PassResult:
+    pass_id: str
+    plan: Plan
+    applied: ApplyReport
+    errors: list[str] = field(default_factory=list)
+    unreachable: str | None = None
+    duration: float = 0.0
+    requests: int = 0
+    writes: int = 0
+    bytes_received: int = 0
+    observed: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        if self.unreachable:
+            return EXIT_UNREACHABLE
+        return EXIT_FAILED if self.errors else EXIT_OK
+
+    def action_counts(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for (kind, verb, result), n in self.applied.counts().items():
+            counts[f"{kind}/{verb}/{result}"] += n
+        return dict(sorted(counts.items()))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "pass_id": self.pass_id,
+            "result": {0: "ok", 1: "errors", 3: "unreachable"}[self.exit_code],
+            "duration_seconds": round(self.duration, 3),
+            "observed": self.observed,
+            "planned": len(self.plan.actions),
+            "actions": self.action_counts(),
+            "backing_off": sorted(str(k) for k in self.plan.backing_off),
+            "errors": self.errors,
+            "api_requests": self.requests,
+            "api_writes": self.writes,
+            "bytes_received": self.bytes_received,
+        }
+
+    def one_line(self) -> str:
+        acts = ", ".join(f"{k}={v}" for k, v in self.action_counts().items()) or "no changes"
+        return (
+            f"pass {self.pass_id} {self.summary()['result']} in {self.duration:.2f}s: "
+            f"{acts}; {len(self.errors)} errors; {self.requests} API requests"
+        )
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _backoff_event(snapshot: Snapshot, key: ObjKey, failure: Failure) -> EventSpec | None:
+    """A Warning saying the object is now retried less often (never dropped)."""
+    pool = snapshot.redis if key.kind == "Redis" else snapshot.xcas
+    uid = next((o.uid for o in pool or () if o.key == key), None)
+    if uid is None:
+        return None
+    api, comp = (
+        (REDIS_API_VERSION, REDIS_COMPONENT)
+        if key.kind == "Redis"
+        else (XCA_API_VERSION, XCA_COMPONENT)
+    )
+    delay = max(0, round(failure.retry_at - time.time()))
+    return EventSpec(
+        ObjRef(api, key.kind, key.namespace, key.name, uid),
+        "Warning",
+        "BackingOff",
+        f"{failure.count} consecutive failures; next attempt in {delay}s: {failure.message}",
+        comp,
+    )
+
+
+def run_pass(
+    kube: Kube,
+    config: Config,
+    state: State,
+    *,
+    dry_run: bool = False,
+    apply: bool = True,
+    clock: Callable[[], datetime] = _utcnow,
+) -> PassResult:
+    """Run one pass and update ``state`` in place. Never raises for per-object
+    errors; they are in the result, which decides the exit code."""
+    started = time.monotonic()
+    before_requests, before_writes = kube.stats.total, kube.stats.writes()
+    before_bytes = kube.stats.bytes_received
+    pass_id = uuid.uuid4().hex[:8]
+    selector = config.pod_report_selector if config.pod_report else None
+
+    obs = observe(kube, config.namespaces, selector)
+    if obs.unreachable is None:
+        for err in obs.errors:
+            log.error("%s", err)
+    now = clock()
+    snapshot = Snapshot(obs.snapshot.redis, obs.snapshot.xcas, obs.snapshot.pods, state.failures)
+    the_plan = make_plan(snapshot, config, now)
+    log.info(
+        "pass %s: %d actions planned over %s",
+        pass_id,
+        len(the_plan.actions),
+        ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed",
+    )
+
+    applied = ApplyReport()
+    if apply:
+        executor = Executor(
+            kube,
+            concurrency=config.write_concurrency,
+            clock=clock,
+            dry_run=dry_run,
+            pass_id=pass_id,
+        )
+        applied = executor.run(the_plan)
+
+    errors = list(obs.errors)
+    errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
+
+    if apply and not dry_run:
+        failures, newly = next_failures(
+            state.failures,
+            the_plan,
+            applied,
+            time.time(),
+            threshold=config.failure_threshold,
+            base=config.backoff_base,
+            cap=config.backoff_max,
+        )
+        state.failures = failures
+        for key, rec in newly:
+            log.warning("[%s] %d consecutive failures; backing off", key, rec.count)
+            if (event := _backoff_event(snapshot, key, rec)) is not None:
+                post_event(kube, event, clock)
+
+    if config.pod_report and obs.report_pods is not None:
+        current = pod_report.views(obs.report_pods)
+        for line in pod_report.diff(state.pod_views, current):
+            log.info("[%s] pod %s", line.pod, line.message, extra={"object": line.pod})
+        if not dry_run:
+            state.pod_views = current
+
+    result = PassResult(
+        pass_id,
+        the_plan,
+        applied,
+        errors,
+        obs.unreachable,
+        duration=time.monotonic() - started,
+        requests=kube.stats.total - before_requests,
+        writes=kube.stats.writes() - before_writes,
+        bytes_received=kube.stats.bytes_received - before_bytes,
+        observed=dict(obs.counts),
+    )
+    return result
