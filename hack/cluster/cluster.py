@@ -47,7 +47,10 @@ TIMEOUT = 60.0  # per component / readiness step
 STOP_GRACE = 5.0  # SIGTERM -> SIGKILL
 LOG_TAIL = 30
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-KCM_CONTROLLERS = "garbagecollector,namespace,serviceaccount,serviceaccount-token"
+KCM_CONTROLLERS = (
+    "garbage-collector-controller,namespace-controller,"
+    "serviceaccount-controller,serviceaccount-token-controller"
+)
 SERVICE_CIDR = "10.96.0.0/16"  # config only: nothing routes there
 POD_CIDR = "10.244.0.1/16"  # kwok hands out fake pod IPs; its /24 default caps at 254 pods
 SA_ISSUER = "https://kubernetes.default.svc"
@@ -313,20 +316,12 @@ def _apiserver_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[s
     ]
 
 
-def _client_args(lay: Layout) -> list[str]:
-    """Kubeconfig flags for kcm/scheduler: admin token for API calls and delegated auth."""
-    kc = str(lay.kubeconfig)
-    return [
-        f"--kubeconfig={kc}",
-        f"--authentication-kubeconfig={kc}",
-        f"--authorization-kubeconfig={kc}",
-    ]
-
-
 def _kcm_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
+    """No delegated authn/authz kubeconfigs (here or for the scheduler): /healthz is
+    always allowed, and delegation would want a requestheader CA we do not need."""
     return [
         str(bin_dir / "kube-controller-manager"),
-        *_client_args(lay),
+        f"--kubeconfig={lay.kubeconfig}",
         f"--bind-address={HOST}",
         f"--secure-port={ports['kcm']}",
         f"--controllers={KCM_CONTROLLERS}",
@@ -340,7 +335,7 @@ def _kcm_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
 def _scheduler_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
     return [
         str(bin_dir / "kube-scheduler"),
-        *_client_args(lay),
+        f"--kubeconfig={lay.kubeconfig}",
         f"--bind-address={HOST}",
         f"--secure-port={ports['scheduler']}",
         "--leader-elect=false",

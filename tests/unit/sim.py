@@ -1,0 +1,63 @@
+"""An in-memory cluster that applies plans, for the convergence properties.
+
+It mirrors the API semantics the planner relies on: merge-patched status,
+finalizers gating deletion, and pods that only become Ready (and terminating
+pods that only disappear) when the simulated kubelet runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from reconciler.actions import Action, CreatePod, DeletePod, PatchFinalizers, PatchStatus
+from reconciler.model import Pod, PodCondition, Redis, Snapshot, pod_from_api
+
+
+def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
+    redis = {r.key: r for r in snapshot.redis or ()}
+    xcas = {x.key: x for x in snapshot.xcas or ()}
+    pods = {p.key: p for p in snapshot.pods or ()}
+    for action in actions:
+        if isinstance(action, CreatePod):
+            if action.target in pods:
+                continue  # AlreadyExists
+            created = pod_from_api(action.manifest)
+            pods[action.target] = dataclasses.replace(
+                created, uid=f"new-{action.target.name}", phase="Pending",
+                conditions=(PodCondition("Ready", "False", "ContainersNotReady"),))
+        elif isinstance(action, DeletePod):
+            old = pods.get(action.target)
+            if old is not None and old.uid == action.uid:  # uid precondition
+                pods[action.target] = dataclasses.replace(
+                    old, deletion_timestamp="2026-11-22T12:00:00Z")
+        elif isinstance(action, PatchFinalizers):
+            r = redis.get(action.owner)
+            if r is not None:
+                redis[action.owner] = dataclasses.replace(r, finalizers=action.finalizers)
+        elif isinstance(action, PatchStatus):
+            if action.owner in redis:
+                r = redis[action.owner]
+                redis[action.owner] = dataclasses.replace(
+                    r, status={**r.status, **action.status})
+            elif action.owner in xcas:
+                x = xcas[action.owner]
+                xcas[action.owner] = dataclasses.replace(x, status={**x.status, **action.status})
+    # The apiserver drops an object being deleted once it has no finalizers.
+    live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
+    return Snapshot(live_redis, tuple(xcas.values()), tuple(pods.values()), snapshot.failures)
+
+
+def kubelet(snapshot: Snapshot) -> Snapshot:
+    """Time passes: terminating pods vanish, the rest become Ready."""
+    pods: list[Pod] = []
+    for p in snapshot.pods or ():
+        if p.terminating:
+            continue
+        pods.append(dataclasses.replace(p, phase="Running", conditions=(
+            PodCondition("PodScheduled", "True"), PodCondition("Ready", "True"))))
+    return dataclasses.replace(snapshot, pods=tuple(pods))
+
+
+def redis_named(snapshot: Snapshot, name: str) -> Redis | None:
+    return next((r for r in snapshot.redis or () if r.name == name), None)

@@ -1,0 +1,353 @@
+"""Table tests for the Redis rules of the planner."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from reconciler.actions import CreatePod, DeletePod, PatchFinalizers, PatchStatus
+from reconciler.constants import (
+    FINALIZER,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    TEMPLATE_HASH_ANNOTATION,
+)
+from reconciler.model import Failure, Snapshot
+from reconciler.plan import plan, plan_redis, rfc3339
+
+from .builders import CONFIG, NOW, current_hash, pod, redis
+
+
+def kinds(actions):
+    return [type(a).__name__ for a in actions]
+
+
+def status_of(actions):
+    patches = [a for a in actions if isinstance(a, PatchStatus)]
+    assert len(patches) == 1, actions
+    return patches[0]
+
+
+def cond(status, type_):
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def converged(r, pods):
+    """The Redis with the status the planner wants for these pods."""
+    status = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    return dataclasses.replace(r, status=status)
+
+
+# ------------------------------------------------------------ creation
+
+
+def test_new_redis_gets_finalizer_first_then_pods_then_status():
+    r = redis(finalizers=())
+    actions = plan_redis(r, [], CONFIG, NOW)
+    assert kinds(actions) == ["PatchFinalizers", "CreatePod", "CreatePod", "CreatePod",
+                              "PatchStatus"]
+    assert actions[0].finalizers == (FINALIZER,)
+    assert [a.target.name for a in actions[1:4]] == ["r-0", "r-1", "r-2"]
+
+
+def test_finalizer_patch_keeps_other_finalizers():
+    r = redis(finalizers=("example.com/other",))
+    fin = plan_redis(r, [], CONFIG, NOW)[0]
+    assert isinstance(fin, PatchFinalizers)
+    assert fin.finalizers == ("example.com/other", FINALIZER)
+    assert fin.resource_version == r.resource_version
+
+
+def test_pod_manifest_follows_conventions():
+    r = redis(num=1, port=6375, image="redis:7")
+    create = next(a for a in plan_redis(r, [], CONFIG, NOW) if isinstance(a, CreatePod))
+    meta, spec = create.manifest["metadata"], create.manifest["spec"]
+    assert meta["name"] == "r-0" and meta["namespace"] == "default"
+    assert meta["labels"] == {LABEL_NAME: "redis", LABEL_INSTANCE: "r",
+                              LABEL_MANAGED_BY: "reconciler"}
+    assert meta["ownerReferences"] == [{
+        "apiVersion": "myapp.demo.kubebuilder.io/v1", "kind": "Redis", "name": "r",
+        "uid": r.uid, "controller": True, "blockOwnerDeletion": True}]
+    assert meta["annotations"][TEMPLATE_HASH_ANNOTATION] == current_hash(6375, "redis:7")
+    (container,) = spec["containers"]
+    assert container["name"] == "redis"
+    assert container["image"] == "redis:7"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["ports"] == [{"name": "redis", "containerPort": 6375, "protocol": "TCP"}]
+    assert create.event.reason == "CreatePod" and "r-0" in create.event.message
+
+
+def test_default_image_comes_from_config():
+    r = redis(num=1)
+    create = next(a for a in plan_redis(r, [], CONFIG, NOW) if isinstance(a, CreatePod))
+    assert create.manifest["spec"]["containers"][0]["image"] == "redis:5-alpine"
+    other = dataclasses.replace(CONFIG, image="mirror.local/redis:5")
+    create = next(a for a in plan_redis(r, [], other, NOW) if isinstance(a, CreatePod))
+    assert create.manifest["spec"]["containers"][0]["image"] == "mirror.local/redis:5"
+
+
+def test_converged_redis_plans_nothing():
+    r = redis()
+    pods = [pod(r, i) for i in range(3)]
+    assert plan_redis(converged(r, pods), pods, CONFIG, NOW) == []
+
+
+def test_converged_status_contents():
+    r = redis(generation=4)
+    pods = [pod(r, i) for i in range(3)]
+    status = converged(r, pods).status
+    assert status["observedGeneration"] == 4
+    assert (status["replicas"], status["readyReplicas"], status["updatedReplicas"]) == (3, 3, 3)
+    assert cond(status, "Ready")["status"] == "True"
+    assert cond(status, "Progressing")["status"] == "False"
+    assert cond(status, "Degraded")["status"] == "False"
+    for c in status["conditions"]:
+        assert c["reason"] and c["message"] and c["lastTransitionTime"] == rfc3339(NOW)
+
+
+def test_status_reflects_pods_created_this_pass():
+    st = status_of(plan_redis(redis(), [], CONFIG, NOW)).status
+    assert st["replicas"] == 3 and st["readyReplicas"] == 0 and st["updatedReplicas"] == 3
+    assert cond(st, "Progressing")["reason"] == "WaitingForReady"
+    assert cond(st, "Ready")["status"] == "False"
+
+
+def test_last_transition_time_kept_while_status_unchanged():
+    r = redis()
+    pods = [pod(r, i) for i in range(3)]
+    settled = converged(r, pods)
+    later = NOW + timedelta(hours=1)
+    # One pod becomes unready: Ready flips (new time), Degraded does not (old time).
+    pods[1] = pod(r, 1, ready=False)
+    st = status_of(plan_redis(settled, pods, CONFIG, later)).status
+    assert cond(st, "Ready")["lastTransitionTime"] == rfc3339(later)
+    assert cond(st, "Degraded")["lastTransitionTime"] == rfc3339(NOW)
+
+
+# ------------------------------------------------------------ missing pods
+
+
+@pytest.mark.parametrize(("recorded", "why"), [
+    ({}, "scale up"),
+    ({"replicas": 3}, "deleted by hand"),
+    ({"replicas": 3, "conditions": [{"type": "Progressing", "status": "True",
+                                     "reason": "RollingUpdate"}]}, "spec changed"),
+])
+def test_missing_pod_is_recreated_with_a_reason(recorded, why):
+    r = redis(status=recorded)
+    pods = [pod(r, 0), pod(r, 2)]
+    creates = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, CreatePod)]
+    assert [c.target.name for c in creates] == ["r-1"]
+    assert creates[0].event.message == f"Created pod r-1: {why}"
+
+
+def test_terminating_pod_blocks_recreation_of_its_name():
+    r = redis()
+    pods = [pod(r, 0), pod(r, 1, terminating=True), pod(r, 2)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    assert not [a for a in actions if isinstance(a, CreatePod | DeletePod)]
+    assert status_of(actions).status["replicas"] == 2
+
+
+# ------------------------------------------------------------ scale down
+
+
+def test_scale_down_deletes_highest_indexes():
+    r = redis(num=2, status={"replicas": 3})
+    pods = [pod(r, i) for i in range(3)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    deletes = [a for a in actions if isinstance(a, DeletePod)]
+    assert [(d.name, d.why, d.uid) for d in deletes] == [("r-2", "scale down", pods[2].uid)]
+    assert deletes[0].event.reason == "DeletePod"
+    assert "scale down" in deletes[0].event.message
+    assert status_of(actions).status["replicas"] == 2
+
+
+def test_scale_to_zero_keeps_finalizer_and_deletes_all():
+    r = redis(num=0)
+    pods = [pod(r, i) for i in range(2)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    assert sorted(a.name for a in actions if isinstance(a, DeletePod)) == ["r-0", "r-1"]
+    assert not [a for a in actions if isinstance(a, PatchFinalizers)]
+
+
+def test_owned_pod_with_unexpected_name_is_deleted():
+    r = redis(num=1)
+    pods = [pod(r, 0), pod(r, 0, name="r-extra")]
+    deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert [d.name for d in deletes] == ["r-extra"]
+
+
+# ------------------------------------------------------------ rolling update
+
+
+def test_stale_pod_replaced_when_all_others_ready():
+    r = redis(port=6380)
+    stale = current_hash(6379)
+    pods = [pod(r, i, hash_=stale) for i in range(3)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    deletes = [a for a in actions if isinstance(a, DeletePod)]
+    assert [(d.name, d.why) for d in deletes] == [("r-0", "spec changed")]
+    st = status_of(actions).status
+    assert cond(st, "Progressing")["reason"] == "RollingUpdate"
+    assert st["updatedReplicas"] == 0
+
+
+def test_rollout_waits_while_another_pod_is_not_ready():
+    r = redis(port=6380)
+    pods = [pod(r, 0, hash_=current_hash(6379)), pod(r, 1, ready=False), pod(r, 2)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    assert not [a for a in actions if isinstance(a, DeletePod)]
+
+
+def test_rollout_waits_while_a_pod_is_missing_or_terminating():
+    r = redis(port=6380)
+    old = current_hash(6379)
+    for others in ([pod(r, 1)], [pod(r, 1), pod(r, 2, terminating=True)]):
+        pods = [pod(r, 0, hash_=old), *others]
+        deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+        assert deletes == []
+
+
+def test_rollout_resumes_with_next_stale_pod():
+    r = redis(port=6380)
+    old = current_hash(6379)
+    pods = [pod(r, 0, hash_=current_hash(6380)), pod(r, 1, hash_=old), pod(r, 2, hash_=old)]
+    deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert [d.name for d in deletes] == ["r-1"]
+
+
+def test_image_change_also_rolls():
+    r = redis(image="redis:7")
+    pods = [pod(r, i) for i in range(3)]
+    deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert [d.name for d in deletes] == ["r-0"]
+
+
+# ------------------------------------------------------------ foreign pods
+
+
+def test_pod_owned_by_someone_else_is_never_touched():
+    r = redis(num=2)
+    foreign = pod(r, 1, owner_uid="someone-else")
+    actions = plan_redis(r, [pod(r, 0), foreign], CONFIG, NOW)
+    touched = [a for a in actions if isinstance(a, CreatePod | DeletePod)]
+    assert touched == []
+    patch = status_of(actions)
+    degraded = cond(patch.status, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "PodConflict")
+    assert "r-1" in degraded["message"]
+    (event,) = patch.events
+    assert (event.type, event.reason) == ("Warning", "PodConflict") and "r-1" in event.message
+
+
+def test_conflict_warning_is_not_repeated_once_recorded():
+    r = redis(num=2)
+    pods = [pod(r, 0), pod(r, 1, owner_uid="someone-else")]
+    settled = converged(r, pods)
+    assert plan_redis(settled, pods, CONFIG, NOW) == []
+
+
+# ------------------------------------------------------------ invalid spec
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"port": 6399, "num": 1}, "spec.port"),
+    ({"port": "6379", "num": 1}, "spec.port"),
+    ({"port": 6379, "num": -1}, "spec.num"),
+    ({"port": 6379, "num": 1.5}, "spec.num"),
+    ({"port": 6379, "num": 1, "image": "Not An Image"}, "spec.image"),
+])
+def test_invalid_spec_touches_no_pod_and_names_the_field(spec, field):
+    r = redis(spec=spec)
+    pods = [pod(r, 0)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    assert not [a for a in actions if isinstance(a, CreatePod | DeletePod)]
+    patch = status_of(actions)
+    degraded = cond(patch.status, "Degraded")
+    assert degraded["reason"] == "InvalidSpec" and field in degraded["message"]
+    assert patch.events[0].type == "Warning" and field in patch.events[0].message
+    assert plan_redis(dataclasses.replace(r, status=patch.status), pods, CONFIG, NOW) == []
+
+
+# ------------------------------------------------------------ deletion
+
+
+def test_deleting_redis_deletes_its_pods_and_keeps_finalizer():
+    r = redis(deleting=True)
+    pods = [pod(r, 0), pod(r, 1, terminating=True), pod(r, 5, owner_uid="other")]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    assert kinds(actions) == ["DeletePod"]
+    assert actions[0].name == "r-0" and actions[0].why == "Redis deleted"
+    assert actions[0].event.reason == "DeletePod"
+
+
+def test_finalizer_removed_once_no_pod_remains():
+    r = redis(deleting=True, finalizers=("a/b", FINALIZER))
+    (action,) = plan_redis(r, [pod(r, 0, owner_uid="other")], CONFIG, NOW)
+    assert isinstance(action, PatchFinalizers) and action.finalizers == ("a/b",)
+
+
+def test_finalizer_never_added_to_object_being_deleted():
+    r = redis(deleting=True, finalizers=("foregroundDeletion",))
+    assert plan_redis(r, [], CONFIG, NOW) == []
+
+
+def test_deleting_redis_with_invalid_spec_still_cleans_up():
+    r = redis(deleting=True, spec={"port": 1})
+    assert kinds(plan_redis(r, [pod(r, 0)], CONFIG, NOW)) == ["DeletePod"]
+
+
+# ------------------------------------------------------------ whole pass
+
+
+def test_orphans_deleted_only_with_complete_views():
+    r = redis(num=1)
+    orphan = pod(None, 0, name="gone-0", owner_uid="uid-of-deleted-redis")
+    pods = (pod(r, 0), orphan)
+    snap = Snapshot((converged(r, [pods[0]]),), (), pods)
+    (action,) = plan(snap, CONFIG, NOW).actions
+    assert isinstance(action, DeletePod) and action.name == "gone-0" and action.why == "owner gone"
+    # Redis LIST failed: an orphan cannot be told apart from a pod of an unseen Redis.
+    assert plan(Snapshot(None, (), pods), CONFIG, NOW).actions == ()
+
+
+def test_failed_pod_list_means_no_redis_writes():
+    snap = Snapshot((redis(finalizers=()),), (), None)
+    assert plan(snap, CONFIG, NOW).actions == ()
+
+
+def test_pods_are_matched_within_their_namespace():
+    a, b = redis(ns="a"), redis(ns="b")
+    snap = Snapshot((a, b), (), tuple(pod(a, i) for i in range(3)))
+    creates = [x for x in plan(snap, CONFIG, NOW).actions if isinstance(x, CreatePod)]
+    assert {c.target.namespace for c in creates} == {"b"}
+
+
+# ------------------------------------------------------------ failures and backoff
+
+
+def test_recent_failure_shows_as_degraded_but_still_retries():
+    r = redis()
+    fail = Failure(1, "422 Invalid: spec.containers[0].image", "InvalidObject", 0.0)
+    actions = plan_redis(r, [], CONFIG, NOW, fail)
+    assert len([a for a in actions if isinstance(a, CreatePod)]) == 3
+    degraded = cond(status_of(actions).status, "Degraded")
+    assert degraded["reason"] == "InvalidObject" and "spec.containers[0].image" in degraded["message"]
+
+
+def test_backing_off_object_gets_no_pod_writes_until_retry_time():
+    r = redis()
+    key = r.key
+    retry_at = (NOW + timedelta(minutes=1)).timestamp()
+    snap = Snapshot((r,), (), (), {key: Failure(3, "boom", "ReconcileError", retry_at)})
+    result = plan(snap, CONFIG, NOW)
+    assert result.backing_off == {key}
+    assert not [a for a in result.actions if isinstance(a, CreatePod)]
+    assert cond(status_of(result.actions).status, "Degraded")["reason"] == "BackingOff"
+    later = plan(snap, CONFIG, NOW + timedelta(minutes=2))
+    assert later.backing_off == frozenset()
+    assert len([a for a in later.actions if isinstance(a, CreatePod)]) == 3
