@@ -728,6 +728,7 @@ def _reap(pid: int) -> None:
 
 def _terminate(pids: set[int]) -> None:
     """SIGTERM each process group, SIGKILL what is left after STOP_GRACE."""
+    everything = set(pids)
     for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, 2.0)):
         for pid in pids:
             _signal(pid, sig)
@@ -740,8 +741,21 @@ def _terminate(pids: set[int]) -> None:
                 break
             time.sleep(0.05)
         if not pids:
+            break
+    if pids:
+        raise ClusterError(f"processes {sorted(pids)} survived SIGKILL")
+    _await_reaped(everything)
+
+
+def _await_reaped(pids: set[int], timeout: float = 3.0) -> None:
+    """Give init a moment to reap the zombies, so `down; pgrep` shows nothing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in pids:
+            _reap(pid)
+        if not any(Path(f"/proc/{p}").exists() for p in pids):
             return
-    raise ClusterError(f"processes {sorted(pids)} survived SIGKILL")
+        time.sleep(0.05)
 
 
 def _stop(lay: Layout) -> None:

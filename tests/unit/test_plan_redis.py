@@ -51,6 +51,7 @@ def test_new_redis_gets_finalizer_first_then_pods_then_status():
                               "PatchStatus"]
     assert actions[0].finalizers == (FINALIZER,)
     assert [a.target.name for a in actions[1:4]] == ["r-0", "r-1", "r-2"]
+    assert actions[4].events == ()  # nothing wrong, nothing to warn about
 
 
 def test_finalizer_patch_keeps_other_finalizers():

@@ -1,0 +1,30 @@
+from reconciler.actions import PatchStatus
+from reconciler.model import Snapshot
+from reconciler.plan import plan, plan_xca
+
+from .builders import CONFIG, NOW, xca
+
+
+def test_inactive_xca_is_activated_once_with_an_event():
+    (action,) = plan_xca(xca(active=False), NOW)
+    assert isinstance(action, PatchStatus)
+    assert action.status == {"active": True, "last_update_time": "2026-11-22T12:00:00Z"}
+    assert action.resource_version == "3"
+    (event,) = action.events
+    assert (event.type, event.reason, event.component) == ("Normal", "Activated", "xca-controller")
+
+
+def test_xca_without_status_is_activated():
+    assert len(plan_xca(xca(active=None), NOW)) == 1
+
+
+def test_active_xca_costs_nothing():
+    assert plan_xca(xca(active=True), NOW) == []
+
+
+def test_deleting_xca_is_left_alone():
+    assert plan_xca(xca(active=False, deleting=True), NOW) == []
+
+
+def test_failed_xca_list_means_no_xca_writes():
+    assert plan(Snapshot((), None, ()), CONFIG, NOW).actions == ()
