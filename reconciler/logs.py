@@ -36,8 +36,11 @@ def setup(level: str = "INFO", fmt: str = "text") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s"))
+    handler._reconciler = True  # type: ignore[attr-defined]
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    # Replace only our own handler, so embedding code (and pytest) keeps theirs.
+    root.handlers[:] = [h for h in root.handlers if not getattr(h, "_reconciler", False)]
+    root.addHandler(handler)
     root.setLevel(level)
     for noisy in ("urllib3", "apscheduler.executors.default"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -46,6 +46,7 @@ HOST = "127.0.0.1"
 TIMEOUT = 60.0  # per component / readiness step
 STOP_GRACE = 5.0  # SIGTERM -> SIGKILL
 LOG_TAIL = 30
+PORTS = ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 KCM_CONTROLLERS = (
     "garbage-collector-controller,namespace-controller,"
@@ -210,13 +211,7 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     for d in (lay.logs, lay.pids, lay.scratch):
         d.mkdir(parents=True, exist_ok=True)
     token = _ensure_credentials(lay)
-    ports = dict(
-        zip(
-            ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok"),
-            _free_ports(6),
-            strict=True,
-        )
-    )
+    ports = dict(zip(PORTS, _free_ports(len(PORTS)), strict=True))
     cluster = Cluster(
         kubeconfig=lay.kubeconfig,
         server=f"https://{HOST}:{ports['apiserver']}",

@@ -24,13 +24,17 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
                 continue  # AlreadyExists
             created = pod_from_api(action.manifest)
             pods[action.target] = dataclasses.replace(
-                created, uid=f"new-{action.target.name}", phase="Pending",
-                conditions=(PodCondition("Ready", "False", "ContainersNotReady"),))
+                created,
+                uid=f"new-{action.target.name}",
+                phase="Pending",
+                conditions=(PodCondition("Ready", "False", "ContainersNotReady"),),
+            )
         elif isinstance(action, DeletePod):
             old = pods.get(action.target)
             if old is not None and old.uid == action.uid:  # uid precondition
                 pods[action.target] = dataclasses.replace(
-                    old, deletion_timestamp="2026-11-22T12:00:00Z")
+                    old, deletion_timestamp="2026-11-22T12:00:00Z"
+                )
         elif isinstance(action, PatchFinalizers):
             r = redis.get(action.owner)
             if r is not None:
@@ -38,8 +42,7 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
         elif isinstance(action, PatchStatus):
             if action.owner in redis:
                 r = redis[action.owner]
-                redis[action.owner] = dataclasses.replace(
-                    r, status={**r.status, **action.status})
+                redis[action.owner] = dataclasses.replace(r, status={**r.status, **action.status})
             elif action.owner in xcas:
                 x = xcas[action.owner]
                 xcas[action.owner] = dataclasses.replace(x, status={**x.status, **action.status})
@@ -54,8 +57,13 @@ def kubelet(snapshot: Snapshot) -> Snapshot:
     for p in snapshot.pods or ():
         if p.terminating:
             continue
-        pods.append(dataclasses.replace(p, phase="Running", conditions=(
-            PodCondition("PodScheduled", "True"), PodCondition("Ready", "True"))))
+        pods.append(
+            dataclasses.replace(
+                p,
+                phase="Running",
+                conditions=(PodCondition("PodScheduled", "True"), PodCondition("Ready", "True")),
+            )
+        )
     return dataclasses.replace(snapshot, pods=tuple(pods))
 
 

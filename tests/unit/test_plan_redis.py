@@ -47,8 +47,13 @@ def converged(r, pods):
 def test_new_redis_gets_finalizer_first_then_pods_then_status():
     r = redis(finalizers=())
     actions = plan_redis(r, [], CONFIG, NOW)
-    assert kinds(actions) == ["PatchFinalizers", "CreatePod", "CreatePod", "CreatePod",
-                              "PatchStatus"]
+    assert kinds(actions) == [
+        "PatchFinalizers",
+        "CreatePod",
+        "CreatePod",
+        "CreatePod",
+        "PatchStatus",
+    ]
     assert actions[0].finalizers == (FINALIZER,)
     assert [a.target.name for a in actions[1:4]] == ["r-0", "r-1", "r-2"]
     assert actions[4].events == ()  # nothing wrong, nothing to warn about
@@ -67,11 +72,21 @@ def test_pod_manifest_follows_conventions():
     create = next(a for a in plan_redis(r, [], CONFIG, NOW) if isinstance(a, CreatePod))
     meta, spec = create.manifest["metadata"], create.manifest["spec"]
     assert meta["name"] == "r-0" and meta["namespace"] == "default"
-    assert meta["labels"] == {LABEL_NAME: "redis", LABEL_INSTANCE: "r",
-                              LABEL_MANAGED_BY: "reconciler"}
-    assert meta["ownerReferences"] == [{
-        "apiVersion": "myapp.demo.kubebuilder.io/v1", "kind": "Redis", "name": "r",
-        "uid": r.uid, "controller": True, "blockOwnerDeletion": True}]
+    assert meta["labels"] == {
+        LABEL_NAME: "redis",
+        LABEL_INSTANCE: "r",
+        LABEL_MANAGED_BY: "reconciler",
+    }
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "myapp.demo.kubebuilder.io/v1",
+            "kind": "Redis",
+            "name": "r",
+            "uid": r.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     assert meta["annotations"][TEMPLATE_HASH_ANNOTATION] == current_hash(6375, "redis:7")
     (container,) = spec["containers"]
     assert container["name"] == "redis"
@@ -131,12 +146,22 @@ def test_last_transition_time_kept_while_status_unchanged():
 # ------------------------------------------------------------ missing pods
 
 
-@pytest.mark.parametrize(("recorded", "why"), [
-    ({}, "scale up"),
-    ({"replicas": 3}, "deleted by hand"),
-    ({"replicas": 3, "conditions": [{"type": "Progressing", "status": "True",
-                                     "reason": "RollingUpdate"}]}, "spec changed"),
-])
+@pytest.mark.parametrize(
+    ("recorded", "why"),
+    [
+        ({}, "scale up"),
+        ({"replicas": 3}, "deleted by hand"),
+        (
+            {
+                "replicas": 3,
+                "conditions": [
+                    {"type": "Progressing", "status": "True", "reason": "RollingUpdate"}
+                ],
+            },
+            "spec changed",
+        ),
+    ],
+)
 def test_missing_pod_is_recreated_with_a_reason(recorded, why):
     r = redis(status=recorded)
     pods = [pod(r, 0), pod(r, 2)]
@@ -255,13 +280,16 @@ def test_conflict_warning_is_not_repeated_once_recorded():
 # ------------------------------------------------------------ invalid spec
 
 
-@pytest.mark.parametrize(("spec", "field"), [
-    ({"port": 6399, "num": 1}, "spec.port"),
-    ({"port": "6379", "num": 1}, "spec.port"),
-    ({"port": 6379, "num": -1}, "spec.num"),
-    ({"port": 6379, "num": 1.5}, "spec.num"),
-    ({"port": 6379, "num": 1, "image": "Not An Image"}, "spec.image"),
-])
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"port": 6399, "num": 1}, "spec.port"),
+        ({"port": "6379", "num": 1}, "spec.port"),
+        ({"port": 6379, "num": -1}, "spec.num"),
+        ({"port": 6379, "num": 1.5}, "spec.num"),
+        ({"port": 6379, "num": 1, "image": "Not An Image"}, "spec.image"),
+    ],
+)
 def test_invalid_spec_touches_no_pod_and_names_the_field(spec, field):
     r = redis(spec=spec)
     pods = [pod(r, 0)]
@@ -337,7 +365,8 @@ def test_recent_failure_shows_as_degraded_but_still_retries():
     actions = plan_redis(r, [], CONFIG, NOW, fail)
     assert len([a for a in actions if isinstance(a, CreatePod)]) == 3
     degraded = cond(status_of(actions).status, "Degraded")
-    assert degraded["reason"] == "InvalidObject" and "spec.containers[0].image" in degraded["message"]
+    assert degraded["reason"] == "InvalidObject"
+    assert "spec.containers[0].image" in degraded["message"]
 
 
 def test_backing_off_object_gets_no_pod_writes_until_retry_time():

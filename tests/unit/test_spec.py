@@ -3,9 +3,16 @@ import pytest
 from reconciler.spec import validate_redis_spec
 
 
-@pytest.mark.parametrize("image", ["redis:5-alpine", "redis", "docker.io/library/redis:7.2",
-                                   "localhost:5000/team/redis:v1",
-                                   "redis@sha256:" + "a" * 64])
+@pytest.mark.parametrize(
+    "image",
+    [
+        "redis:5-alpine",
+        "redis",
+        "docker.io/library/redis:7.2",
+        "localhost:5000/team/redis:v1",
+        "redis@sha256:" + "a" * 64,
+    ],
+)
 def test_valid_images(image):
     spec, errors = validate_redis_spec({"image": image}, "redis:5-alpine")
     assert errors == () and spec.image == image
@@ -22,8 +29,9 @@ def test_defaults():
     assert (spec.port, spec.num, spec.image) == (6379, 0, "redis:5-alpine")
 
 
-@pytest.mark.parametrize(("value", "ok"), [(6369, False), (6370, True), (6380, True),
-                                            (6381, False), (True, False)])
+@pytest.mark.parametrize(
+    ("value", "ok"), [(6369, False), (6370, True), (6380, True), (6381, False), (True, False)]
+)
 def test_port_bounds(value, ok):
     spec, errors = validate_redis_spec({"port": value}, "redis")
     assert (spec is not None) == ok

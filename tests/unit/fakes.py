@@ -1,0 +1,65 @@
+"""A scripted stand-in for reconciler.kube.Kube, for tests of code above it.
+
+It records calls and answers from a table of canned errors; it is not a model
+of the API server (the e2e suite uses a real one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from reconciler.kube import ApiError, Stats
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.errors: dict[tuple[str, str], ApiError | Exception] = {}
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.lists: dict[str, list[dict[str, Any]] | Exception] = {}
+        self.stats = Stats()
+        self.patches: list[tuple[str, str, dict[str, Any], str]] = []
+        self.on_call: Callable[[str, str], None] | None = None
+
+    def _maybe_fail(self, verb: str, name: str) -> None:
+        self.calls.append((verb, name))
+        self.stats.record(verb, "200", 0)
+        err = self.errors.get((verb, name))
+        if err is not None:
+            raise err
+
+    def list(self, kind: str, namespace: str | None = None, selector: str | None = None):
+        self._maybe_fail("LIST", kind)
+        value = self.lists.get(kind, [])
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def create(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        self._maybe_fail("POST", name)
+        self.objects[(kind, namespace, name)] = body
+        return body
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        self._maybe_fail("GET", name)
+        if (kind, namespace, name) not in self.objects:
+            raise ApiError(404, "NotFound", f"{name} not found")
+        return self.objects[(kind, namespace, name)]
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+        self._maybe_fail("DELETE", name)
+        self.objects.pop((kind, namespace, name), None)
+
+    def merge_patch(
+        self, kind: str, namespace: str, name: str, body: dict[str, Any], sub: str = ""
+    ) -> dict[str, Any]:
+        self._maybe_fail("PATCH" + (f"/{sub}" if sub else ""), name)
+        self.patches.append((kind, name, body, sub))
+        rv = str(int(body.get("metadata", {}).get("resourceVersion", "0") or 0) + 1)
+        return {"metadata": {"resourceVersion": rv}}
+
+
+def conflict(msg: str = "the object has been modified") -> ApiError:
+    return ApiError(409, "Conflict", msg)

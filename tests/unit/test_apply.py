@@ -1,0 +1,160 @@
+"""The executor: ordering, per-object isolation, 404/409 handling, failure memory."""
+
+from __future__ import annotations
+
+from reconciler.actions import Plan
+from reconciler.apply import (
+    CONFLICT,
+    FAILED,
+    GONE,
+    OK,
+    SKIPPED,
+    Executor,
+    backoff_seconds,
+    next_failures,
+)
+from reconciler.kube import ApiError, Unreachable
+from reconciler.model import Failure
+from reconciler.plan import plan, plan_redis
+
+from .builders import CONFIG, NOW, redis
+from .fakes import FakeKube, conflict
+
+
+def run(kube, actions):
+    return Executor(kube, concurrency=4, clock=lambda: NOW).run(Plan(tuple(actions)))
+
+
+def results(report):
+    return [(o.action.verb, o.result) for o in report.outcomes]
+
+
+def test_actions_of_one_object_run_in_order_and_thread_the_resource_version():
+    kube = FakeKube()
+    report = run(kube, plan_redis(redis(num=1, finalizers=()), [], CONFIG, NOW))
+    assert results(report) == [("patch-finalizers", OK), ("create", OK), ("patch-status", OK)]
+    writes = [c for c in kube.calls if c[0] in ("POST", "PATCH", "PATCH/status")]
+    assert [c[0] for c in writes][:2] == ["PATCH", "POST"]
+    fin, status = kube.patches[0][2], kube.patches[1][2]
+    assert fin["metadata"]["resourceVersion"] == "10"
+    # Our own finalizer patch bumped the version; the status patch uses the new one.
+    assert status["metadata"]["resourceVersion"] == "11"
+
+
+def test_events_are_posted_after_successful_writes():
+    kube = FakeKube()
+    run(kube, plan_redis(redis(num=1), [], CONFIG, NOW))
+    events = [o for (k, _, _), o in kube.objects.items() if k == "Event"]
+    assert [(e["reason"], e["type"]) for e in events] == [("CreatePod", "Normal")]
+    assert events[0]["involvedObject"]["kind"] == "Redis"
+    assert events[0]["source"]["component"] == "redis-controller"
+
+
+def test_failure_stops_that_object_only():
+    kube = FakeKube()
+    kube.errors[("POST", "a-1")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    actions = plan_redis(redis("a", num=2), [], CONFIG, NOW) + plan_redis(
+        redis("b", num=1), [], CONFIG, NOW
+    )
+    report = run(kube, actions)
+    by_owner = {}
+    for o in report.outcomes:
+        by_owner.setdefault(o.action.owner.name, []).append(o.result)
+    assert by_owner["a"] == [OK, FAILED, SKIPPED]  # status not written on a failure
+    assert by_owner["b"] == [OK, OK]
+    (failed,) = report.failed()
+    assert failed.reason == "InvalidObject" and "spec.containers[0].image" in failed.error
+
+
+def test_conflict_and_not_found_mean_next_pass():
+    kube = FakeKube()
+    r = redis(num=0, finalizers=())
+    kube.errors[("PATCH", "r")] = conflict()
+    report = run(kube, plan_redis(r, [], CONFIG, NOW))
+    assert results(report) == [("patch-finalizers", CONFLICT), ("patch-status", SKIPPED)]
+    assert report.failed() == []
+    kube = FakeKube()
+    kube.errors[("PATCH/status", "r")] = ApiError(404, "NotFound", "gone")
+    assert results(run(kube, plan_redis(redis(num=0), [], CONFIG, NOW))) == [("patch-status", GONE)]
+
+
+def test_already_exists_is_fine_for_our_own_pod():
+    kube = FakeKube()
+    r = redis(num=1)
+    actions = plan_redis(r, [], CONFIG, NOW)
+    create = actions[0]
+    kube.objects[("Pod", "default", "r-0")] = create.manifest
+    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    assert results(run(kube, actions))[0] == ("create", OK)
+
+
+def test_already_exists_for_a_foreign_pod_is_a_conflict_failure():
+    kube = FakeKube()
+    kube.objects[("Pod", "default", "r-0")] = {"metadata": {"name": "r-0"}}
+    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    report = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW))
+    (failed,) = report.failed()
+    assert failed.reason == "PodConflict" and "not owned" in failed.error
+
+
+def test_delete_of_a_gone_pod_is_not_an_error():
+    from .builders import pod
+
+    r = redis(num=0)
+    kube = FakeKube()
+    kube.errors[("DELETE", "r-0")] = ApiError(404, "NotFound", "gone")
+    report = run(kube, plan_redis(r, [pod(r, 0)], CONFIG, NOW))
+    assert results(report)[0] == ("delete", GONE)
+
+
+def test_unreachable_is_a_failure():
+    kube = FakeKube()
+    kube.errors[("PATCH/status", "x")] = Unreachable("connection refused")
+    from reconciler.model import Snapshot
+
+    from .builders import xca
+
+    report = run(kube, plan(Snapshot((), (xca(),), ()), CONFIG, NOW).actions)
+    assert [o.result for o in report.outcomes] == [FAILED]
+
+
+def test_dry_run_writes_nothing():
+    kube = FakeKube()
+    actions = plan_redis(redis(finalizers=()), [], CONFIG, NOW)
+    report = Executor(kube, concurrency=2, clock=lambda: NOW, dry_run=True).run(
+        Plan(tuple(actions))
+    )
+    assert kube.calls == [] and {o.result for o in report.outcomes} == {"dry-run"}
+
+
+def test_backoff_grows_and_is_capped():
+    assert [backoff_seconds(n, 3, 30, 600) for n in (1, 2, 3, 4, 5, 9)] == [0, 0, 30, 60, 120, 600]
+
+
+def test_failures_are_counted_kept_while_backing_off_and_cleared_on_success():
+    r = redis(num=1)
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
+    prev = {}
+    for expected in (1, 2, 3):
+        p = plan_redis(r, [], CONFIG, NOW, prev.get(r.key))
+        report = run(kube, p)
+        prev, newly = next_failures(
+            prev, Plan(tuple(p)), report, 1000.0, threshold=3, base=30, cap=600
+        )
+        assert prev[r.key].count == expected
+    assert newly and newly[0][1].retry_at == 1030.0  # third failure: back off
+    held = Plan((), frozenset({r.key}))
+    kept, _ = next_failures(prev, held, run(kube, []), 1001.0, threshold=3, base=30, cap=600)
+    assert kept[r.key].count == 3  # never dropped while backing off
+    kube.errors.clear()
+    p = plan_redis(r, [], CONFIG, NOW, None)
+    cleared, _ = next_failures(
+        kept, Plan(tuple(p)), run(kube, p), 2000.0, threshold=3, base=30, cap=600
+    )
+    assert cleared == {}
+
+
+def test_previous_failure_record_shape():
+    f = Failure(2, "boom")
+    assert f.reason == "ReconcileError" and f.retry_at == 0.0

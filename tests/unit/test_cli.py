@@ -1,0 +1,151 @@
+"""CLI behaviour with click's CliRunner; the client is replaced by FakeKube."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler import cli as cli_mod
+from reconciler.kube import ApiError, Unreachable
+
+from .fakes import FakeKube
+
+REDIS = {
+    "metadata": {
+        "name": "r",
+        "namespace": "default",
+        "uid": "u1",
+        "resourceVersion": "1",
+        "generation": 1,
+        "finalizers": ["myapp.demo.kubebuilder.io/pods"],
+    },
+    "spec": {"port": 6379, "num": 1},
+}
+
+
+@pytest.fixture
+def kube(monkeypatch):
+    fake = FakeKube()
+    fake.lists = {"Pod": [], "Redis": [REDIS], "Xca": []}
+    monkeypatch.setattr(cli_mod, "_kube", lambda config: fake)
+    return fake
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(cli_mod.cli, list(args), env=env or {}, catch_exceptions=False)
+
+
+def test_help_answers_for_every_command():
+    for args in ([], ["sync"], ["plan"], ["run"]):
+        result = invoke(*args, "--help")
+        assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_sync_applies_and_exits_zero(kube):
+    result = invoke("sync", "-o", "json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["result"] == "ok"
+    assert summary["actions"] == {"Pod/create/ok": 1, "Redis/patch-status/ok": 1}
+    assert ("POST", "r-0") in kube.calls
+
+
+def test_sync_dry_run_writes_nothing(kube):
+    result = invoke("sync", "--dry-run")
+    assert result.exit_code == 0
+    assert [c for c in kube.calls if c[0] != "LIST"] == []
+    assert "dry-run" in result.output
+
+
+def test_sync_exits_1_when_an_object_fails(kube):
+    kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].ports: bad")
+    result = invoke("sync")
+    assert result.exit_code == 1
+    assert "spec.containers[0].ports" in result.output
+
+
+def test_sync_exits_1_when_a_crd_is_missing(kube):
+    kube.lists["Xca"] = ApiError(404, "NotFound", "the server could not find the resource")
+    result = invoke("sync")
+    assert result.exit_code == 1
+    assert "the Xca CRD is not installed" in result.output
+    assert ("POST", "r-0") in kube.calls  # other kinds still reconciled
+
+
+def test_sync_exits_3_with_one_line_when_unreachable(kube):
+    for kind in ("Pod", "Redis", "Xca"):
+        kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
+    result = invoke("sync")
+    assert result.exit_code == 3
+    assert result.output.strip().splitlines()[-1] == (
+        "reconciler: error: cannot reach the cluster: https://127.0.0.1:1: connection refused"
+    )
+
+
+def test_sync_exits_3_when_unauthorized(kube):
+    for kind in ("Pod", "Redis", "Xca"):
+        kube.lists[kind] = ApiError(401, "Unauthorized", "Unauthorized")
+    assert invoke("sync").exit_code == 3
+
+
+def test_plan_detailed_exitcode(kube):
+    result = invoke("plan", "--detailed-exitcode")
+    assert result.exit_code == 2
+    assert "+ create pod default/r-0" in result.output
+    assert "Plan: 1 to create, 0 to delete, 1 to patch." in result.output
+    assert [c for c in kube.calls if c[0] != "LIST"] == []
+    kube.lists["Redis"] = []
+    result = invoke("plan", "--detailed-exitcode")
+    assert result.exit_code == 0 and "No changes" in result.output
+
+
+def test_plan_json(kube):
+    out = json.loads(invoke("plan", "-o", "json").stdout)
+    assert [a["verb"] for a in out["actions"]] == ["create", "patch-status"]
+
+
+def test_bad_config_exits_2_naming_the_key(tmp_path, kube):
+    path = tmp_path / "c.yaml"
+    path.write_text("interval: never\n")
+    result = invoke("--config", str(path), "sync")
+    assert result.exit_code == 2
+    assert f"{path}: interval: must be of type float" in result.output
+
+
+def test_namespace_flags_are_exclusive(kube):
+    assert invoke("-n", "a", "-A", "sync").exit_code == 2
+
+
+def test_options_after_the_subcommand(kube, monkeypatch):
+    seen = {}
+    real = cli_mod.run_pass
+
+    def spy(kube_, config, state, **kw):
+        seen["namespaces"] = config.namespaces
+        return real(kube_, config, state, **kw)
+
+    monkeypatch.setattr(cli_mod, "run_pass", spy)
+    assert invoke("sync", "-n", "team-a", "-n", "team-b").exit_code == 0
+    assert seen["namespaces"] == ("team-a", "team-b")
+
+
+def test_state_file_carries_the_pod_report_across_runs(kube, tmp_path, caplog):
+    state = tmp_path / "state.json"
+    kube.lists["Pod"] = [
+        {
+            "metadata": {
+                "name": "r-0",
+                "namespace": "default",
+                "labels": {"app.kubernetes.io/managed-by": "reconciler"},
+            },
+            "status": {"phase": "Pending"},
+        }
+    ]
+    invoke("sync", "--state-file", str(state))
+    assert json.loads(state.read_text())["pod_views"]["default/r-0"]["phase"] == "Pending"
+    kube.lists["Pod"][0]["status"]["phase"] = "Running"
+    caplog.clear()
+    invoke("sync", "--state-file", str(state))
+    assert "[default/r-0] pod phase Pending -> Running" in caplog.text

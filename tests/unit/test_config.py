@@ -1,0 +1,81 @@
+"""Precedence (flags > RECONCILER_* env > file > defaults) and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.config import Config, ConfigError, load
+
+
+@pytest.fixture
+def cfg_file(tmp_path):
+    path = tmp_path / "reconciler.yaml"
+    path.write_text("interval: 60\nnamespaces: [a, b]\nimage: file/redis:1\nqps: 5\n")
+    return str(path)
+
+
+def test_defaults():
+    c = load(None, {}, {})
+    assert c == Config()
+    assert c.interval == 30 and c.namespaces == () and c.image == "redis:5-alpine"
+
+
+def test_file_overrides_defaults(cfg_file):
+    c = load(cfg_file, {}, {})
+    assert (c.interval, c.namespaces, c.image, c.qps) == (60.0, ("a", "b"), "file/redis:1", 5.0)
+
+
+def test_env_overrides_file(cfg_file):
+    c = load(cfg_file, {}, {"RECONCILER_INTERVAL": "90", "RECONCILER_NAMESPACES": "x,y"})
+    assert (c.interval, c.namespaces, c.image) == (90.0, ("x", "y"), "file/redis:1")
+
+
+def test_flags_override_env_and_file(cfg_file):
+    c = load(cfg_file, {"interval": 5, "namespaces": ("z",)}, {"RECONCILER_INTERVAL": "90"})
+    assert (c.interval, c.namespaces) == (5.0, ("z",))
+
+
+def test_config_file_from_env(cfg_file):
+    assert load(None, {}, {"RECONCILER_CONFIG": cfg_file}).interval == 60.0
+
+
+def test_all_namespaces_flag_beats_file(cfg_file):
+    assert load(cfg_file, {"namespaces": ()}, {}).namespaces == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("interval: soon\n", "interval: must be of type float"),
+        ("interval: -1\n", "interval: must be greater than 0"),
+        ("page_size: 2.5\n", "page_size: must be an integer"),
+        ("log_format: xml\n", "log_format: must be one of text, json"),
+        ("intervall: 3\n", "intervall: unknown key"),
+        ("namespaces: 3\n", "namespaces: must be a list"),
+        ("pod_report: maybe\n", "pod_report: must be true or false"),
+        ("- a\n", "top level must be a mapping"),
+        ("a: [\n", "invalid YAML"),
+    ],
+)
+def test_bad_file_names_file_key_and_reason(tmp_path, text, needle):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load(str(path), {}, {})
+    assert str(path) in str(exc.value) and needle in str(exc.value)
+
+
+def test_bad_env_names_the_variable():
+    with pytest.raises(ConfigError, match="RECONCILER_WRITE_CONCURRENCY: write_concurrency"):
+        load(None, {}, {"RECONCILER_WRITE_CONCURRENCY": "many"})
+
+
+def test_missing_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load(str(tmp_path / "nope.yaml"), {}, {})
+
+
+def test_empty_file_is_fine(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert load(str(path), {}, {}) == Config()
