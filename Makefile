@@ -1,0 +1,70 @@
+# Targets follow kubebuilder's conventions: install, run, test, demo.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+CLUSTER := python3 hack/cluster/cluster.py
+LOCAL_KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## Install Debian packages, and a venv with the package, test tools and kubectl.
+	@bash hack/deps.sh
+
+.PHONY: cluster-build
+cluster-build: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (cached).
+	@bash hack/cluster/build.sh >/dev/null
+
+.PHONY: cluster-up
+cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig).
+	@$(CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local control plane; leaves no process behind.
+	@$(CLUSTER) down
+
+.PHONY: install
+install: deps ## Apply the CRDs to the current kubeconfig's cluster.
+	kubectl apply -f crds/
+
+.PHONY: uninstall
+uninstall: deps ## Delete the CRDs (and every Redis and Xca) from the current cluster.
+	kubectl delete --ignore-not-found -f crds/
+
+.PHONY: run
+run: deps ## Run the daemon against the current kubeconfig.
+	reconciler run
+
+.PHONY: sync
+sync: deps ## Run one pass against the current kubeconfig.
+	reconciler sync
+
+.PHONY: lint
+lint: deps ## ruff.
+	ruff check reconciler tests hack bench
+	ruff format --check reconciler tests hack bench
+
+.PHONY: test-unit
+test-unit: deps ## Unit tests only (no cluster).
+	python -m pytest tests/unit -q
+
+.PHONY: test-e2e
+test-e2e: deps cluster-build ## End-to-end tests against the local control plane.
+	python -m pytest tests/e2e -q -m e2e
+
+.PHONY: test
+test: deps cluster-build lint ## Unit and e2e tests (builds or reuses the local cluster).
+	python -m pytest tests -q
+
+.PHONY: demo
+demo: cluster-up ## Local cluster, samples applied, reconcile passes, pods Running.
+	@bash hack/demo.sh
+
+.PHONY: clean
+clean: cluster-down ## Stop the cluster and remove .cluster and .venv.
+	rm -rf .cluster $(VENV)
