@@ -21,10 +21,12 @@ from reconciler.actions import (
     CreatePod,
     DeletePod,
     EventSpec,
+    ObjRef,
     PatchFinalizers,
     PatchStatus,
     Plan,
 )
+from reconciler.constants import REDIS_COMPONENT, XCA_COMPONENT
 from reconciler.events import post_event
 from reconciler.kube import ApiError, Kube, KubeError
 from reconciler.model import Failure, ObjKey
@@ -41,6 +43,7 @@ class Outcome:
     result: str
     error: str | None = None
     reason: str = "ReconcileError"
+    conflict_pod: ObjKey | None = None  # a foreign pod that holds a desired name
 
 
 @dataclass
@@ -55,9 +58,18 @@ class ApplyReport:
 
 
 class _Failed(Exception):
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str, conflict_pod: ObjKey | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.conflict_pod = conflict_pod
+
+
+FAILURE_REASONS = {
+    "create": "FailedCreatePod",
+    "delete": "FailedDeletePod",
+    "patch-finalizers": "FailedUpdateFinalizers",
+    "patch-status": "FailedUpdateStatus",
+}
 
 
 class Executor:
@@ -69,8 +81,10 @@ class Executor:
         clock: Callable[[], datetime],
         dry_run: bool = False,
         pass_id: str = "",
+        refs: Mapping[ObjKey, ObjRef] | None = None,
     ) -> None:
         self.kube = kube
+        self.refs = refs or {}
         self.concurrency = max(1, concurrency)
         self.clock = clock
         self.dry_run = dry_run
@@ -119,7 +133,8 @@ class Executor:
                 result = self._do(action, new_rv)
             except _Failed as exc:
                 self._log(owner, action, FAILED, str(exc))
-                outcomes.append(Outcome(action, FAILED, str(exc), exc.reason))
+                outcomes.append(Outcome(action, FAILED, str(exc), exc.reason, exc.conflict_pod))
+                self._warn(owner, action, str(exc), exc.reason)
                 outcomes.extend(Outcome(a, SKIPPED) for a in actions[i + 1 :])
                 break
             self._log(owner, action, result)
@@ -128,6 +143,19 @@ class Executor:
                 outcomes.extend(Outcome(a, SKIPPED) for a in actions[i + 1 :])
                 break
         return outcomes
+
+    def _warn(self, owner: ObjKey, action: Action, error: str, reason: str) -> None:
+        """Failures are reported on the object too, where `kubectl describe` shows them."""
+        ref = self.refs.get(owner)
+        if ref is None or self.kube is None:
+            return
+        why = reason if reason == "PodConflict" else FAILURE_REASONS.get(action.verb, reason)
+        component = REDIS_COMPONENT if owner.kind == "Redis" else XCA_COMPONENT
+        post_event(
+            self.kube,
+            EventSpec(ref, "Warning", why, f"{action.describe()}: {error}", component),
+            self.clock,
+        )
 
     def _events(self, events: tuple[EventSpec, ...] | list[EventSpec]) -> None:
         assert self.kube is not None
@@ -201,7 +229,9 @@ class Executor:
             if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
                 return OK
             raise _Failed(
-                f"pod {target.name} already exists and is not owned by this Redis", "PodConflict"
+                f"pod {target.name} already exists and is not owned by this Redis",
+                "PodConflict",
+                target,
             ) from None
         self._events([action.event] if action.event else [])
         return OK

@@ -25,6 +25,9 @@ VERSION = 1
 class State:
     pod_views: dict[str, PodView] | None = None
     failures: dict[ObjKey, Failure] = field(default_factory=dict)
+    # Pods that hold a desired name but are not ours and carry no label we
+    # list by; fetched by name each pass until they are gone.
+    conflict_pods: set[ObjKey] = field(default_factory=set)
 
 
 def load(path: str | None) -> State:
@@ -41,9 +44,13 @@ def load(path: str | None) -> State:
             )
             for f in data.get("failures") or ()
         }
+        conflicts = {
+            ObjKey("Pod", c["namespace"], c["name"]) for c in data.get("conflict_pods") or ()
+        }
         return State(
             None if views is None else {k: PodView.from_json(v) for k, v in views.items()},
             failures,
+            conflicts,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         # A corrupt state file must not stop reconciling; it only costs a
@@ -71,6 +78,9 @@ def save(path: str | None, state: State) -> None:
                 "retry_at": f.retry_at,
             }
             for k, f in sorted(state.failures.items())
+        ],
+        "conflict_pods": [
+            {"namespace": k.namespace, "name": k.name} for k in sorted(state.conflict_pods)
         ],
     }
     target = Path(path)

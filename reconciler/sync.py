@@ -89,24 +89,33 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _backoff_event(snapshot: Snapshot, key: ObjKey, failure: Failure) -> EventSpec | None:
-    """A Warning saying the object is now retried less often (never dropped)."""
-    pool = snapshot.redis if key.kind == "Redis" else snapshot.xcas
-    uid = next((o.uid for o in pool or () if o.key == key), None)
-    if uid is None:
-        return None
-    api, comp = (
-        (REDIS_API_VERSION, REDIS_COMPONENT)
-        if key.kind == "Redis"
-        else (XCA_API_VERSION, XCA_COMPONENT)
+def object_refs(snapshot: Snapshot) -> dict[ObjKey, ObjRef]:
+    """involvedObject references for events about observed Redis and Xca objects."""
+    refs = {
+        r.key: ObjRef(REDIS_API_VERSION, "Redis", r.namespace, r.name, r.uid)
+        for r in snapshot.redis or ()
+    }
+    refs.update(
+        {
+            x.key: ObjRef(XCA_API_VERSION, "Xca", x.namespace, x.name, x.uid)
+            for x in snapshot.xcas or ()
+        }
     )
+    return refs
+
+
+def _backoff_event(refs: dict[ObjKey, ObjRef], key: ObjKey, failure: Failure) -> EventSpec | None:
+    """A Warning saying the object is now retried less often (never dropped)."""
+    ref = refs.get(key)
+    if ref is None:
+        return None
     delay = max(0, round(failure.retry_at - time.time()))
     return EventSpec(
-        ObjRef(api, key.kind, key.namespace, key.name, uid),
+        ref,
         "Warning",
         "BackingOff",
         f"{failure.count} consecutive failures; next attempt in {delay}s: {failure.message}",
-        comp,
+        REDIS_COMPONENT if key.kind == "Redis" else XCA_COMPONENT,
     )
 
 
@@ -127,7 +136,7 @@ def run_pass(
     pass_id = uuid.uuid4().hex[:8]
     selector = config.pod_report_selector if config.pod_report else None
 
-    obs = observe(kube, config.namespaces, selector)
+    obs = observe(kube, config.namespaces, selector, state.conflict_pods)
     if obs.unreachable is None:
         for err in obs.errors:
             log.error("%s", err)
@@ -149,6 +158,7 @@ def run_pass(
             clock=clock,
             dry_run=dry_run,
             pass_id=pass_id,
+            refs=object_refs(snapshot),
         )
         applied = executor.run(the_plan)
 
@@ -166,9 +176,11 @@ def run_pass(
             cap=config.backoff_max,
         )
         state.failures = failures
+        state.conflict_pods -= obs.gone
+        state.conflict_pods |= {o.conflict_pod for o in applied.failed() if o.conflict_pod}
         for key, rec in newly:
             log.warning("[%s] %d consecutive failures; backing off", key, rec.count)
-            if (event := _backoff_event(snapshot, key, rec)) is not None:
+            if (event := _backoff_event(object_refs(snapshot), key, rec)) is not None:
                 post_event(kube, event, clock)
 
     if config.pod_report and obs.report_pods is not None:

@@ -158,3 +158,19 @@ def test_failures_are_counted_kept_while_backing_off_and_cleared_on_success():
 def test_previous_failure_record_shape():
     f = Failure(2, "boom")
     assert f.reason == "ReconcileError" and f.retry_at == 0.0
+
+
+def test_failure_is_reported_as_a_warning_event_on_the_object():
+    from reconciler.actions import ObjRef
+
+    r = redis(num=1)
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    refs = {r.key: ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", r.uid)}
+    Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
+        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
+    )
+    (event,) = [o for (k, _, _), o in kube.objects.items() if k == "Event"]
+    assert (event["type"], event["reason"]) == ("Warning", "FailedCreatePod")
+    assert "spec.containers[0].image" in event["message"]
+    assert event["involvedObject"]["uid"] == r.uid

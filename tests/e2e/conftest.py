@@ -1,0 +1,162 @@
+"""Fixtures for the e2e suite: a real local control plane (hack/cluster), a fresh
+namespace per test, and helpers that drive `reconciler sync` as users do.
+
+Passes are synchronous, so tests call them directly; the only waits are for
+other components (kwok making pods Ready, the garbage collector), and those
+poll with a deadline.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cluster_module() -> Any:
+    spec = importlib.util.spec_from_file_location("cluster", ROOT / "hack/cluster/cluster.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["cluster"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Any:
+    mod = _cluster_module()
+    was_up = mod.status() is not None
+    c = mod.up()
+    yield c
+    if not was_up and not os.environ.get("RECONCILER_E2E_KEEP"):
+        mod.down()
+
+
+@dataclass
+class Kubectl:
+    kubeconfig: Path
+
+    def run(
+        self, *args: str, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        proc = subprocess.run(
+            ["kubectl", *args], input=stdin, capture_output=True, text=True, env=env, timeout=60
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+    def json(self, *args: str) -> dict[str, Any]:
+        return json.loads(self.run(*args, "-o", "json").stdout)
+
+    def apply(self, manifest: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.run("apply", "-f", "-", stdin=manifest, check=check)
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: Any) -> Kubectl:
+    return Kubectl(cluster.kubeconfig)
+
+
+@pytest.fixture
+def ns(kubectl: Kubectl) -> str:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    kubectl.run("create", "namespace", name)
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@dataclass
+class SyncResult:
+    code: int
+    summary: dict[str, Any]
+    stderr: str
+
+    @property
+    def writes(self) -> int:
+        return int(self.summary.get("api_writes", -1))
+
+
+@dataclass
+class Reconciler:
+    kubeconfig: Path
+
+    def sync(
+        self, ns: str | None, *extra: str, env: dict[str, str] | None = None, expect: int | None = 0
+    ) -> SyncResult:
+        scope = ["-n", ns] if ns else ["-A"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "sync",
+            *scope,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "-o",
+            "json",
+            *extra,
+        ]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+        )
+        summary = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+        result = SyncResult(proc.returncode, summary, proc.stderr)
+        if expect is not None and proc.returncode != expect:
+            raise AssertionError(
+                f"sync exited {proc.returncode}, wanted {expect}:\n{proc.stdout}\n{proc.stderr}"
+            )
+        return result
+
+    def converge(
+        self, ns: str, *extra: str, settle: Callable[[], bool] | None = None, passes: int = 20
+    ) -> list[SyncResult]:
+        """Run passes until one makes no write (waiting for ``settle`` between)."""
+        results = []
+        for _ in range(passes):
+            results.append(self.sync(ns, *extra))
+            if results[-1].writes == 0 and results[-1].summary["planned"] == 0:
+                return results
+            if settle is not None:
+                wait_for(settle, what="cluster to settle")
+        raise AssertionError(
+            f"no convergence in {passes} passes: {[r.summary['actions'] for r in results]}"
+        )
+
+
+@pytest.fixture(scope="session")
+def reconciler(cluster: Any) -> Reconciler:
+    return Reconciler(cluster.kubeconfig)
+
+
+def wait_for(
+    check: Callable[[], Any], *, timeout: float = 60, interval: float = 0.2, what: str = "condition"
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
