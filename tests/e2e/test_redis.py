@@ -135,20 +135,24 @@ def test_port_change_rolls_one_pod_at_a_time(kubectl: Kubectl, reconciler: Recon
     assert ready["status"] == "True"
 
 
-def _delete_and_converge(kubectl: Kubectl, reconciler: Reconciler, ns: str, *flags: str):
-    kubectl.run("delete", "redis", "redis-sample", "-n", ns, "--wait=false", *flags)
-    marked = redis(kubectl, ns)
-    assert marked["metadata"].get("deletionTimestamp")  # our finalizer holds it
+def _release(kubectl: Kubectl, reconciler: Reconciler, ns: str) -> None:
+    """Run passes until the Redis is gone; its pods must be gone first."""
     for _ in range(20):
         reconciler.sync(ns)
         gone = kubectl.run("get", "redis", "redis-sample", "-n", ns, check=False)
         if gone.returncode != 0:
+            assert "NotFound" in gone.stderr
             break
         wait_for(lambda: settled(kubectl, ns) or not pods(kubectl, ns), what="pods settle")
     else:
         raise AssertionError("Redis was never released")
     assert pods(kubectl, ns) == {}
-    assert "NotFound" in gone.stderr
+
+
+def _delete_and_converge(kubectl: Kubectl, reconciler: Reconciler, ns: str, *flags: str):
+    kubectl.run("delete", "redis", "redis-sample", "-n", ns, "--wait=false", *flags)
+    assert redis(kubectl, ns)["metadata"].get("deletionTimestamp")  # our finalizer holds it
+    _release(kubectl, reconciler, ns)
 
 
 def test_delete_removes_pods_then_releases_the_redis(
@@ -166,18 +170,7 @@ def test_delete_while_reconciler_was_down(kubectl: Kubectl, reconciler: Reconcil
     kubectl.run("delete", "redis", "redis-sample", "-n", ns, "--wait=false")
     assert redis(kubectl, ns)["metadata"]["finalizers"] == [FINALIZER]
     assert len(pods(kubectl, ns)) == 2
-    _delete_and_converge_after_mark(kubectl, reconciler, ns)
-
-
-def _delete_and_converge_after_mark(kubectl: Kubectl, reconciler: Reconciler, ns: str):
-    for _ in range(20):
-        reconciler.sync(ns)
-        if kubectl.run("get", "redis", "redis-sample", "-n", ns, check=False).returncode:
-            break
-        wait_for(lambda: settled(kubectl, ns) or not pods(kubectl, ns), what="pods settle")
-    else:
-        raise AssertionError("Redis was never released")
-    assert pods(kubectl, ns) == {}
+    _release(kubectl, reconciler, ns)
 
 
 def test_delete_with_foreground_cascade(kubectl: Kubectl, reconciler: Reconciler, ns: str):
@@ -187,19 +180,25 @@ def test_delete_with_foreground_cascade(kubectl: Kubectl, reconciler: Reconciler
 
 
 def test_foreign_pod_with_a_desired_name_is_left_alone(
-    kubectl: Kubectl, reconciler: Reconciler, ns: str
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, tmp_path
 ):
+    state = ["--state-file", str(tmp_path / "state.json")]
     kubectl.run("run", "redis-sample-1", "-n", ns, "--image=busybox", "--restart=Never")
     kubectl.apply(redis_yaml(ns, num=2))
-    result = reconciler.sync(ns, expect=1)  # the create of redis-sample-1 is refused
+    result = reconciler.sync(ns, *state, expect=1)  # the create of redis-sample-1 is refused
     assert any("not owned by this Redis" in e for e in result.summary["errors"])
+    reconciler.sync(ns, *state)  # remembered: no second create, Degraded instead
     foreign = pods(kubectl, ns)["redis-sample-1"]
     assert "ownerReferences" not in foreign["metadata"]
-    reconciler.sync(ns, expect=1)
     degraded = next(
         c for c in redis(kubectl, ns)["status"]["conditions"] if c["type"] == "Degraded"
     )
     assert degraded["status"] == "True" and degraded["reason"] == "PodConflict"
     assert "redis-sample-1" in degraded["message"]
     described = kubectl.run("describe", "redis", "redis-sample", "-n", ns).stdout
-    assert "Warning" in described and "redis-sample-1" in described
+    assert "PodConflict" in described and "redis-sample-1" in described
+    # Once the foreign pod is gone, the name is taken over.
+    kubectl.run("delete", "pod", "redis-sample-1", "-n", ns, "--wait=true")
+    reconciler.sync(ns, *state)
+    refs = pods(kubectl, ns)["redis-sample-1"]["metadata"]["ownerReferences"]
+    assert refs[0]["name"] == "redis-sample"
