@@ -1,0 +1,163 @@
+"""Whole-pass properties against a real apiserver: Xca, zero writes when
+converged, the pod report, paging, conflicts and exit codes."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from reconciler.apply import CONFLICT, Executor
+from reconciler.config import Config
+from reconciler.kube import ClientOptions, Kube
+from reconciler.observe import observe
+from reconciler.plan import plan
+
+from .conftest import Kubectl, Reconciler, wait_for
+from .test_redis import pods, redis_yaml, settled
+
+XCA = """
+apiVersion: apps.xca.k8s.kb.cx/v1beta1
+kind: Xca
+metadata: {{name: {name}, namespace: {ns}}}
+spec: {{foo: bar}}
+"""
+
+
+def versions(kubectl: Kubectl, ns: str) -> dict[str, str]:
+    """resourceVersion of everything in the namespace that a pass could write."""
+    out = {}
+    for kind in ("redis", "xcas", "pods", "events"):
+        for item in kubectl.json("get", kind, "-n", ns)["items"]:
+            out[f"{kind}/{item['metadata']['name']}"] = item["metadata"]["resourceVersion"]
+    return out
+
+
+def test_xca_is_activated_once(kubectl: Kubectl, reconciler: Reconciler, ns: str):
+    kubectl.apply(XCA.format(name="xca-sample", ns=ns))
+    first = reconciler.sync(ns)
+    assert first.summary["actions"] == {"Xca/patch-status/ok": 1}
+    xca = kubectl.json("get", "xca", "xca-sample", "-n", ns)
+    assert xca["status"]["active"] is True
+    stamp = xca["status"]["last_update_time"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
+    before = versions(kubectl, ns)
+    second = reconciler.sync(ns)
+    assert second.writes == 0 and second.summary["planned"] == 0
+    assert versions(kubectl, ns) == before
+    assert kubectl.json("get", "xca", "xca-sample", "-n", ns)["status"]["last_update_time"] == stamp
+    table = kubectl.run("get", "xca", "-n", ns).stdout.splitlines()
+    assert table[0].split() == ["NAME", "ACTIVE", "LAST", "UPDATE", "AGE"]
+    assert table[1].split()[:2] == ["xca-sample", "true"]
+    assert "Activated" in kubectl.run("describe", "xca", "xca-sample", "-n", ns).stdout
+
+
+def test_converged_pass_makes_zero_writes(kubectl: Kubectl, reconciler: Reconciler, ns: str):
+    kubectl.apply(redis_yaml(ns, num=3))
+    kubectl.apply(XCA.format(name="x1", ns=ns))
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    before = versions(kubectl, ns)
+    result = reconciler.sync(ns)
+    # Our own count: three LISTs (Pod, Redis, Xca), nothing else.
+    assert result.summary["api_requests"] == 3 and result.writes == 0
+    # The cluster's view: not one object changed, no event was added.
+    assert versions(kubectl, ns) == before
+
+
+def test_paged_lists_see_everything(kubectl: Kubectl, reconciler: Reconciler, ns: str):
+    for i in range(3):
+        kubectl.apply(redis_yaml(ns, name=f"r{i}", num=2))
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    small = reconciler.sync(ns, env={"RECONCILER_PAGE_SIZE": "2"})
+    assert small.writes == 0 and small.summary["observed"] == {"Pod": 6, "Redis": 3, "Xca": 0}
+    # 6 pods in pages of 2, 3 Redis in pages of 2, 1 empty Xca page.
+    assert small.summary["api_requests"] == 3 + 2 + 1
+
+
+def test_pod_report_across_one_shot_runs(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, tmp_path: Path
+):
+    args = ["--state-file", str(tmp_path / "state.json")]
+    env = {"RECONCILER_POD_REPORT_SELECTOR": "e2e-report=yes"}
+    gated = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gated", "namespace": ns, "labels": {"e2e-report": "yes"}},
+        "spec": {
+            "schedulingGates": [{"name": "e2e/hold"}],
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+    kubectl.apply(yaml.safe_dump(gated))
+    added = reconciler.sync(ns, *args, env=env)
+    assert f"[{ns}/gated] pod added, phase Pending" in added.stderr
+
+    kubectl.run(
+        "patch",
+        "pod",
+        "gated",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/spec/schedulingGates"}]',
+    )
+    wait_for(lambda: settled(kubectl, ns), what="gated pod Running")
+    moved = reconciler.sync(ns, *args, env=env)
+    assert f"[{ns}/gated] pod phase Pending -> Running" in moved.stderr
+    assert f"[{ns}/gated] pod condition PodScheduled False -> True" in moved.stderr
+    assert f"[{ns}/gated] pod condition Ready absent -> True" in moved.stderr or (
+        f"[{ns}/gated] pod condition Ready False -> True" in moved.stderr
+    )
+
+    quiet = reconciler.sync(ns, *args, env=env)
+    assert "[" + ns + "/gated] pod" not in quiet.stderr
+
+    kubectl.run("delete", "pod", "gated", "-n", ns, "--wait=true")
+    gone = reconciler.sync(ns, *args, env=env)
+    assert f"[{ns}/gated] pod does not exist anymore (last phase Running)" in gone.stderr
+
+
+def test_conflicting_writer_means_see_it_next_pass(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, cluster
+):
+    """A second writer changes the Redis between our LIST and our PATCH."""
+    kubectl.apply(redis_yaml(ns, num=1))
+    kube = Kube(ClientOptions(kubeconfig=str(cluster.kubeconfig)))
+    config = dataclasses.replace(Config(), namespaces=(ns,))
+    obs = observe(kube, config.namespaces, None)
+    the_plan = plan(obs.snapshot, config, datetime.now(UTC))
+    kubectl.run("label", "redis", "redis-sample", "-n", ns, "racer=1")  # bumps resourceVersion
+    report = Executor(kube, concurrency=2, clock=lambda: datetime.now(UTC)).run(the_plan)
+    results = {(o.action.verb, o.result) for o in report.outcomes}
+    assert ("patch-finalizers", CONFLICT) in results
+    assert report.failed() == []
+    assert pods(kubectl, ns) == {}  # nothing created behind a missing finalizer
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    assert list(pods(kubectl, ns)) == ["redis-sample-0"]
+    meta = kubectl.json("get", "redis", "redis-sample", "-n", ns)["metadata"]
+    assert meta["labels"]["racer"] == "1"  # the other writer's change survived
+
+
+def test_unreachable_and_unauthorized_exit_3(reconciler: Reconciler, cluster, tmp_path: Path):
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    closed = dataclasses.replace(reconciler, kubeconfig=tmp_path / "closed")
+    dead = yaml.safe_load(yaml.safe_dump(config))
+    dead["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:9"
+    closed.kubeconfig.write_text(yaml.safe_dump(dead))
+    result = closed.sync(None, expect=3)
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("reconciler: error: cannot reach the cluster:")
+    )
+
+    bad = yaml.safe_load(yaml.safe_dump(config))
+    bad["users"][0]["user"]["token"] = "not-a-token"
+    wrong = dataclasses.replace(reconciler, kubeconfig=tmp_path / "wrong")
+    wrong.kubeconfig.write_text(yaml.safe_dump(bad))
+    result = wrong.sync(None, expect=3)
+    assert "401" in result.stderr
