@@ -79,3 +79,15 @@ def test_empty_file_is_fine(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("")
     assert load(str(path), {}, {}) == Config()
+
+
+def test_shipped_config_file_documents_the_defaults():
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[2] / "config" / "reconciler.yaml"
+    assert load(str(shipped), {}, {}) == Config()
+    text = shipped.read_text()
+    from dataclasses import fields
+
+    for f in fields(Config):
+        assert f"\n{f.name}:" in text, f"{f.name} is not documented in {shipped.name}"
