@@ -82,9 +82,13 @@ class Executor:
         dry_run: bool = False,
         pass_id: str = "",
         refs: Mapping[ObjKey, ObjRef] | None = None,
+        keep_going: Callable[[], bool] | None = None,
     ) -> None:
         self.kube = kube
         self.refs = refs or {}
+        # Checked before each object: a replica that lost its lease mid-pass
+        # must stop writing at once (another may have taken over).
+        self.keep_going = keep_going
         self.concurrency = max(1, concurrency)
         self.clock = clock
         self.dry_run = dry_run
@@ -126,6 +130,8 @@ class Executor:
         )
 
     def _run_owner(self, owner: ObjKey, actions: list[Action]) -> list[Outcome]:
+        if self.keep_going is not None and not self.keep_going():
+            return [Outcome(a, SKIPPED) for a in actions]
         outcomes: list[Outcome] = []
         new_rv: dict[str, str] = {}  # our own writes bump the owner's resourceVersion
         for i, action in enumerate(actions):

@@ -18,6 +18,8 @@ from reconciler import state as state_store
 from reconciler.config import Config, ConfigError, load
 from reconciler.daemon import Daemon
 from reconciler.kube import ClientOptions, ConfigMissing, Kube
+from reconciler.leader import LeaderElector, LeaseConfig
+from reconciler.metrics import Metrics, serve
 from reconciler.sync import EXIT_UNREACHABLE, EXIT_USAGE, PassResult, run_pass
 
 log = logging.getLogger("reconciler")
@@ -199,18 +201,26 @@ def sync(
     help="Exit 0 when there are no changes, 2 when changes are pending, 1 on error.",
 )
 @click.option("--state-file", type=click.Path(dir_okay=False), default=None)
+@global_options
 @click.pass_context
-def plan(ctx: click.Context, output: str, detailed_exitcode: bool, state_file: str | None) -> None:
+def plan(
+    ctx: click.Context,
+    output: str,
+    detailed_exitcode: bool,
+    state_file: str | None,
+    **options: Any,
+) -> None:
     """Show the actions the next pass would take, without writing."""
+    _collect(ctx, **options)
     config = _config(ctx, state_file=state_file)
     kube = _kube(config)
     st = state_store.load(config.state_file)
     result = run_pass(kube, config, st, apply=False)
+    if result.unreachable:
+        _fail(EXIT_UNREACHABLE, f"cannot reach the cluster: {result.unreachable}")
     click.echo(render.plan_json(result.plan) if output == "json" else render.plan_text(result.plan))
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
-    if result.unreachable:
-        _fail(EXIT_UNREACHABLE, f"cannot reach the cluster: {result.unreachable}")
     if result.errors:
         sys.exit(1)
     sys.exit(2 if detailed_exitcode and result.plan.actions else 0)
@@ -221,6 +231,19 @@ def plan(ctx: click.Context, output: str, detailed_exitcode: bool, state_file: s
 @click.option("--jitter", type=float, default=None, help="Random delay added to each pass (3).")
 @click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
 @click.option("--state-file", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--leader-elect/--no-leader-elect",
+    default=None,
+    help="Only the holder of a coordination.k8s.io Lease reconciles.",
+)
+@click.option("--leader-election-namespace", default=None, help="Namespace of the Lease.")
+@click.option("--leader-election-id", default=None, help="Name of the Lease (reconciler).")
+@click.option(
+    "--metrics-address",
+    default=None,
+    help="Serve /metrics, /healthz and /readyz here, e.g. :8080 or 127.0.0.1:8080.",
+)
+@global_options
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -228,21 +251,74 @@ def run(
     jitter: float | None,
     dry_run: bool | None,
     state_file: str | None,
+    leader_elect: bool | None,
+    leader_election_namespace: str | None,
+    leader_election_id: str | None,
+    metrics_address: str | None,
+    **options: Any,
 ) -> None:
     """Run a pass every --interval seconds until SIGTERM (the daemon)."""
-    config = _config(ctx, interval=interval, jitter=jitter, dry_run=dry_run, state_file=state_file)
+    _collect(ctx, **options)
+    config = _config(
+        ctx,
+        interval=interval,
+        jitter=jitter,
+        dry_run=dry_run,
+        state_file=state_file,
+        leader_elect=leader_elect,
+        leader_election_namespace=leader_election_namespace,
+        leader_election_id=leader_election_id,
+        metrics_address=metrics_address,
+    )
     kube = _kube(config)
     st = state_store.load(config.state_file)
 
+    elector = None
+    if config.leader_elect:
+        elector = LeaderElector(
+            kube,
+            LeaseConfig(
+                namespace=config.leader_election_namespace,
+                name=config.leader_election_id,
+                lease_duration=config.lease_duration,
+                renew_deadline=config.renew_deadline,
+                retry_period=config.retry_period,
+            ),
+        )
+        log.info(
+            "leader election on lease %s/%s as %s",
+            config.leader_election_namespace,
+            config.leader_election_id,
+            elector.identity,
+        )
+    metrics = None
+    if config.metrics_address:
+        metrics = Metrics()
+        stale_after = config.interval * config.healthz_intervals + config.jitter
+        try:
+            serve(config.metrics_address, metrics, stale_after)
+        except (OSError, ValueError) as exc:
+            _fail(EXIT_USAGE, f"--metrics-address {config.metrics_address}: {exc}")
+
+    keep_going = (lambda: elector.is_leader) if elector is not None else None
+
     def one_pass() -> PassResult:
-        result = run_pass(kube, config, st, dry_run=config.dry_run)
+        result = run_pass(kube, config, st, dry_run=config.dry_run, keep_going=keep_going)
         if result.unreachable:
             log.error("cannot reach the cluster: %s", result.unreachable)
         elif not config.dry_run:
             state_store.save(config.state_file, st)
         return result
 
-    sys.exit(Daemon(one_pass, interval=config.interval, jitter=config.jitter).run())
+    daemon = Daemon(
+        one_pass,
+        interval=config.interval,
+        jitter=config.jitter,
+        elector=elector,
+        metrics=metrics,
+        requests=lambda: dict(kube.stats.requests),
+    )
+    sys.exit(daemon.run())
 
 
 def main() -> None:

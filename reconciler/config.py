@@ -47,6 +47,16 @@ class Config:
     failure_threshold: int = 3
     backoff_base: float = 30.0
     backoff_max: float = 600.0
+    # Running beside other replicas (`reconciler run` only).
+    leader_elect: bool = False
+    leader_election_namespace: str = "reconciler-system"
+    leader_election_id: str = "reconciler"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    # Metrics and health endpoints (`reconciler run` only); empty disables.
+    metrics_address: str = ""
+    healthz_intervals: float = 3.0
     # Output.
     log_level: str = "INFO"
     log_format: str = "text"
@@ -65,6 +75,10 @@ _POSITIVE = {
     "failure_threshold",
     "backoff_base",
     "backoff_max",
+    "lease_duration",
+    "renew_deadline",
+    "retry_period",
+    "healthz_intervals",
 }
 _NON_NEGATIVE = {"jitter", "max_retries"}
 
@@ -164,4 +178,10 @@ def load(
         if key not in _FIELDS:
             raise ConfigError(f"--{key.replace('_', '-')}: unknown option")
         merged[key] = _coerce(key, value, f"--{key.replace('_', '-')}")
-    return dataclasses.replace(Config(), **merged)
+    config = dataclasses.replace(Config(), **merged)
+    if not config.retry_period < config.renew_deadline < config.lease_duration:
+        raise ConfigError(
+            "leader election: need retry_period < renew_deadline < lease_duration, got "
+            f"{config.retry_period} < {config.renew_deadline} < {config.lease_duration}"
+        )
+    return config

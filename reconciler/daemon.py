@@ -2,7 +2,9 @@
 
 One pass at a time (max_instances=1, coalesce): a slow pass delays the next
 rather than overlapping it, and missed runs are logged, not queued. SIGTERM
-and SIGINT let the running pass finish before the process exits 0.
+and SIGINT let the running pass finish before the process exits 0. With
+leader election, only the holder of the Lease runs passes; the others tick
+and stay healthy, ready to take over.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_J
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from reconciler import sdnotify
+from reconciler.leader import LeaderElector
+from reconciler.metrics import Metrics
 from reconciler.sync import PassResult
 
 log = logging.getLogger(__name__)
@@ -24,13 +28,25 @@ log = logging.getLogger(__name__)
 
 class Daemon:
     def __init__(
-        self, one_pass: Callable[[], PassResult], *, interval: float, jitter: float
+        self,
+        one_pass: Callable[[], PassResult],
+        *,
+        interval: float,
+        jitter: float,
+        elector: LeaderElector | None = None,
+        metrics: Metrics | None = None,
+        requests: Callable[[], dict[tuple[str, str], int]] = dict,
     ) -> None:
         self.one_pass = one_pass
         self.interval = interval
         self.jitter = jitter
+        self.elector = elector
+        self.metrics = metrics
+        self.requests = requests
         self.pass_lock = threading.Lock()
+        self.stopping = threading.Event()
         self.passes = 0
+        self.ticks = 0
         self.scheduler = BlockingScheduler(
             timezone=UTC,
             job_defaults={
@@ -42,6 +58,13 @@ class Daemon:
 
     def tick(self) -> None:
         with self.pass_lock:
+            if self.stopping.is_set():
+                return
+            self.ticks += 1
+            if self.elector is not None and not self.elector.is_leader:
+                log.debug("not the leader; skipping this pass")
+                self._after(None)
+                return
             try:
                 result = self.one_pass()
             except Exception:  # a bug in one pass must not kill the daemon
@@ -49,10 +72,20 @@ class Daemon:
                 return
             self.passes += 1
             log.info("%s", result.one_line())
-            if self.passes == 1:
-                sdnotify.notify("READY=1")
-            sdnotify.notify(f"STATUS={result.one_line()}")
-            sdnotify.notify("WATCHDOG=1")
+            self._after(result)
+
+    def _after(self, result: PassResult | None) -> None:
+        if self.metrics is not None:
+            if result is not None:
+                self.metrics.record_pass(result, self.requests())
+            else:
+                self.metrics.record_requests(self.requests())
+                self.metrics.tick()
+        if self.ticks == 1:
+            sdnotify.notify("READY=1")
+        status = result.one_line() if result is not None else "standby: not the leader"
+        sdnotify.notify(f"STATUS={status}")
+        sdnotify.notify("WATCHDOG=1")
 
     def _listener(self, event) -> None:  # type: ignore[no-untyped-def]
         if event.code == EVENT_JOB_MISSED:
@@ -65,9 +98,21 @@ class Daemon:
     def _stop(self, signum: int, _frame: object) -> None:
         log.info("received %s; finishing the current pass", signal.Signals(signum).name)
         sdnotify.notify("STOPPING=1")
+        self.stopping.set()
         self.scheduler.shutdown(wait=False)
 
     def run(self) -> int:
+        renewer = None
+        if self.elector is not None:
+            elector = self.elector
+            if self.metrics is not None:
+                gauge = self.metrics.leader
+                elector.on_change = lambda leader: gauge.set(1 if leader else 0)
+            elector.try_acquire_or_renew()  # know our role before the first pass
+            renewer = threading.Thread(
+                target=elector.run, args=(self.stopping,), name="lease", daemon=True
+            )
+            renewer.start()
         self.scheduler.add_job(
             self.tick,
             "interval",
@@ -86,5 +131,10 @@ class Daemon:
         self.scheduler.start()
         with self.pass_lock:  # wait for a pass still running in the pool
             pass
+        if self.elector is not None:
+            self.stopping.set()
+            if renewer is not None:
+                renewer.join(timeout=self.elector.config.retry_period + 5)
+            self.elector.release()
         log.info("stopped after %d passes", self.passes)
         return 0

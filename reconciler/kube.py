@@ -43,6 +43,7 @@ RESOURCES: Mapping[str, tuple[str, str]] = {
     "Xca": (f"/apis/{XCA_GROUP}/{XCA_VERSION}", XCA_PLURAL),
     "Pod": ("/api/v1", "pods"),
     "Event": ("/api/v1", "events"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
 }
 
 
@@ -336,6 +337,12 @@ class Kube:
         if uid:
             body["preconditions"] = {"uid": uid}
         self.request("DELETE", self.path(kind, namespace, name), json=body)
+
+    def replace(
+        self, kind: str, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """PUT; the body's resourceVersion makes it a compare-and-swap."""
+        return self.request("PUT", self.path(kind, namespace, name), json=body)
 
     def merge_patch(
         self, kind: str, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""

@@ -127,6 +127,7 @@ def run_pass(
     dry_run: bool = False,
     apply: bool = True,
     clock: Callable[[], datetime] = _utcnow,
+    keep_going: Callable[[], bool] | None = None,
 ) -> PassResult:
     """Run one pass and update ``state`` in place. Never raises for per-object
     errors; they are in the result, which decides the exit code."""
@@ -159,6 +160,7 @@ def run_pass(
             dry_run=dry_run,
             pass_id=pass_id,
             refs=object_refs(snapshot),
+            keep_going=keep_going,
         )
         applied = executor.run(the_plan)
 

@@ -203,6 +203,43 @@ def status(state_dir: Path | str | None = None) -> Cluster | None:
     return _healthy(_layout(state_dir))
 
 
+def stop_component(component: str, state_dir: Path | str | None = None) -> None:
+    """Kill one component (SIGKILL: a crash, not a shutdown), for fault-injection tests."""
+    lay = _layout(state_dir)
+    pid = _pid_of(lay, component)
+    if pid is None:
+        raise ClusterError(f"{component} is not running")
+    _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.02)
+    _reap(pid)
+
+
+def start_component(component: str, state_dir: Path | str | None = None) -> None:
+    """Start one stopped component again on the ports recorded at `up`, and wait for it."""
+    lay = _layout(state_dir)
+    state = _load_state(lay)
+    if state is None:
+        raise ClusterError(f"no cluster recorded in {lay.root}")
+    if _pid_of(lay, component) is not None:
+        return
+    bin_dir, ports = Path(state["bin_dir"]), state["ports"]
+    args = {
+        "etcd": _etcd_args,
+        "kube-apiserver": _apiserver_args,
+        "kube-controller-manager": _kcm_args,
+        "kube-scheduler": _scheduler_args,
+        "kwok": _kwok_args,
+    }[component](lay, bin_dir, ports)
+    _spawn(lay, component, args)
+    if component == "kube-apiserver":
+        cluster = _healthy(lay)
+        assert cluster is not None
+        _wait(lay, component, "apiserver /readyz", lambda: _apiserver_ready(cluster))
+
+
 # ---------------------------------------------------------------- start-up
 
 

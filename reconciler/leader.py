@@ -1,0 +1,216 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, after client-go's algorithm.
+
+Two reconcilers on two bastion hosts must not both write. A lease held by
+someone else is valid until ``leaseDurationSeconds`` after *we last saw its
+record change*, measured on our own monotonic clock, so clock skew between
+hosts does not matter. Every update is a compare-and-swap on resourceVersion.
+A leader that cannot renew within ``renew_deadline`` stops reconciling.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.kube import ApiError, Kube, KubeError
+
+log = logging.getLogger(__name__)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def _micro_time(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    namespace: str
+    name: str = "reconciler"
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        kube: Kube,
+        config: LeaseConfig,
+        monotonic: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.identity = config.identity or default_identity()
+        self.monotonic = monotonic
+        self.wallclock = wallclock
+        self.observed_record: tuple[Any, ...] | None = None
+        self.observed_at = 0.0
+        self.last_renew = -1e18
+        self._leader = False
+        self.lock = threading.Lock()
+        self.on_change: Callable[[bool], None] | None = None
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def is_leader(self) -> bool:
+        """Leader only while the last successful renewal is within the deadline."""
+        with self.lock:
+            if self._leader and self.monotonic() - self.last_renew > self.config.renew_deadline:
+                self._set(False, "renewal deadline passed")
+            return self._leader
+
+    def _set(self, leader: bool, why: str) -> None:
+        if leader != self._leader:
+            self._leader = leader
+            log.info(
+                "%s leadership of lease %s/%s (%s)",
+                "acquired" if leader else "lost",
+                self.config.namespace,
+                self.config.name,
+                why,
+            )
+            if self.on_change is not None:
+                self.on_change(leader)
+
+    # ---------------------------------------------------------------- protocol
+
+    def _spec(self, lease: dict[str, Any]) -> dict[str, Any]:
+        return lease.get("spec") or {}
+
+    def _observe(self, spec: dict[str, Any]) -> None:
+        record = (
+            spec.get("holderIdentity"),
+            spec.get("renewTime"),
+            spec.get("leaseTransitions"),
+            spec.get("leaseDurationSeconds"),
+        )
+        if record != self.observed_record:
+            self.observed_record = record
+            self.observed_at = self.monotonic()
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round of the algorithm; True if we hold the lease afterwards."""
+        cfg = self.config
+        now = _micro_time(self.wallclock())
+        try:
+            lease = self.kube.get("Lease", cfg.namespace, cfg.name)
+        except ApiError as exc:
+            if exc.status != 404:
+                log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)
+                return self._renew_failed()
+            return self._create(now)
+        except KubeError as exc:
+            log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)
+            return self._renew_failed()
+
+        spec = self._spec(lease)
+        self._observe(spec)
+        holder = spec.get("holderIdentity") or ""
+        duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration)
+        if holder and holder != self.identity and (self.monotonic() < self.observed_at + duration):
+            with self.lock:
+                self._set(False, f"held by {holder}")
+            return False
+
+        transitions = int(spec.get("leaseTransitions") or 0)
+        new_spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(cfg.lease_duration),
+            "acquireTime": spec.get("acquireTime") if holder == self.identity else now,
+            "renewTime": now,
+            "leaseTransitions": transitions if holder == self.identity else transitions + 1,
+        }
+        body = {**lease, "spec": new_spec}
+        try:
+            updated = self.kube.replace("Lease", cfg.namespace, cfg.name, body)
+        except KubeError as exc:
+            log.info("lease %s/%s update failed: %s", cfg.namespace, cfg.name, exc)
+            return self._renew_failed()
+        self._observe(self._spec(updated))
+        return self._renewed(holder)
+
+    def _create(self, now: str) -> bool:
+        cfg = self.config
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": cfg.name,
+                "namespace": cfg.namespace,
+                "labels": {"app.kubernetes.io/name": "reconciler"},
+            },
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(cfg.lease_duration),
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseTransitions": 0,
+            },
+        }
+        try:
+            created = self.kube.create("Lease", cfg.namespace, body)
+        except KubeError as exc:
+            log.info("lease %s/%s create failed: %s", cfg.namespace, cfg.name, exc)
+            return self._renew_failed()
+        self._observe(self._spec(created))
+        return self._renewed("")
+
+    def _renewed(self, previous_holder: str) -> bool:
+        with self.lock:
+            self.last_renew = self.monotonic()
+            self._set(
+                True,
+                "new lease"
+                if not previous_holder
+                else "renewed"
+                if previous_holder == self.identity
+                else f"taken over from {previous_holder}",
+            )
+        return True
+
+    def _renew_failed(self) -> bool:
+        return self.is_leader  # still leader until the renew deadline passes
+
+    def release(self) -> None:
+        """Give the lease up on shutdown so a standby takes over at once."""
+        with self.lock:
+            was_leader = self._leader
+            self._set(False, "shutting down")
+        if not was_leader:
+            return
+        cfg = self.config
+        try:
+            lease = self.kube.get("Lease", cfg.namespace, cfg.name)
+            spec = self._spec(lease)
+            if spec.get("holderIdentity") != self.identity:
+                return
+            now = _micro_time(self.wallclock())
+            body = {
+                **lease,
+                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
+            }
+            self.kube.replace("Lease", cfg.namespace, cfg.name, body)
+            log.info("released lease %s/%s", cfg.namespace, cfg.name)
+        except KubeError as exc:
+            log.warning("could not release lease %s/%s: %s", cfg.namespace, cfg.name, exc)
+
+    # ---------------------------------------------------------------- loop
+
+    def run(self, stop: threading.Event) -> None:
+        """Renew every retry_period until stop is set (runs in its own thread)."""
+        while not stop.is_set():
+            self.try_acquire_or_renew()
+            stop.wait(self.config.retry_period)

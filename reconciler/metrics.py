@@ -1,0 +1,142 @@
+"""Prometheus metrics and the /healthz and /readyz endpoints of `reconciler run`.
+
+/healthz fails when no pass has completed for ``stale_after`` seconds, so a
+loop that hangs (rather than crashes) is restarted by systemd or the kubelet.
+A standby replica that skips passes because it is not the leader still counts
+as alive: its loop is ticking.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from reconciler.sync import PassResult
+
+log = logging.getLogger(__name__)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.pass_duration = Histogram(
+            "reconciler_pass_duration_seconds",
+            "Wall time of one reconcile pass.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.passes = Counter(
+            "reconciler_passes_total", "Passes by result.", ["result"], registry=r
+        )
+        self.actions = Counter(
+            "reconciler_actions_total",
+            "Actions by kind, verb and result.",
+            ["kind", "verb", "result"],
+            registry=r,
+        )
+        self.requests = Counter(
+            "reconciler_api_requests_total",
+            "API requests by verb and code.",
+            ["verb", "code"],
+            registry=r,
+        )
+        self.observed = Gauge(
+            "reconciler_objects_observed", "Objects seen in the last pass.", ["kind"], registry=r
+        )
+        self.last_success = Gauge(
+            "reconciler_last_success_timestamp_seconds",
+            "Unix time of the last pass without errors.",
+            registry=r,
+        )
+        self.leader = Gauge("reconciler_leader", "1 if this instance is the leader.", registry=r)
+        self._seen_requests: dict[tuple[str, str], int] = {}
+        self.last_tick = 0.0
+        self.ready = False
+        self.lock = threading.Lock()
+
+    def record_pass(self, result: PassResult, requests: dict[tuple[str, str], int]) -> None:
+        self.pass_duration.observe(result.duration)
+        self.passes.labels(result.summary()["result"]).inc()
+        for (kind, verb, res), n in result.applied.counts().items():
+            self.actions.labels(kind, verb, res).inc(n)
+        for kind, n in result.observed.items():
+            self.observed.labels(kind).set(n)
+        if result.exit_code == 0:
+            self.last_success.set(time.time())
+        self.record_requests(requests)
+        self.tick()
+
+    def record_requests(self, requests: dict[tuple[str, str], int]) -> None:
+        """Counters only go up: add what the client counted since last time."""
+        with self.lock:
+            for key, total in requests.items():
+                delta = total - self._seen_requests.get(key, 0)
+                if delta > 0:
+                    self.requests.labels(*key).inc(delta)
+                self._seen_requests[key] = total
+
+    def tick(self) -> None:
+        self.last_tick = time.monotonic()
+        self.ready = True
+
+    def healthy(self, stale_after: float) -> bool:
+        return self.ready and time.monotonic() - self.last_tick < stale_after
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        metrics = self.server.metrics
+        if self.path == "/metrics":
+            self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+        elif self.path == "/healthz":
+            ok = metrics.healthy(self.server.stale_after)
+            self._send(200 if ok else 503, b"ok\n" if ok else b"no pass completed recently\n")
+        elif self.path == "/readyz":
+            ok = metrics.ready
+            self._send(200 if ok else 503, b"ok\n" if ok else b"first pass not done\n")
+        else:
+            self._send(404, b"not found\n")
+
+    def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http %s", format % args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], metrics: Metrics, stale_after: float) -> None:
+        super().__init__(address, _Handler)
+        self.metrics = metrics
+        self.stale_after = stale_after
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """':8080' -> ('', 8080) (all interfaces); '127.0.0.1:8080' -> as given."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"expected HOST:PORT or :PORT, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def serve(address: str, metrics: Metrics, stale_after: float) -> ThreadingHTTPServer:
+    server = _Server(parse_address(address), metrics, stale_after)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    host, port = server.server_address[:2]
+    log.info("serving /metrics, /healthz and /readyz on %s:%s", host or "*", port)
+    return server
