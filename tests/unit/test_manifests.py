@@ -1,0 +1,448 @@
+"""The shipped artefacts (config/*.yaml, systemd/, Dockerfile) agree with the
+code and with each other, checked without a cluster: a drift here (a verb the
+code starts using, a renamed flag, a uid that differs between the image and
+the pod) fails before anyone deploys it. tests/e2e/test_ship.py runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import yaml
+
+from reconciler.cli import cli
+from reconciler.config import Config
+from reconciler.constants import REDIS_GROUP, REDIS_PLURAL, XCA_GROUP, XCA_PLURAL
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "config"
+SYSTEMD = ROOT / "systemd"
+DOCKERFILE = ROOT / "Dockerfile"
+INSTALL_PREFIX = "/opt/reconciler"
+UID = 65532
+# Measured with systemd 252 (`systemd-analyze security --offline=yes`); what
+# remains is network access, which a reconciler needs. docs/install.md.
+EXPOSURE_MAX = 1.1
+
+# (API group, resource) -> verbs. Each one is a request the code makes:
+# observe.py LISTs, apply.py patches, creates, deletes and GETs, events.py
+# creates, GETs and patches. redis/finalizers is for blockOwnerDeletion.
+RULES = {
+    (REDIS_GROUP, REDIS_PLURAL): {"list", "patch"},
+    (REDIS_GROUP, f"{REDIS_PLURAL}/status"): {"patch"},
+    (REDIS_GROUP, f"{REDIS_PLURAL}/finalizers"): {"update"},
+    (XCA_GROUP, XCA_PLURAL): {"list", "patch"},
+    (XCA_GROUP, f"{XCA_PLURAL}/status"): {"patch"},
+    ("", "pods"): {"get", "list", "create", "delete"},
+    ("", "events"): {"create", "get", "patch"},
+}
+
+
+def docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((CONFIG / name).read_text()) if d]
+
+
+def one(name: str, kind: str) -> dict[str, Any]:
+    (found,) = [d for d in docs(name) if d["kind"] == kind]
+    return found
+
+
+def pod_spec(name: str) -> dict[str, Any]:
+    """The pod template's spec of a CronJob or a Deployment."""
+    obj = docs(name)[0]
+    if obj["kind"] == "CronJob":
+        return obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return obj["spec"]["template"]["spec"]
+
+
+# ------------------------------------------------------------------ parsers
+
+
+def dockerfile_stages(text: str) -> list[list[tuple[str, str]]]:
+    """Instructions per stage as (INSTRUCTION, arguments), continuations joined."""
+    lines: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        if not buf and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        if raw.rstrip().endswith("\\"):
+            buf += raw.rstrip()[:-1] + " "
+            continue
+        lines.append(buf + raw)
+        buf = ""
+    stages: list[list[tuple[str, str]]] = []
+    for line in lines:
+        instr, _, args = line.strip().partition(" ")
+        if instr.upper() == "FROM":
+            stages.append([])
+        stages[-1].append((instr.upper(), " ".join(args.split())))
+    return stages
+
+
+def docker_env(stage: list[tuple[str, str]]) -> dict[str, str]:
+    """ENV key=value pairs of one stage (the only ENV form the Dockerfile uses)."""
+    env: dict[str, str] = {}
+    for instr, args in stage:
+        if instr == "ENV":
+            for pair in shlex.split(args):
+                key, _, value = pair.partition("=")
+                env[key] = value
+    return env
+
+
+def unit(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """A systemd unit as section -> [(key, value)]; keys may repeat."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current = ""
+    buf = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not buf and (not line or line[0] in "#;"):
+            continue
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        line, buf = buf + line, ""
+        if line.startswith("["):
+            current = line.strip("[]")
+            sections[current] = []
+        else:
+            key, _, value = line.partition("=")
+            sections[current].append((key.strip(), " ".join(value.split())))
+    return sections
+
+
+def values(u: dict[str, list[tuple[str, str]]], section: str, key: str) -> list[str]:
+    return [v for k, v in u.get(section, []) if k == key]
+
+
+def value(u: dict[str, list[tuple[str, str]]], section: str, key: str) -> str:
+    found = values(u, section, key)
+    assert len(found) == 1, f"[{section}] {key}: {found}"
+    return found[0]
+
+
+def tool(name: str) -> str:
+    """A tool from the venv (pip) or the system (apt); hack/deps.sh installs both."""
+    here = Path(sys.executable).parent / name
+    path = str(here) if here.exists() else shutil.which(name)
+    assert path, f"{name} not found; run `bash hack/deps.sh`"
+    return path
+
+
+# --------------------------------------------------------------------- RBAC
+
+
+def test_cluster_role_grants_exactly_what_the_code_uses():
+    role = one("rbac.yaml", "ClusterRole")
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                key = (group, resource)
+                assert key not in granted, f"{key} granted twice"
+                granted[key] = set(rule["verbs"])
+    assert granted == RULES
+    flat = json.dumps(role["rules"])
+    assert "*" not in flat and "watch" not in flat
+
+
+def test_rbac_binds_the_service_account_in_its_namespace():
+    namespace = one("rbac.yaml", "Namespace")
+    sa = one("rbac.yaml", "ServiceAccount")
+    binding = one("rbac.yaml", "ClusterRoleBinding")
+    assert namespace["metadata"]["name"] == sa["metadata"]["namespace"] == "reconciler-system"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "reconciler",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "reconciler", "namespace": "reconciler-system"}
+    ]
+    for obj in docs("rbac.yaml"):
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "reconciler"
+        assert labels["app.kubernetes.io/part-of"] == "reconciler"
+
+
+# ---------------------------------------------------------------- workloads
+
+
+@pytest.mark.parametrize(
+    ("name", "command"), [("cronjob.yaml", "sync"), ("deployment.yaml", "run")]
+)
+def test_workload_runs_restricted_as_the_image_user(name: str, command: str):
+    spec = pod_spec(name)
+    assert docs(name)[0]["metadata"]["namespace"] == "reconciler-system"
+    assert spec["serviceAccountName"] == one("rbac.yaml", "ServiceAccount")["metadata"]["name"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] == UID
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = spec["containers"]
+    assert container["image"] == "reconciler:0.1.0"
+    assert container["args"] == [command]  # the image's ENTRYPOINT is `reconciler`
+    assert "command" not in container
+    ctx = container["securityContext"]
+    assert ctx["allowPrivilegeEscalation"] is False
+    assert ctx["readOnlyRootFilesystem"] is True
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert ctx["runAsUser"] == UID and ctx["runAsNonRoot"] is True
+    assert {"requests", "limits"} <= set(container["resources"])
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["RECONCILER_LOG_FORMAT"] == "json"
+    # Read-only root: /tmp is the only writable place, and it is an emptyDir.
+    (mount,) = container["volumeMounts"]
+    assert mount["mountPath"] == "/tmp"
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    assert "emptyDir" in volume
+    # No kubeconfig anywhere: the mounted service account token is used.
+    assert "KUBECONFIG" not in env and spec.get("automountServiceAccountToken", True)
+
+
+def test_cronjob_passes_never_overlap_and_end_before_the_next():
+    cron = docs("cronjob.yaml")[0]["spec"]
+    assert cron["schedule"] == "*/5 * * * *"
+    assert cron["concurrencyPolicy"] == "Forbid"
+    period = 5 * 60
+    assert 0 < cron["startingDeadlineSeconds"] < period
+    job = cron["jobTemplate"]["spec"]
+    assert 0 < job["activeDeadlineSeconds"] < period
+    assert 0 <= job["backoffLimit"] <= 2
+    assert job["ttlSecondsAfterFinished"] > 0
+    assert job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_deployment_is_a_single_daemon_without_probes_yet():
+    deploy = docs("deployment.yaml")[0]["spec"]
+    assert deploy["replicas"] == 1
+    assert deploy["strategy"] == {"type": "Recreate"}  # never two daemons at once
+    labels = deploy["template"]["metadata"]["labels"]
+    assert deploy["selector"]["matchLabels"].items() <= labels.items()
+    (container,) = deploy["template"]["spec"]["containers"]
+    assert not {"livenessProbe", "readinessProbe", "startupProbe"} & set(container)
+
+
+# --------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_builds_a_venv_and_runs_it_as_the_pod_user():
+    builder, final = dockerfile_stages(DOCKERFILE.read_text())
+    assert builder[0] == ("FROM", "python:3.11-slim AS builder")
+    assert final[0] == ("FROM", "python:3.11-slim")
+    runs = [a for i, a in builder if i == "RUN"]
+    assert f"python -m venv {INSTALL_PREFIX}" in runs
+    assert any(re.fullmatch(rf"{INSTALL_PREFIX}/bin/pip install .*\.", r) for r in runs)
+    assert ("COPY", f"--from=builder {INSTALL_PREFIX} {INSTALL_PREFIX}") in final
+    assert [i for i, _ in final].count("RUN") == 0  # nothing but the venv is added
+    env = docker_env(final)
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1" and env["PYTHONUNBUFFERED"] == "1"
+    assert env["PATH"].startswith(f"{INSTALL_PREFIX}/bin:")
+    (user,) = [a for i, a in final if i == "USER"]
+    assert user == f"{UID}:{UID}"
+    assert ("ENTRYPOINT", '["reconciler"]') in final and ("CMD", '["sync"]') in final
+
+
+def _dockerignore_regex(pattern: str) -> re.Pattern[str]:
+    """Docker's syntax: ** spans directories (also none), * and ? stay within one."""
+    out = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
+def dockerignored(path: str, patterns: list[str]) -> bool:
+    """The last matching pattern wins; a pattern matching a parent directory counts."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    excluded = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        regex = _dockerignore_regex(pattern.lstrip("!").strip("/"))
+        if any(regex.fullmatch(p) for p in prefixes):
+            excluded = not negate
+    return excluded
+
+
+def test_dockerignore_sends_only_what_the_build_copies():
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    builder = dockerfile_stages(DOCKERFILE.read_text())[0]
+    sources = [s for i, a in builder if i == "COPY" for s in a.split()[:-1]]
+    assert sources, "the builder copies nothing"
+    for src in sources:
+        assert not dockerignored(src, patterns), f"{src} is copied but .dockerignore drops it"
+    assert not dockerignored("reconciler/cli.py", patterns)
+    for heavy in (".venv/bin/python", ".git/HEAD", ".cluster/kubeconfig", "tests/__init__.py"):
+        assert dockerignored(heavy, patterns), heavy
+    assert dockerignored("reconciler/__pycache__/cli.cpython-311.pyc", patterns)
+
+
+def test_hadolint_passes_and_would_catch_a_bad_dockerfile(tmp_path: Path):
+    hadolint = tool("hadolint")
+    ok = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN pip install requests\n")
+    caught = subprocess.run([hadolint, str(bad)], capture_output=True, text=True)
+    assert caught.returncode != 0 and "DL3007" in caught.stdout
+
+
+# ------------------------------------------------------------------ systemd
+
+UNITS = ("reconciler.service", "reconciler-sync.service", "reconciler-sync.timer")
+HARDENING = {
+    "DynamicUser": "yes",
+    "NoNewPrivileges": "yes",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "PrivateDevices": "yes",
+    "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes",
+    "ProtectKernelLogs": "yes",
+    "ProtectControlGroups": "yes",
+    "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
+    "RestrictNamespaces": "yes",
+    "LockPersonality": "yes",
+    "MemoryDenyWriteExecute": "yes",
+    "CapabilityBoundingSet": "",
+    "LoadCredential": "kubeconfig:/etc/reconciler/kubeconfig",
+    "EnvironmentFile": "-/etc/reconciler/reconciler.env",
+    "StateDirectory": "reconciler",
+}
+
+
+def exec_start(u: dict[str, list[tuple[str, str]]]) -> list[str]:
+    argv = shlex.split(value(u, "Service", "ExecStart"))
+    assert argv[0] == f"{INSTALL_PREFIX}/bin/reconciler"
+    return argv
+
+
+def parse_cli(argv: list[str]) -> click.Context:
+    """Parse like `reconciler ARGS` does, without running: an unknown flag fails."""
+    args = [
+        a.replace("${CREDENTIALS_DIRECTORY}", "/run/credentials/x").replace(
+            "${STATE_DIRECTORY}", "/var/lib/reconciler"
+        )
+        for a in argv[1:]
+    ]
+    i = next(i for i, a in enumerate(args) if a in cli.commands)
+    parent = cli.make_context("reconciler", args[: i + 1])
+    command = cli.commands[args[i]]
+    return command.make_context(args[i], args[i + 1 :], parent=parent)
+
+
+def test_daemon_unit_notifies_and_is_watched():
+    u = unit(SYSTEMD / "reconciler.service")
+    assert value(u, "Service", "Type") == "notify"
+    assert value(u, "Service", "Restart") == "on-failure"
+    assert value(u, "Service", "RestartPreventExitStatus") == "2"  # bad config: do not loop
+    cfg = Config()
+    watchdog = float(value(u, "Service", "WatchdogSec"))
+    # WATCHDOG=1 follows each pass: allow two intervals and one slow pass.
+    assert watchdog >= 2 * (cfg.interval + cfg.jitter) + cfg.timeout * (cfg.max_retries + 1)
+    argv = exec_start(u)
+    assert parse_cli(argv).info_name == "run"
+    assert argv[argv.index("--kubeconfig") + 1] == "${CREDENTIALS_DIRECTORY}/kubeconfig"
+    assert argv[argv.index("--config") + 1] == "/etc/reconciler/reconciler.yaml"
+    assert argv[argv.index("--state-file") + 1].startswith("${STATE_DIRECTORY}/")
+
+
+@pytest.mark.parametrize("name", ["reconciler.service", "reconciler-sync.service"])
+def test_service_units_are_sandboxed(name: str):
+    u = unit(SYSTEMD / name)
+    for key, want in HARDENING.items():
+        assert value(u, "Service", key) == want, key
+    assert values(u, "Service", "SystemCallFilter")[0] == "@system-service"
+
+
+def test_sync_unit_is_a_oneshot_started_by_the_timer():
+    u = unit(SYSTEMD / "reconciler-sync.service")
+    assert value(u, "Service", "Type") == "oneshot"
+    assert parse_cli(exec_start(u)).info_name == "sync"
+    assert "WatchdogSec" not in dict(u["Service"])
+    timer = unit(SYSTEMD / "reconciler-sync.timer")
+    assert value(timer, "Timer", "OnCalendar") == "*:0/5"
+    assert value(timer, "Timer", "Persistent") == "true"
+    assert value(timer, "Install", "WantedBy") == "timers.target"
+    # Passes of the timer end before the next is due.
+    assert int(value(u, "Service", "TimeoutStartSec")) < 5 * 60
+
+
+def _verify(directory: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool("systemd-analyze"), "verify", *(str(directory / n) for n in UNITS)],
+        capture_output=True,
+        text=True,
+        cwd=directory,
+        timeout=60,
+    )
+
+
+def _copy_units(directory: Path, binary: str) -> None:
+    """The units with ExecStart pointing at a real binary; nothing else changes."""
+    for name in UNITS:
+        text = (SYSTEMD / name).read_text()
+        (directory / name).write_text(text.replace(f"{INSTALL_PREFIX}/bin/reconciler", binary))
+
+
+def test_systemd_analyze_verify_accepts_the_units(tmp_path: Path):
+    # verify checks that ExecStart exists; /opt/reconciler is the bastion's path.
+    _copy_units(tmp_path, tool("reconciler"))
+    ok = _verify(tmp_path)
+    # verify exits 0 on unknown keys and bad values: its output must be empty too.
+    assert ok.returncode == 0 and not (ok.stdout + ok.stderr).strip(), ok.stdout + ok.stderr
+    broken = tmp_path / "reconciler.service"
+    broken.write_text(broken.read_text().replace("Type=notify", "Type=notifyy"))
+    assert "notifyy" in _verify(tmp_path).stderr
+
+
+def exposure(path: Path) -> float:
+    out = subprocess.run(
+        [tool("systemd-analyze"), "security", "--offline=yes", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=path.parent,
+        timeout=60,
+    )
+    match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out.stdout)
+    assert match, out.stdout + out.stderr
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize("name", ["reconciler.service", "reconciler-sync.service"])
+def test_systemd_analyze_security_exposure(name: str, tmp_path: Path):
+    assert exposure(SYSTEMD / name) <= EXPOSURE_MAX
+    # The same unit without its sandbox scores far worse: the parse is real.
+    bare = tmp_path / name
+    text = (SYSTEMD / name).read_text()
+    bare.write_text(text[: text.index("# Sandboxing.")] + "\n[Install]\n")
+    assert exposure(bare) > 5
+
+
+def test_every_unit_in_systemd_dir_is_checked():
+    assert sorted(p.name for p in SYSTEMD.iterdir()) == sorted(UNITS)
