@@ -90,8 +90,11 @@ class LeaderElector:
     def _spec(self, lease: dict[str, Any]) -> dict[str, Any]:
         return lease.get("spec") or {}
 
-    def _observe(self, spec: dict[str, Any]) -> None:
+    def _observe(self, lease: dict[str, Any]) -> None:
+        """Note when the record last changed; any write bumps resourceVersion."""
+        spec = self._spec(lease)
         record = (
+            (lease.get("metadata") or {}).get("resourceVersion"),
             spec.get("holderIdentity"),
             spec.get("renewTime"),
             spec.get("leaseTransitions"),
@@ -117,7 +120,7 @@ class LeaderElector:
             return self._renew_failed()
 
         spec = self._spec(lease)
-        self._observe(spec)
+        self._observe(lease)
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration)
         if holder and holder != self.identity and (self.monotonic() < self.observed_at + duration):
@@ -139,7 +142,7 @@ class LeaderElector:
         except KubeError as exc:
             log.info("lease %s/%s update failed: %s", cfg.namespace, cfg.name, exc)
             return self._renew_failed()
-        self._observe(self._spec(updated))
+        self._observe(updated)
         return self._renewed(holder)
 
     def _create(self, now: str) -> bool:
@@ -165,7 +168,7 @@ class LeaderElector:
         except KubeError as exc:
             log.info("lease %s/%s create failed: %s", cfg.namespace, cfg.name, exc)
             return self._renew_failed()
-        self._observe(self._spec(created))
+        self._observe(created)
         return self._renewed("")
 
     def _renewed(self, previous_holder: str) -> bool:

@@ -1,0 +1,63 @@
+"""Metrics and health endpoints over a real loopback HTTP server."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import pytest
+
+from reconciler.actions import Plan
+from reconciler.apply import ApplyReport
+from reconciler.metrics import Metrics, parse_address, serve
+from reconciler.sync import PassResult
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def server():
+    metrics = Metrics()
+    srv = serve("127.0.0.1:0", metrics, stale_after=0.5)
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    yield metrics, base
+    srv.shutdown()
+
+
+def test_not_ready_and_not_healthy_before_the_first_pass(server):
+    _, base = server
+    assert get(base + "/readyz")[0] == 503
+    assert get(base + "/healthz")[0] == 503
+
+
+def test_pass_makes_it_ready_and_healthy_then_stale(server, monkeypatch):
+    metrics, base = server
+    result = PassResult("p1", Plan(), ApplyReport(), duration=0.2, observed={"Redis": 4})
+    metrics.record_pass(result, {("LIST", "200"): 3})
+    assert get(base + "/readyz")[0] == 200
+    assert get(base + "/healthz")[0] == 200
+    code, body = get(base + "/metrics")
+    assert code == 200
+    assert 'reconciler_passes_total{result="ok"} 1.0' in body
+    assert 'reconciler_objects_observed{kind="Redis"} 4.0' in body
+    assert 'reconciler_api_requests_total{code="200",verb="LIST"} 3.0' in body
+    assert "reconciler_pass_duration_seconds_count 1.0" in body
+    metrics.record_requests({("LIST", "200"): 5})  # cumulative client counts
+    assert 'reconciler_api_requests_total{code="200",verb="LIST"} 5.0' in get(base + "/metrics")[1]
+    import time
+
+    monkeypatch.setattr(time, "monotonic", lambda: metrics.last_tick + 1.0)
+    assert get(base + "/healthz")[0] == 503  # a stalled loop is seen
+
+
+def test_parse_address():
+    assert parse_address(":8080") == ("", 8080)
+    assert parse_address("127.0.0.1:9") == ("127.0.0.1", 9)
+    with pytest.raises(ValueError):
+        parse_address("nope")
