@@ -48,6 +48,7 @@ class PassResult:
     requests: int = 0
     writes: int = 0
     bytes_received: int = 0
+    by_code: dict[str, int] = field(default_factory=dict)
     observed: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -74,6 +75,7 @@ class PassResult:
             "errors": self.errors,
             "api_requests": self.requests,
             "api_writes": self.writes,
+            "api_requests_by_code": self.by_code,
             "bytes_received": self.bytes_received,
         }
 
@@ -133,6 +135,7 @@ def run_pass(
     errors; they are in the result, which decides the exit code."""
     started = time.monotonic()
     before_requests, before_writes = kube.stats.total, kube.stats.writes()
+    before_by_code = dict(kube.stats.requests)
     before_bytes = kube.stats.bytes_received
     pass_id = uuid.uuid4().hex[:8]
     selector = config.pod_report_selector if config.pod_report else None
@@ -200,6 +203,11 @@ def run_pass(
         obs.unreachable,
         duration=time.monotonic() - started,
         requests=kube.stats.total - before_requests,
+        by_code={
+            f"{verb} {code}": n - before_by_code.get((verb, code), 0)
+            for (verb, code), n in sorted(kube.stats.requests.items())
+            if n > before_by_code.get((verb, code), 0)
+        },
         writes=kube.stats.writes() - before_writes,
         bytes_received=kube.stats.bytes_received - before_bytes,
         observed=dict(obs.counts),

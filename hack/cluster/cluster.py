@@ -235,7 +235,7 @@ def start_component(component: str, state_dir: Path | str | None = None) -> None
     }[component](lay, bin_dir, ports)
     _spawn(lay, component, args)
     if component == "kube-apiserver":
-        cluster = _healthy(lay)
+        cluster = _recorded(lay)
         assert cluster is not None
         _wait(lay, component, "apiserver /readyz", lambda: _apiserver_ready(cluster))
 
@@ -804,13 +804,12 @@ def _stop(lay: Layout) -> None:
 # ---------------------------------------------------------------- state and helpers
 
 
-def _healthy(lay: Layout) -> Cluster | None:
+def _recorded(lay: Layout) -> Cluster | None:
+    """The cluster described by the state file, whether or not it is running."""
     state = _load_state(lay)
     if state is None or not lay.tokens.exists():
         return None
-    if any(_pid_of(lay, c) is None for c in COMPONENTS):
-        return None
-    cluster = Cluster(
+    return Cluster(
         kubeconfig=lay.kubeconfig,
         server=state["server"],
         token=lay.tokens.read_text().split(",", 1)[0].strip(),
@@ -818,6 +817,12 @@ def _healthy(lay: Layout) -> Cluster | None:
         bin_dir=Path(state["bin_dir"]),
         state_dir=lay.root,
     )
+
+
+def _healthy(lay: Layout) -> Cluster | None:
+    cluster = _recorded(lay)
+    if cluster is None or any(_pid_of(lay, c) is None for c in COMPONENTS):
+        return None
     return cluster if lay.kubeconfig.exists() and _apiserver_ready(cluster) else None
 
 
