@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -297,15 +297,20 @@ class Kube:
     # ------------------------------------------------------------ verbs
 
     def list(
-        self, kind: str, namespace: str | None = None, selector: str | None = None
-    ) -> list[dict[str, Any]]:
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        decode: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> list[Any]:
         """Page through a LIST with limit/continue (pykube's Query cannot page).
 
         An expired continue token (410) restarts the LIST, so the result is
-        always one consistent view, never a splice of two.
+        always one consistent view, never a splice of two. ``decode`` runs on
+        each page as it arrives, so only one page of raw JSON is held at once.
         """
         while True:
-            items: list[dict[str, Any]] = []
+            items: list[Any] = []
             params: dict[str, Any] = {"limit": self.opts.page_size}
             if selector:
                 params["labelSelector"] = selector
@@ -314,7 +319,9 @@ class Kube:
                     page = self.request(
                         "GET", self.path(kind, namespace), verb="LIST", params=params
                     )
-                    items.extend(page.get("items") or ())
+                    raw = page.get("items") or ()
+                    items.extend(map(decode, raw) if decode else raw)
+                    del page, raw
                     token = (page.get("metadata") or {}).get("continue")
                     if not token:
                         return items

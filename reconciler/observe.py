@@ -30,13 +30,18 @@ class Observation:
 
 
 def _list_all(
-    kube: Kube, kind: str, namespaces: Sequence[str], selector: str | None
-) -> list[dict[str, Any]]:
+    kube: Kube,
+    kind: str,
+    namespaces: Sequence[str],
+    selector: str | None,
+    decode: Callable[[Any], Any],
+) -> list[Any]:
+    """Decoded items of one kind, across the scoped namespaces (or all)."""
     if not namespaces:
-        return kube.list(kind, None, selector)
-    items: list[dict[str, Any]] = []
+        return kube.list(kind, None, selector, decode)
+    items: list[Any] = []
     for ns in namespaces:
-        items.extend(kube.list(kind, ns, selector))
+        items.extend(kube.list(kind, ns, selector, decode))
     return items
 
 
@@ -77,15 +82,15 @@ def observe(
     def attempt(kind: str, selector: str | None, decode: Callable[[Any], Any]) -> tuple | None:
         attempts.append(kind)
         try:
-            raw = _list_all(kube, kind, namespaces, selector)
+            decoded = _list_all(kube, kind, namespaces, selector, decode)
         except (ApiError, Unreachable) as exc:
             errors.append(_why(kind, exc))
             if isinstance(exc, Unreachable) or exc.unauthorized:
                 failed_to_reach.append(str(exc))
             return None
-        counts[kind] = len(raw)
-        log.info("listed %d %s", len(raw), kind)
-        return tuple(decode(o) for o in raw)
+        counts[kind] = len(decoded)
+        log.info("listed %d %s", len(decoded), kind)
+        return tuple(decoded)
 
     pods = attempt("Pod", MANAGED_POD_SELECTOR, pod_from_api)
     report_pods = pods

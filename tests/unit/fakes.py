@@ -29,12 +29,14 @@ class FakeKube:
         if err is not None:
             raise err
 
-    def list(self, kind: str, namespace: str | None = None, selector: str | None = None):
+    def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, decode=None
+    ):
         self._maybe_fail("LIST", kind)
         value = self.lists.get(kind, [])
         if isinstance(value, Exception):
             raise value
-        return value
+        return [decode(v) for v in value] if decode else value
 
     def create(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
