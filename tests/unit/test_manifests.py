@@ -333,6 +333,9 @@ HARDENING = {
     "LoadCredential": "kubeconfig:/etc/reconciler/kubeconfig",
     "EnvironmentFile": "-/etc/reconciler/reconciler.env",
     "StateDirectory": "reconciler",
+    # Without it, a DynamicUser with no passwd entry crashes on `~` (found
+    # by booting the units under systemd 252 in systemd-nspawn).
+    "Environment": "HOME=%S/reconciler",
 }
 
 
