@@ -319,10 +319,10 @@ class Kube:
                     page = self.request(
                         "GET", self.path(kind, namespace), verb="LIST", params=params
                     )
+                    token = (page.get("metadata") or {}).get("continue")
                     raw = page.get("items") or ()
                     items.extend(map(decode, raw) if decode else raw)
-                    del page, raw
-                    token = (page.get("metadata") or {}).get("continue")
+                    del page, raw  # free this page's JSON before fetching the next
                     if not token:
                         return items
                     params["continue"] = token
