@@ -61,6 +61,11 @@ test-e2e: deps cluster-build ## End-to-end tests against the local control plane
 test: deps cluster-build lint ## Unit and e2e tests (builds or reuses the local cluster).
 	python -m pytest tests -q
 
+.PHONY: bench
+bench: deps cluster-build ## Cost per pass and convergence at N=100,500,1000 vs the write limit and kopf.
+	pip install -q --disable-pip-version-check -e '.[bench]'
+	python -m bench.run $(BENCH_ARGS)
+
 .PHONY: demo
 demo: cluster-up ## Local cluster, samples applied, reconcile passes, pods Running.
 	@bash hack/demo.sh
