@@ -13,6 +13,8 @@ RUN python -m venv /opt/reconciler
 WORKDIR /src
 COPY setup.cfg pyproject.toml README.md ./
 COPY reconciler ./reconciler
+# --no-compile: no .pyc in the image; with PYTHONDONTWRITEBYTECODE none is ever
+# written either (python:slim ships its stdlib without .pyc too).
 RUN /opt/reconciler/bin/pip install --no-compile .
 
 FROM python:3.11-slim
