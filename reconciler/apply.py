@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +73,32 @@ FAILURE_REASONS = {
 }
 
 
+class _Progress:
+    """Logs "applied X/Y objects" every PROGRESS_EVERY seconds of a long pass."""
+
+    EVERY = 5.0
+
+    def __init__(self, total: int, pass_id: str) -> None:
+        self.total, self.done, self.pass_id = total, 0, pass_id
+        self.started = self.last = time.monotonic()
+
+    def step(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if now - self.last >= self.EVERY and self.done < self.total:
+            self.last = now
+            rate = self.done / (now - self.started)
+            log.info(
+                "pass %s: applied %d/%d objects (%.0f/s, about %.0fs left)",
+                self.pass_id,
+                self.done,
+                self.total,
+                rate,
+                (self.total - self.done) / rate,
+                extra={"pass_id": self.pass_id},
+            )
+
+
 class Executor:
     def __init__(
         self,
@@ -106,9 +133,11 @@ class Executor:
                     report.outcomes.append(Outcome(action, DRY_RUN))
             return report
         workers = min(self.concurrency, len(groups))
+        progress = _Progress(len(groups), self.pass_id)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply") as pool:
             for outcomes in pool.map(lambda item: self._run_owner(*item), groups.items()):
                 report.outcomes.extend(outcomes)
+                progress.step()
         return report
 
     def _log(self, owner: ObjKey, action: Action, result: str, error: str | None = None) -> None:

@@ -191,7 +191,12 @@ def run_pass(
     if config.pod_report and obs.report_pods is not None:
         current = pod_report.views(obs.report_pods)
         for line in pod_report.diff(state.pod_views, current):
-            log.info("[%s] pod %s", line.pod, line.message, extra={"object": line.pod})
+            log.info(
+                "[%s] pod %s",
+                line.pod,
+                line.message,
+                extra={"object": line.pod, "kind": "Pod", "pass_id": pass_id},
+            )
         if not dry_run:
             state.pod_views = current
 

@@ -172,3 +172,14 @@ def test_unlabelled_foreign_pod_is_remembered_and_reported(kube, tmp_path):
     assert invoke("sync", "--state-file", str(state)).exit_code == 0
     assert ("POST", "r-0") in kube.calls
     assert json.loads(state.read_text())["conflict_pods"] == []
+
+
+def test_json_logs_carry_object_action_result_and_pass_id(kube):
+    result = invoke("sync", "--log-format", "json", "-o", "json")
+    assert result.exit_code == 0
+    pass_id = json.loads(result.stdout)["pass_id"]
+    lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    create = next(x for x in lines if x.get("action") == "create")
+    assert create["object"] == "default/r" and create["result"] == "ok"
+    assert create["pass_id"] == pass_id and create["kind"] == "Redis"
+    assert {"time", "level", "message"} <= set(create)
