@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from reconciler.actions import Action, CreatePod, DeletePod, Plan
+from reconciler.actions import Action, CreatePod, DeletePod, PatchFinalizers, PatchStatus, Plan
 
 SYMBOLS = {"create": "+", "delete": "-"}
 
@@ -51,8 +51,10 @@ def action_json(action: Action) -> dict[str, Any]:
         out["manifest"] = action.manifest
     elif isinstance(action, DeletePod):
         out["uid"] = action.uid
-    elif hasattr(action, "status"):
-        out["status"] = action.status  # type: ignore[union-attr]
+    elif isinstance(action, PatchStatus):
+        out["status"] = action.status
+    elif isinstance(action, PatchFinalizers):
+        out["finalizers"] = list(action.finalizers)
     return out
 
 
