@@ -132,13 +132,22 @@ class Stats:
         return sum(n for (verb, _), n in self.requests.items() if verb not in ("GET", "LIST"))
 
 
+def _home_kubeconfig() -> str | None:
+    """~/.kube/config if it exists. A service with no home directory (systemd's
+    DynamicUser, a pod with a random uid) simply has none."""
+    try:
+        default = Path("~/.kube/config").expanduser()
+    except RuntimeError:
+        return None
+    return str(default) if default.is_file() else None
+
+
 def _load_config(opts: ClientOptions) -> tuple[pykube.KubeConfig, Path | None]:
     """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
-    path = opts.kubeconfig or os.environ.get("KUBECONFIG")
-    default = Path("~/.kube/config").expanduser()
+    path = opts.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
     try:
-        if path or default.is_file():
-            cfg = pykube.KubeConfig.from_file(path or str(default))
+        if path:
+            cfg = pykube.KubeConfig.from_file(path)
             if opts.context:
                 if opts.context not in cfg.contexts:
                     raise ConfigMissing(
@@ -153,7 +162,7 @@ def _load_config(opts: ClientOptions) -> tuple[pykube.KubeConfig, Path | None]:
     except pykube.exceptions.PyKubeError as exc:
         raise ConfigMissing(str(exc)) from None
     except (OSError, KeyError, TypeError) as exc:
-        raise ConfigMissing(f"cannot load kubeconfig {path or default}: {exc}") from None
+        raise ConfigMissing(f"cannot load kubeconfig {path}: {exc}") from None
     raise ConfigMissing(
         "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
         "or run in a pod with a service account"

@@ -183,3 +183,22 @@ def test_json_logs_carry_object_action_result_and_pass_id(kube):
     assert create["object"] == "default/r" and create["result"] == "ok"
     assert create["pass_id"] == pass_id and create["kind"] == "Redis"
     assert {"time", "level", "message"} <= set(create)
+
+
+def test_kubeconfig_flag_works_without_a_home_directory(tmp_path, monkeypatch):
+    """systemd's DynamicUser has no passwd entry: HOME must not be needed."""
+    from reconciler.kube import ClientOptions, Kube
+
+    cfg = tmp_path / "kc"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setattr(
+        "os.path.expanduser", lambda p: (_ for _ in ()).throw(RuntimeError("no home"))
+    )
+    assert Kube(ClientOptions(kubeconfig=str(cfg))).server == "https://127.0.0.1:9"
