@@ -172,8 +172,9 @@ def test_apiserver_dies_mid_pass(fcluster, fk: Kubectl, frec: Reconciler, fns: s
 
 def test_reconciler_killed_at_random_points(fk: Kubectl, frec: Reconciler, fns: str):
     rng = random.Random(20261122)
-    fk.apply(many_redis(fns, 50))
-    kills = 0
+    num = 3
+    fk.apply(many_redis(fns, 50, num=num))
+    kills = finished = 0
     while kills < 20:
         proc = start_sync(frec, fns, {**SLOW, "RECONCILER_QPS": "60"})
         time.sleep(rng.uniform(0.6, 2.5))  # the interpreter starts in ~0.5 s
@@ -181,12 +182,16 @@ def test_reconciler_killed_at_random_points(fk: Kubectl, frec: Reconciler, fns: 
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.wait(timeout=30)
-        if proc.returncode == 0:
-            pytest.fail("a pass finished before it could be killed; the case would test nothing")
+        if proc.returncode != -signal.SIGKILL:
+            # A pass outran its kill (a fast machine): give the next ones work.
+            finished += 1
+            assert finished <= 10, "passes keep finishing before they can be killed"
+            num += 1
+            fk.apply(many_redis(fns, 50, num=num))
     FIGURES["faults_injected"] += kills
     FIGURES["kills_survived"] += kills
     converge(frec, fk, fns)
-    check_invariants(fk, fns, {f"r{i}": 3 for i in range(50)})
+    check_invariants(fk, fns, {f"r{i}": num for i in range(50)})
 
     # Kill passes that are deleting half of them too.
     fk.run("delete", "redis", *[f"r{i}" for i in range(0, 50, 2)], "-n", fns, "--wait=false")
@@ -200,7 +205,7 @@ def test_reconciler_killed_at_random_points(fk: Kubectl, frec: Reconciler, fns: 
             FIGURES["kills_survived"] += 1
         proc.wait(timeout=30)
     converge(frec, fk, fns)
-    check_invariants(fk, fns, {f"r{i}": 3 for i in range(1, 50, 2)})
+    check_invariants(fk, fns, {f"r{i}": num for i in range(1, 50, 2)})
 
 
 def test_second_writer_races_the_reconciler(fk: Kubectl, frec: Reconciler, fns: str, fcluster):

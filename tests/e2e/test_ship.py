@@ -253,6 +253,51 @@ def test_service_account_is_refused_everything_else(
     assert as_sa.run("auth", "can-i", "list", "secrets", "-A", check=False).stdout.strip() == "no"
 
 
+def test_service_account_leads_with_the_leader_election_role(
+    kubectl: Kubectl, ns: str, sa_kubeconfig: Path
+) -> None:
+    """config/rbac-leader-election.yaml is enough for `run --leader-elect`, as
+    config/deployment.yaml runs it: take the Lease, reconcile, release it."""
+    kubectl.run("apply", "-f", str(CONFIG / "rbac-leader-election.yaml"))
+    kubectl.apply(redis_with(ns, "{port: 6379, num: 1}"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "reconciler",
+        "run",
+        "-n",
+        ns,
+        "--kubeconfig",
+        str(sa_kubeconfig),
+        "--leader-elect",
+        "--leader-election-namespace",
+        SA_NS,
+        "--leader-election-id",
+        f"lease-{ns}",
+        "--interval",
+        "1",
+        "--jitter",
+        "0",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(
+            lambda: kubectl.run("get", "pod", "r-0", "-n", ns, check=False).returncode == 0,
+            what="the leader to create the pod",
+            timeout=60,
+        )
+        lease = kubectl.json("get", "lease", f"lease-{ns}", "-n", SA_NS)["spec"]
+        assert lease["holderIdentity"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out[-2000:]
+    assert "released lease" in out
+    released = kubectl.json("get", "lease", f"lease-{ns}", "-n", SA_NS)["spec"]
+    assert released.get("holderIdentity", "") == ""
+    kubectl.run("delete", "lease", f"lease-{ns}", "-n", SA_NS)
+
+
 # ---------------------------------------------------------------- workloads
 
 

@@ -191,7 +191,7 @@ def test_workload_runs_restricted_as_the_image_user(name: str, command: str):
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (container,) = spec["containers"]
     assert container["image"] == "reconciler:0.1.0"
-    assert container["args"] == [command]  # the image's ENTRYPOINT is `reconciler`
+    assert container["args"][0] == command  # the image's ENTRYPOINT is `reconciler`
     assert "command" not in container
     ctx = container["securityContext"]
     assert ctx["allowPrivilegeEscalation"] is False
@@ -199,7 +199,7 @@ def test_workload_runs_restricted_as_the_image_user(name: str, command: str):
     assert ctx["capabilities"] == {"drop": ["ALL"]}
     assert ctx["runAsUser"] == UID and ctx["runAsNonRoot"] is True
     assert {"requests", "limits"} <= set(container["resources"])
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["RECONCILER_LOG_FORMAT"] == "json"
     # Read-only root: /tmp is the only writable place, and it is an emptyDir.
     (mount,) = container["volumeMounts"]
@@ -223,14 +223,45 @@ def test_cronjob_passes_never_overlap_and_end_before_the_next():
     assert job["template"]["spec"]["restartPolicy"] == "Never"
 
 
-def test_deployment_is_a_single_daemon_without_probes_yet():
+def test_deployment_replicas_elect_a_leader_and_are_probed():
     deploy = docs("deployment.yaml")[0]["spec"]
-    assert deploy["replicas"] == 1
-    assert deploy["strategy"] == {"type": "Recreate"}  # never two daemons at once
+    assert deploy["replicas"] == 2
     labels = deploy["template"]["metadata"]["labels"]
     assert deploy["selector"]["matchLabels"].items() <= labels.items()
     (container,) = deploy["template"]["spec"]["containers"]
-    assert not {"livenessProbe", "readinessProbe", "startupProbe"} & set(container)
+    assert container["args"] == ["run", "--leader-elect", "--metrics-address", ":8080"]
+    (port,) = container["ports"]
+    assert (port["name"], port["containerPort"]) == ("metrics", 8080)
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    env = {e["name"]: e for e in container["env"]}
+    lease_ns = env["RECONCILER_LEADER_ELECTION_NAMESPACE"]["valueFrom"]["fieldRef"]
+    assert lease_ns == {"fieldPath": "metadata.namespace"}
+    # The args parse with the real CLI (a typo would crash-loop the pod).
+    from click.testing import CliRunner
+
+    from reconciler.cli import cli
+
+    result = CliRunner().invoke(cli, [*container["args"], "--help"])
+    assert result.exit_code == 0, result.output
+
+
+def test_leader_election_role_is_namespaced_and_minimal():
+    role = one("rbac-leader-election.yaml", "Role")
+    binding = one("rbac-leader-election.yaml", "RoleBinding")
+    sa = one("rbac.yaml", "ServiceAccount")["metadata"]
+    assert role["metadata"]["namespace"] == sa["namespace"]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}
+    ]
 
 
 # --------------------------------------------------------------- Dockerfile
