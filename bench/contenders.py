@@ -1,0 +1,268 @@
+"""The three things measured per N, each in a fresh namespace of its own.
+
+- the reconciler: cold convergence with back-to-back `reconciler sync`
+  subprocesses, then one steady pass over the converged namespace;
+- the write limit: the first pass's writes from a client with no logic;
+- kopf: the peer operator, until the common end state.
+
+Every contender is timed against the same end state, observed by watches
+(bench.watch): all pods Ready, the finalizer on every Redis, status.replicas
+written, every Xca active.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import proc
+from bench.kubeapi import Api, populate
+from bench.watch import Board, namespace_board, pods_settled
+from bench.writes import fire, first_pass_requests
+from reconciler.constants import FINALIZER
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+KOPF_PEER = ROOT / "bench" / "kopf_peer.py"
+PODS_PER_REDIS = 3
+MAX_PASSES = 10
+KOPF_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"  # kopf's default finalizer
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every contender needs to reach the cluster and where to put logs."""
+
+    api: Api
+    kubeconfig: Path
+    log_dir: Path
+    qps: int
+    burst: int
+    write_concurrency: int
+    settle_timeout: float
+    kopf_timeout: float
+
+    def reconciler_env(self) -> dict[str, str]:
+        """The caller's environment minus any RECONCILER_* that would skew the run."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")}
+        env.update(
+            KUBECONFIG=str(self.kubeconfig),
+            RECONCILER_QPS=str(self.qps),
+            RECONCILER_BURST=str(self.burst),
+            RECONCILER_WRITE_CONCURRENCY=str(self.write_concurrency),
+        )
+        return env
+
+
+@dataclass
+class PassRecord:
+    """One `reconciler sync` subprocess: the child's own wall, CPU and peak RSS."""
+
+    wall: float
+    cpu: float
+    max_rss_mb: float
+    returncode: int
+    summary: dict[str, Any]
+
+    @property
+    def planned(self) -> int:
+        return int(self.summary.get("planned", -1))
+
+    @property
+    def requests(self) -> int:
+        return int(self.summary.get("api_requests", 0))
+
+    @property
+    def writes(self) -> int:
+        return int(self.summary.get("api_writes", 0))
+
+
+def sync_argv(namespace: str, kubeconfig: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "reconciler",
+        "sync",
+        "-n",
+        namespace,
+        "--kubeconfig",
+        str(kubeconfig),
+        "-o",
+        "json",
+    ]
+
+
+def reconciler_pass(setup: Setup, namespace: str, label: str) -> PassRecord:
+    log_path = setup.log_dir / f"{namespace}.{label}.log"
+    res = proc.run(sync_argv(namespace, setup.kubeconfig), setup.reconciler_env(), log_path)
+    try:
+        summary = json.loads(res.stdout)
+    except ValueError:
+        raise RuntimeError(
+            f"sync -n {namespace} exited {res.returncode} without a summary:\n{res.stderr_tail}"
+        ) from None
+    if res.returncode not in (0, 1):
+        raise RuntimeError(f"sync -n {namespace} exited {res.returncode}:\n{res.stderr_tail}")
+    return PassRecord(res.wall, res.cpu, res.max_rss_mb, res.returncode, summary)
+
+
+def _fresh(setup: Setup, role: str, n: int) -> str:
+    namespace = f"bench-{n}-{role}-{os.urandom(3).hex()}"
+    populate(setup.api, namespace, n)
+    return namespace
+
+
+# ---------------------------------------------------------------- reconciler
+
+
+@dataclass
+class ReconcilerResult:
+    namespace: str
+    cold_wall: float  # first pass start to the end of the pass that planned nothing
+    end_state_wall: float | None  # first pass start to the common end state
+    passes: list[PassRecord] = field(default_factory=list)
+    steady: PassRecord | None = None
+    steady_only_lists: bool = False
+
+    @property
+    def first(self) -> PassRecord:
+        return self.passes[0]
+
+    def to_json(self) -> dict[str, Any]:
+        passes = self.passes
+        return {
+            "namespace": self.namespace,
+            "cold": {
+                "wall": self.cold_wall,
+                "end_state_wall": self.end_state_wall,
+                "passes": len(passes),
+                "requests": sum(p.requests for p in passes),
+                "writes": sum(p.writes for p in passes),
+                "cpu": sum(p.cpu for p in passes),
+                "pass_walls": [p.wall for p in passes],
+                "wait_wall": self.cold_wall - sum(p.wall for p in passes),
+            },
+            "first_pass": _pass_json(self.first),
+            "steady": _pass_json(self.steady) if self.steady else None,
+            "steady_only_lists": self.steady_only_lists,
+            "peak_rss_mb": max(p.max_rss_mb for p in [*passes, *filter(None, [self.steady])]),
+            "pass_summaries": [p.summary for p in passes],
+        }
+
+
+def _pass_json(rec: PassRecord) -> dict[str, Any]:
+    out = asdict(rec)
+    summary = out.pop("summary")
+    out.update(
+        requests=rec.requests,
+        writes=rec.writes,
+        planned=rec.planned,
+        in_process_seconds=summary.get("duration_seconds"),
+        bytes_received=summary.get("bytes_received"),
+        by_code=summary.get("api_requests_by_code"),
+        actions=summary.get("actions"),
+        errors=len(summary.get("errors") or ()),
+    )
+    return out
+
+
+def run_reconciler(setup: Setup, n: int) -> ReconcilerResult:
+    """Passes back to back until one plans nothing, waiting for Ready pods between."""
+    namespace = _fresh(setup, "reconciler", n)
+    board = namespace_board(setup.api, namespace, n, FINALIZER)
+    settled = pods_settled(n * PODS_PER_REDIS)
+    passes: list[PassRecord] = []
+    started = time.monotonic()
+    try:
+        for index in range(MAX_PASSES):
+            passes.append(reconciler_pass(setup, namespace, f"pass{index + 1}"))
+            if passes[-1].planned == 0:
+                break
+            if not board.wait(settled, setup.settle_timeout):
+                log.warning("%s: pods not all Ready after %.0fs", namespace, setup.settle_timeout)
+        cold_wall = time.monotonic() - started
+    finally:
+        board.stop()
+    reached = board.reached_at - started if board.reached_at is not None else None
+    result = ReconcilerResult(namespace, cold_wall, reached, passes)
+    if passes[-1].planned != 0:
+        raise RuntimeError(f"{namespace}: no convergence in {MAX_PASSES} passes")
+    result.steady = reconciler_pass(setup, namespace, "steady")
+    codes = result.steady.summary.get("api_requests_by_code") or {}
+    result.steady_only_lists = result.steady.writes == 0 and all(
+        code.startswith("LIST ") for code in codes
+    )
+    return result
+
+
+# ---------------------------------------------------------------- write limit
+
+
+def run_write_limit(setup: Setup, n: int) -> dict[str, Any]:
+    """The first pass's writes with no logic, then the wait for kwok to make pods Ready."""
+    namespace = f"bench-{n}-writelimit-{os.urandom(3).hex()}"
+    redis, xcas = populate(setup.api, namespace, n)
+    groups = first_pass_requests(redis, xcas)
+    board = namespace_board(setup.api, namespace, n, None, with_objects=False)
+    try:
+        started = time.monotonic()
+        result = fire(setup.api, groups, setup.write_concurrency)
+        ready = board.wait(pods_settled(n * PODS_PER_REDIS), setup.settle_timeout)
+        ready_wall = time.monotonic() - started
+    finally:
+        board.stop()
+    return {
+        "namespace": namespace,
+        "wall": result.wall,
+        "requests": result.requests,
+        "failures": result.failures,
+        "by_kind": result.by_kind,
+        "ready_wall": ready_wall if ready else None,
+    }
+
+
+# ---------------------------------------------------------------- kopf
+
+
+def _await_end_state(board: Board, child: proc.Child, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not child.exited():
+        if board.wait(lambda b: b.reached_at is not None, timeout=1.0):
+            return
+
+
+def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
+    """Start the kopf peer on a namespace of new objects; time it to the end state."""
+    namespace = _fresh(setup, "kopf", n)
+    board = namespace_board(setup.api, namespace, n, KOPF_FINALIZER)
+    argv = [sys.executable, "-m", "kopf", "run", str(KOPF_PEER), "--standalone"]
+    argv += ["--namespace", namespace]
+    env = {**os.environ, "KUBECONFIG": str(setup.kubeconfig)}
+    started = time.monotonic()
+    child = proc.Child(argv, env, setup.log_dir / f"{namespace}.kopf.log")
+    try:
+        _await_end_state(board, child, setup.kopf_timeout)
+    finally:
+        child.stop()
+        usage = child.wait()
+        board.stop()
+    reached = board.reached_at - started if board.reached_at is not None else None
+    return {
+        "namespace": namespace,
+        "finished": reached is not None,
+        "wall": reached,
+        "timeout": setup.kopf_timeout,
+        "cpu": usage.cpu,
+        "max_rss_mb": usage.max_rss_mb,
+        "returncode": usage.returncode,
+        "progress_at_stop": {
+            name: {"good": t.good_count, "total": t.total} for name, t in board.trackers.items()
+        },
+    }

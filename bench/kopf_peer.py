@@ -1,0 +1,112 @@
+"""A kopf operator doing what `reconciler` does on the first pass, as a peer.
+
+Run: kopf run bench/kopf_peer.py --standalone --namespace NS (with KUBECONFIG).
+
+It is written the way kopf's documentation writes operators: handlers on
+create and resume, kopf.adopt() for ownership, the handler's ``patch`` for
+status, kopf.info() for events, pykube (which kopf itself logs in with) for
+children, and a delete handler, which makes kopf put its finalizer on every
+Redis. kopf's own costs (the finalizer patch, the last-handled-configuration
+annotation, watch streams) are its normal price and are left in.
+
+Same end state as the reconciler's first pass: 3 pods per Redis, owned with
+controller=true and carrying the same manifest (bar the managed-by label), a
+finalizer, ``status.replicas``; each Xca ``status.active`` and
+``status.last_update_time``; and the same CreatePod and Activated events.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+import pykube
+import requests
+
+from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY
+from reconciler.model import redis_from_api
+from reconciler.plan import pod_manifest
+from reconciler.spec import validate_redis_spec
+
+REDIS = ("myapp.demo.kubebuilder.io", "v1", "redis")
+XCA = ("apps.xca.k8s.kb.cx", "v1beta1", "xcas")
+MANAGED_BY = "kopf-peer"
+DEFAULT_IMAGE = "redis:5-alpine"
+WRITE_CONCURRENCY = 8  # the reconciler's default, for a like-for-like comparison
+
+_local = threading.local()
+
+
+def _api() -> pykube.HTTPClient:
+    """pykube's session is not thread-safe: one client per executor thread."""
+    api = getattr(_local, "api", None)
+    if api is None:
+        api = pykube.HTTPClient(pykube.KubeConfig.from_file(os.environ["KUBECONFIG"]))
+        _local.api = api
+    return api
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # The CRDs prune unknown status fields, so keep kopf's progress in annotations
+    # (kopf's documented choice for such CRDs) instead of status.kopf.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
+    # Sync handlers run on this pool; match the reconciler's 8 concurrent writers.
+    settings.execution.max_workers = WRITE_CONCURRENCY
+
+
+def _pod(body: kopf.Body, index: int) -> dict[str, Any]:
+    """The reconciler's pod manifest, owned the kopf way."""
+    spec, errors = validate_redis_spec(dict(body.get("spec") or {}), DEFAULT_IMAGE)
+    if spec is None:
+        raise kopf.PermanentError("; ".join(map(str, errors)))
+    manifest = pod_manifest(redis_from_api(body), spec, index)
+    meta = manifest["metadata"]
+    meta["labels"][LABEL_MANAGED_BY] = MANAGED_BY
+    del meta["ownerReferences"]
+    kopf.adopt(manifest, owner=body)  # controller=true, blockOwnerDeletion=true
+    return manifest
+
+
+@kopf.on.resume(*REDIS)
+@kopf.on.create(*REDIS)
+def redis_pods(body: kopf.Body, spec: kopf.Spec, patch: kopf.Patch, **_: Any) -> None:
+    num = int(spec.get("num", 0))
+    for index in range(num):
+        manifest = _pod(body, index)
+        try:
+            pykube.Pod(_api(), manifest).create()
+        except pykube.exceptions.HTTPError as exc:
+            if exc.code != 409:  # already there from an interrupted attempt
+                raise
+            continue
+        name = manifest["metadata"]["name"]
+        kopf.info(body, reason="CreatePod", message=f"Created pod {name}: scale up")
+    patch.status["replicas"] = num
+
+
+@kopf.on.delete(*REDIS)
+def redis_release(name: str, namespace: str, **_: Any) -> None:
+    """Delete the pods before kopf drops its finalizer, as the reconciler does."""
+    pods = pykube.Pod.objects(_api(), namespace=namespace).filter(
+        selector={LABEL_INSTANCE: name, LABEL_MANAGED_BY: MANAGED_BY}
+    )
+    for pod in pods:
+        try:
+            pod.delete()
+        except (pykube.exceptions.ObjectDoesNotExist, requests.HTTPError):
+            logging.getLogger(__name__).info("pod %s already gone", pod.name)
+
+
+@kopf.on.resume(*XCA)
+@kopf.on.create(*XCA)
+def xca_activate(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+    if status.get("active") is True:
+        return
+    patch.status["active"] = True
+    patch.status["last_update_time"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    kopf.info(body, reason="Activated", message=f"Xca {body.metadata.name} activated")

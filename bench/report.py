@@ -1,0 +1,218 @@
+"""Ratios, targets and the one table, from the raw per-N measurements.
+
+Kept apart from the measuring code so the numbers in the JSON and the table
+are derived in exactly one place. Ratios are taken between numbers measured
+in the same run, minutes apart, because absolute numbers on a shared 2-core
+machine are noisy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+RSS_LIMIT_MB = 150.0
+LINEAR_LIMIT = 1.25  # per-object cost at the largest N over that at the smallest
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    rule: str
+    check: Callable[[float], bool]
+
+
+TARGETS = {
+    "first_pass_vs_write_limit": Target("first pass / write limit", "<= 1.5", lambda r: r <= 1.5),
+    "cold_vs_write_limit_ready": Target(
+        "cold convergence / (write limit + kwok readiness)", "<= 1.5", lambda r: r <= 1.5
+    ),
+    "kopf_vs_reconciler_end_state": Target(
+        "kopf / reconciler, same end state", ">= 2", lambda r: r >= 2.0
+    ),
+    "cold_vs_steady_wall": Target(
+        "cold convergence / steady pass, wall", ">= 20", lambda r: r >= 20
+    ),
+    "cold_vs_steady_cpu": Target("cold convergence / steady pass, CPU", ">= 20", lambda r: r >= 20),
+}
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def ratios(row: dict[str, Any]) -> dict[str, float | None]:
+    rec, wl, kopf = row["reconciler"], row["write_limit"], row.get("kopf") or {}
+    cold, first, steady = rec["cold"], rec["first_pass"], rec["steady"]
+    return {
+        "first_pass_vs_write_limit": _div(first["wall"], wl["wall"]),
+        "first_pass_requests_vs_write_limit": _div(first["requests"], wl["requests"]),
+        "cold_vs_write_limit": _div(cold["wall"], wl["wall"]),
+        "cold_vs_write_limit_ready": _div(cold["wall"], wl["ready_wall"]),
+        "end_state_vs_write_limit_ready": _div(cold["end_state_wall"], wl["ready_wall"]),
+        "kopf_vs_reconciler_end_state": _div(kopf.get("wall"), cold["end_state_wall"]),
+        "kopf_vs_reconciler_cold": _div(kopf.get("wall"), cold["wall"]),
+        "cold_vs_steady_wall": _div(cold["wall"], steady["wall"]),
+        "cold_vs_steady_cpu": _div(cold["cpu"], steady["cpu"]),
+    }
+
+
+def verdicts(row: dict[str, Any]) -> dict[str, bool | None]:
+    out: dict[str, bool | None] = {}
+    for key, target in TARGETS.items():
+        value = row["ratios"].get(key)
+        out[key] = None if value is None else target.check(value)
+    return out
+
+
+def least_squares(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
+    """Slope, intercept and R² of y = a + b·x."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    slope = sxy / sxx if sxx else 0.0
+    intercept = my - slope * mx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    return {"slope": slope, "intercept": intercept, "r2": 1 - ss_res / ss_tot if ss_tot else 1.0}
+
+
+def linearity(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Pass time against N: slope in ms per object, and whether the per-object
+    cost grows (superlinear) between the smallest and the largest N."""
+    ns = [float(r["n"]) for r in rows]
+    out: dict[str, Any] = {}
+    for name, pick in (
+        ("steady_pass_wall", lambda r: r["reconciler"]["steady"]["wall"]),
+        ("first_pass_wall", lambda r: r["reconciler"]["first_pass"]["wall"]),
+        ("cold_convergence_wall", lambda r: r["reconciler"]["cold"]["wall"]),
+    ):
+        ys = [pick(r) for r in rows]
+        fit = least_squares(ns, ys) if len(rows) >= 2 else {"slope": 0, "intercept": 0, "r2": 1}
+        per_object = [y / x for x, y in zip(ns, ys, strict=True)]
+        growth = per_object[-1] / per_object[0] if per_object[0] else None
+        out[name] = {
+            "ms_per_object": fit["slope"] * 1000,
+            "intercept_s": fit["intercept"],
+            "r2": fit["r2"],
+            "per_object_ms": {int(x): p * 1000 for x, p in zip(ns, per_object, strict=True)},
+            "per_object_largest_vs_smallest": growth,
+            "linear": growth is not None and growth <= LINEAR_LIMIT,
+        }
+    return out
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _verdict(ok: bool | None) -> str:
+    return "" if ok is None else (" PASS" if ok else " FAIL")
+
+
+def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]:
+    """(label, one cell per N, rule) for every line of the table."""
+
+    def line(label: str, pick: Callable[[dict], Any], digits: int = 2) -> tuple:
+        return (label, [_fmt(pick(r), digits) for r in results], "")
+
+    def ratio(label: str, key: str) -> tuple:
+        target = TARGETS.get(key)
+        cells = [
+            _fmt(r["ratios"].get(key))
+            + "x" * (r["ratios"].get(key) is not None)
+            + _verdict(r["verdicts"].get(key))
+            for r in results
+        ]
+        return (label, cells, target.rule if target else "")
+
+    rec = lambda r: r["reconciler"]  # noqa: E731
+    return [
+        line("reconciler cold convergence: wall s", lambda r: rec(r)["cold"]["wall"]),
+        line("  API requests", lambda r: rec(r)["cold"]["requests"]),
+        line("  passes", lambda r: rec(r)["cold"]["passes"]),
+        line("  CPU s (all passes)", lambda r: rec(r)["cold"]["cpu"]),
+        line("  waiting for kwok between passes s", lambda r: rec(r)["cold"]["wait_wall"]),
+        line("  end state reached at s", lambda r: rec(r)["cold"]["end_state_wall"]),
+        line("reconciler first pass: wall s", lambda r: rec(r)["first_pass"]["wall"]),
+        line("  in-process s", lambda r: rec(r)["first_pass"]["in_process_seconds"]),
+        line("  API requests", lambda r: rec(r)["first_pass"]["requests"]),
+        line("steady pass: wall s", lambda r: rec(r)["steady"]["wall"]),
+        line("  in-process s", lambda r: rec(r)["steady"]["in_process_seconds"]),
+        line("  CPU s", lambda r: rec(r)["steady"]["cpu"]),
+        line("  API requests", lambda r: rec(r)["steady"]["requests"]),
+        line("  bytes received", lambda r: rec(r)["steady"]["bytes_received"]),
+        line("  writes", lambda r: rec(r)["steady"]["writes"]),
+        line("  only LISTs", lambda r: rec(r)["steady_only_lists"]),
+        (
+            "reconciler peak RSS MB",
+            [
+                _fmt(rec(r)["peak_rss_mb"], 1)
+                + _verdict(rec(r)["peak_rss_mb"] < RSS_LIMIT_MB if r is results[-1] else None)
+                for r in results
+            ],
+            f"< {RSS_LIMIT_MB:.0f} at largest N",
+        ),
+        line("write limit: wall s", lambda r: r["write_limit"]["wall"]),
+        line("  requests", lambda r: r["write_limit"]["requests"]),
+        line("  + kwok readiness: wall s", lambda r: r["write_limit"]["ready_wall"]),
+        line("kopf: wall s to end state", lambda r: (r.get("kopf") or {}).get("wall")),
+        line("  CPU s", lambda r: (r.get("kopf") or {}).get("cpu")),
+        line("  peak RSS MB", lambda r: (r.get("kopf") or {}).get("max_rss_mb"), 1),
+        ratio("first pass / write limit", "first_pass_vs_write_limit"),
+        ratio("cold convergence / write limit", "cold_vs_write_limit"),
+        ratio("cold convergence / (write limit + readiness)", "cold_vs_write_limit_ready"),
+        ratio("end state / (write limit + readiness)", "end_state_vs_write_limit_ready"),
+        ratio("kopf / reconciler, end state", "kopf_vs_reconciler_end_state"),
+        ratio("kopf / reconciler cold convergence", "kopf_vs_reconciler_cold"),
+        ratio("cold convergence / steady pass, wall", "cold_vs_steady_wall"),
+        ratio("cold convergence / steady pass, CPU", "cold_vs_steady_cpu"),
+    ]
+
+
+def table(results: Sequence[dict[str, Any]], lin: dict[str, Any]) -> str:
+    rows = _rows(results)
+    head = ["", *(f"N={r['n']}" for r in results), "target"]
+    width = [max(len(head[0]), *(len(r[0]) for r in rows))]
+    for i in range(len(results)):
+        width.append(max(len(head[i + 1]), *(len(r[1][i]) for r in rows)))
+    lines = [
+        "  ".join(
+            [
+                head[0].ljust(width[0]),
+                *(h.rjust(w) for h, w in zip(head[1:-1], width[1:], strict=True)),
+                head[-1],
+            ]
+        )
+    ]
+    lines.append("-" * len(lines[0]))
+    for label, cells, rule in rows:
+        body = [c.rjust(w) for c, w in zip(cells, width[1:], strict=True)]
+        lines.append("  ".join([label.ljust(width[0]), *body, rule]).rstrip())
+    lines.append("")
+    lines.append(
+        f"{'pass time vs N (least squares)':<39} ms/object  intercept s     R²"
+        "  per-object cost, largest/smallest N"
+    )
+    for name, fit in lin.items():
+        lines.append(
+            f"  {name:<37} {fit['ms_per_object']:>9.3f}  {fit['intercept_s']:>11.3f}  "
+            f"{fit['r2']:>5.3f}  {_fmt(fit['per_object_largest_vs_smallest'])}x"
+            f"{_verdict(fit['linear'])} (<= {LINEAR_LIMIT})"
+        )
+    return "\n".join(lines)

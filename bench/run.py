@@ -1,0 +1,201 @@
+"""Cost per pass and convergence at scale, against the write limit and kopf.
+
+    python -m bench.run [--sizes 100,500,1000] [--keep] [--no-kopf] [--no-profile]
+
+Starts a dedicated local cluster in <repo>/.cluster-bench, and for each N
+measures, each in a fresh namespace holding N Redis and N Xca objects: the
+write limit, the reconciler's cold convergence and a steady pass, and the kopf
+peer. Then it profiles a cold first pass and a steady pass at the largest N,
+prints one table with the ratios and targets, and writes everything to
+bench/results/<UTC timestamp>.json. See docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from bench import contenders, report
+from bench.contenders import Setup
+from bench.kubeapi import CORE_PATH, MERGE_PATCH, Api, Request, populate
+from bench.watch import namespace_board, pods_settled
+from reconciler.config import Config
+
+log = logging.getLogger("bench")
+
+ROOT = Path(__file__).resolve().parents[1]
+STATE_DIR = ROOT / ".cluster-bench"
+RESULTS = ROOT / "bench" / "results"
+NODE_PODS = "100000"  # the launcher's nodes take 1000 pods each; a run needs ~15k
+
+
+def _cluster_module() -> ModuleType:
+    """hack/cluster/cluster.py is a script, not a package: load it by path."""
+    spec = importlib.util.spec_from_file_location("cluster", ROOT / "hack/cluster/cluster.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["cluster"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _raise_pod_capacity(api: Api, nodes: tuple[str, ...]) -> None:
+    """Let the fake nodes hold every pod of the run (kwok keeps the patched value)."""
+    body = {"status": {"capacity": {"pods": NODE_PODS}, "allocatable": {"pods": NODE_PODS}}}
+    for node in nodes:
+        api.call(Request("PATCH", f"{CORE_PATH}/nodes/{node}/status", body, MERGE_PATCH))
+
+
+def _git(*args: str) -> str:
+    res = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    return res.stdout.strip()
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "loadavg_at_start": os.getloadavg(),
+        "commit": _git("rev-parse", "HEAD"),
+        "reconciler_dirty": bool(_git("status", "--porcelain", "reconciler")),
+    }
+
+
+def measure_size(setup: Setup, n: int, with_kopf: bool) -> dict[str, Any]:
+    """All contenders at one N, one after the other, each settled before the next."""
+    log.info("N=%d: write limit", n)
+    row: dict[str, Any] = {"n": n, "write_limit": contenders.run_write_limit(setup, n)}
+    log.info("N=%d: write limit %.2fs", n, row["write_limit"]["wall"])
+    log.info("N=%d: reconciler cold convergence and steady pass", n)
+    rec = contenders.run_reconciler(setup, n)
+    row["reconciler"] = rec.to_json()
+    log.info("N=%d: reconciler cold %.2fs in %d passes", n, rec.cold_wall, len(rec.passes))
+    if with_kopf:
+        log.info("N=%d: kopf peer (timeout %.0fs)", n, setup.kopf_timeout)
+        row["kopf"] = contenders.run_kopf(setup, n)
+        log.info("N=%d: kopf %s", n, row["kopf"]["wall"])
+    row["ratios"] = report.ratios(row)
+    row["verdicts"] = report.verdicts(row)
+    return row
+
+
+def _profile_pass(setup: Setup, namespace: str, prefix: Path) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.profile", str(prefix), "--"]
+    argv += contenders.sync_argv(namespace, setup.kubeconfig)[3:]
+    res = subprocess.run(
+        argv, env=setup.reconciler_env(), capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    out: dict[str, Any] = {"returncode": res.returncode, "files": str(prefix) + ".*"}
+    for part in ("main", "workers"):
+        flat = Path(f"{prefix}.{part}.flat.txt")
+        if flat.exists():
+            out[f"{part}_flat_top"] = flat.read_text().splitlines()[:45]
+    return out
+
+
+def profile(setup: Setup, n: int, out_dir: Path) -> dict[str, Any]:
+    """pyinstrument over a cold first pass and a steady pass, in a namespace of their own."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    namespace = f"bench-{n}-profile-{os.urandom(3).hex()}"
+    populate(setup.api, namespace, n)
+    log.info("N=%d: profiling a cold first pass", n)
+    cold = _profile_pass(setup, namespace, out_dir / f"cold-{n}")
+    board = namespace_board(setup.api, namespace, n, None, with_objects=False)
+    try:
+        for index in range(contenders.MAX_PASSES):
+            board.wait(pods_settled(n * contenders.PODS_PER_REDIS), setup.settle_timeout)
+            if contenders.reconciler_pass(setup, namespace, f"profile{index}").planned == 0:
+                break
+    finally:
+        board.stop()
+    log.info("N=%d: profiling a steady pass", n)
+    steady = _profile_pass(setup, namespace, out_dir / f"steady-{n}")
+    return {"n": n, "namespace": namespace, "cold_first_pass": cold, "steady_pass": steady}
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--sizes", default="100,500,1000", help="comma-separated N (default %(default)s)"
+    )
+    p.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    p.add_argument("--no-kopf", action="store_true", help="skip the kopf peer")
+    p.add_argument("--no-profile", action="store_true", help="skip the pyinstrument profiles")
+    p.add_argument("--qps", type=int, default=1000, help="RECONCILER_QPS (default %(default)s)")
+    p.add_argument("--burst", type=int, default=1000, help="RECONCILER_BURST")
+    p.add_argument("--kopf-timeout", type=float, default=900.0, help="seconds per N for kopf")
+    p.add_argument("--settle-timeout", type=float, default=600.0, help="max wait for Ready pods")
+    p.add_argument("--out", type=Path, default=None, help="JSON path (default bench/results/)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or RESULTS / f"{stamp}.json"
+    cluster_mod = _cluster_module()
+    cluster = cluster_mod.up(STATE_DIR)
+    try:
+        api = Api(cluster.server, cluster.token, cluster.ca_file)
+        _raise_pod_capacity(api, tuple(cluster.nodes))
+        setup = Setup(
+            api=api,
+            kubeconfig=Path(cluster.kubeconfig),
+            log_dir=STATE_DIR / "logs" / f"bench-{stamp}",
+            qps=args.qps,
+            burst=args.burst,
+            write_concurrency=Config().write_concurrency,
+            settle_timeout=args.settle_timeout,
+            kopf_timeout=args.kopf_timeout,
+        )
+        setup.log_dir.mkdir(parents=True, exist_ok=True)
+        doc: dict[str, Any] = {
+            "started": stamp,
+            "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),
+            "machine": _machine(),
+            "settings": {
+                "RECONCILER_QPS": args.qps,
+                "RECONCILER_BURST": args.burst,
+                "RECONCILER_WRITE_CONCURRENCY": setup.write_concurrency,
+                "write_limit_workers": setup.write_concurrency,
+                "kopf_timeout": args.kopf_timeout,
+                "objects": "N Redis {port: 6379, num: 3} + N Xca {foo: bar} per namespace",
+            },
+            "sizes": [],
+        }
+        started = time.monotonic()
+        for n in sizes:
+            doc["sizes"].append(measure_size(setup, n, not args.no_kopf))
+        doc["linearity"] = report.linearity(doc["sizes"])
+        doc["table"] = report.table(doc["sizes"], doc["linearity"])
+        if not args.no_profile:
+            doc["profile"] = profile(setup, sizes[-1], STATE_DIR / "profiles" / stamp)
+        doc["machine"]["loadavg_at_end"] = os.getloadavg()
+        doc["wall_seconds"] = time.monotonic() - started
+    finally:
+        if not args.keep:
+            cluster_mod.down(STATE_DIR)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(doc["table"])
+    print(f"\nresults: {out}")
+    if "profile" in doc:
+        print(f"profiles: {STATE_DIR / 'profiles' / stamp}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
