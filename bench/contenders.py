@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import proc
+from bench.cpu import CpuMeter
 from bench.kubeapi import Api, populate
 from bench.watch import Board, namespace_board, pods_settled
 from bench.writes import fire, first_pass_requests
@@ -48,6 +49,7 @@ class Setup:
     write_concurrency: int
     settle_timeout: float
     kopf_timeout: float
+    meter: CpuMeter
 
     def reconciler_env(self) -> dict[str, str]:
         """The caller's environment minus any RECONCILER_* that would skew the run."""
@@ -130,6 +132,8 @@ class ReconcilerResult:
     passes: list[PassRecord] = field(default_factory=list)
     steady: PassRecord | None = None
     steady_only_lists: bool = False
+    first_pass_cpu: dict[str, Any] = field(default_factory=dict)  # CpuMeter window
+    cold_cpu: dict[str, Any] = field(default_factory=dict)
 
     @property
     def first(self) -> PassRecord:
@@ -150,6 +154,8 @@ class ReconcilerResult:
                 "wait_wall": self.cold_wall - sum(p.wall for p in passes),
             },
             "first_pass": _pass_json(self.first),
+            "first_pass_machine_cpu": self.first_pass_cpu,
+            "cold_machine_cpu": self.cold_cpu,
             "steady": _pass_json(self.steady) if self.steady else None,
             "steady_only_lists": self.steady_only_lists,
             "peak_rss_mb": max(p.max_rss_mb for p in [*passes, *filter(None, [self.steady])]),
@@ -179,19 +185,24 @@ def run_reconciler(setup: Setup, n: int) -> ReconcilerResult:
     board = namespace_board(setup.api, namespace, n, FINALIZER)
     settled = pods_settled(n * PODS_PER_REDIS)
     passes: list[PassRecord] = []
-    started = time.monotonic()
+    first_cpu: dict[str, Any] = {}
+    before = setup.meter.snapshot()
     try:
         for index in range(MAX_PASSES):
             passes.append(reconciler_pass(setup, namespace, f"pass{index + 1}"))
+            if index == 0:
+                first_cpu = setup.meter.since(before, passes[0].cpu)
             if passes[-1].planned == 0:
                 break
             if not board.wait(settled, setup.settle_timeout):
                 log.warning("%s: pods not all Ready after %.0fs", namespace, setup.settle_timeout)
-        cold_wall = time.monotonic() - started
+        cold_cpu = setup.meter.since(before, sum(p.cpu for p in passes))
     finally:
         board.stop()
-    reached = board.reached_at - started if board.reached_at is not None else None
-    result = ReconcilerResult(namespace, cold_wall, reached, passes)
+    reached = board.reached_at - before.at if board.reached_at is not None else None
+    result = ReconcilerResult(
+        namespace, cold_cpu["wall"], reached, passes, first_pass_cpu=first_cpu, cold_cpu=cold_cpu
+    )
     if passes[-1].planned != 0:
         raise RuntimeError(f"{namespace}: no convergence in {MAX_PASSES} passes")
     result.steady = reconciler_pass(setup, namespace, "steady")
@@ -212,10 +223,11 @@ def run_write_limit(setup: Setup, n: int) -> dict[str, Any]:
     groups = first_pass_requests(redis, xcas)
     board = namespace_board(setup.api, namespace, n, None, with_objects=False)
     try:
-        started = time.monotonic()
+        before = setup.meter.snapshot()
         result = fire(setup.api, groups, setup.write_concurrency)
+        writes_cpu = setup.meter.since(before, 0.0)
         ready = board.wait(pods_settled(n * PODS_PER_REDIS), setup.settle_timeout)
-        ready_wall = time.monotonic() - started
+        ready_cpu = setup.meter.since(before, 0.0)
     finally:
         board.stop()
     return {
@@ -224,8 +236,36 @@ def run_write_limit(setup: Setup, n: int) -> dict[str, Any]:
         "requests": result.requests,
         "failures": result.failures,
         "by_kind": result.by_kind,
-        "ready_wall": ready_wall if ready else None,
+        "ready_wall": ready_cpu["wall"] if ready else None,
+        "client_cpu": writes_cpu["harness"],  # the no-logic client (and one pod watch)
+        "writes_machine_cpu": writes_cpu,
+        "ready_machine_cpu": ready_cpu,
     }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    real = [v for v in values if v is not None]
+    return sum(real) / len(real) if len(real) == len(values) and real else None
+
+
+def bracket(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The write limit as the mean of runs taken before and after the others,
+    which cancels a load that drifts steadily during the size's measurements."""
+    out = {key: _mean([r[key] for r in runs]) for key in ("wall", "ready_wall", "client_cpu")}
+    for window in ("writes_machine_cpu", "ready_machine_cpu"):
+        out[window] = {
+            key: _mean([r[window][key] for r in runs])
+            for key in ("wall", "cluster", "apiserver", "etcd", "harness", "foreign_cores")
+        }
+    walls = [r["wall"] for r in runs]
+    out.update(
+        requests=runs[0]["requests"],
+        by_kind=runs[0]["by_kind"],
+        failures=sum(r["failures"] for r in runs),
+        runs=walls,
+        spread=(max(walls) - min(walls)) / out["wall"] if out["wall"] else None,
+    )
+    return out
 
 
 # ---------------------------------------------------------------- kopf
@@ -245,7 +285,7 @@ def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
     argv = [sys.executable, "-m", "kopf", "run", str(KOPF_PEER), "--standalone"]
     argv += ["--namespace", namespace]
     env = {**os.environ, "KUBECONFIG": str(setup.kubeconfig)}
-    started = time.monotonic()
+    before = setup.meter.snapshot()
     child = proc.Child(argv, env, setup.log_dir / f"{namespace}.kopf.log")
     try:
         _await_end_state(board, child, setup.kopf_timeout)
@@ -253,7 +293,8 @@ def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
         child.stop()
         usage = child.wait()
         board.stop()
-    reached = board.reached_at - started if board.reached_at is not None else None
+    window = setup.meter.since(before, usage.cpu)  # includes kopf's shutdown
+    reached = board.reached_at - before.at if board.reached_at is not None else None
     return {
         "namespace": namespace,
         "finished": reached is not None,
@@ -262,6 +303,7 @@ def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
         "cpu": usage.cpu,
         "max_rss_mb": usage.max_rss_mb,
         "returncode": usage.returncode,
+        "machine_cpu": window,
         "progress_at_stop": {
             name: {"good": t.good_count, "total": t.total} for name, t in board.trackers.items()
         },

@@ -82,6 +82,17 @@ class ProfiledPool:
         return [results[i] for i in range(len(results))]
 
 
+def _merge_threads(session: Session) -> Session:
+    """One tree for all workers: they run the same code, and 8 copies of the
+    same tree hide the shape of the whole."""
+    merged = f"{len(_sessions)} apply workers\x00<thread>\x000"
+    session.frame_records = [
+        ([merged, *stack[1:]] if stack and "\x00<thread>\x00" in stack[0] else stack, t)
+        for stack, t in session.frame_records
+    ]
+    return session
+
+
 def _write(prefix: Path, name: str, session: Session) -> None:
     """The session, its call tree, and a flat list of where time was spent."""
     base = str(prefix) + f".{name}"
@@ -111,7 +122,7 @@ def main(argv: list[str]) -> int:
             combined = _sessions[0]
             for session in _sessions[1:]:
                 combined = Session.combine(combined, session)
-            _write(prefix, "workers", combined)
+            _write(prefix, "workers", _merge_threads(combined))
     return code
 
 

@@ -8,6 +8,7 @@ machine are noisy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,14 +48,23 @@ def _div(a: float | None, b: float | None) -> float | None:
 def ratios(row: dict[str, Any]) -> dict[str, float | None]:
     rec, wl, kopf = row["reconciler"], row["write_limit"], row.get("kopf") or {}
     cold, first, steady = rec["cold"], rec["first_pass"], rec["steady"]
+    first_cpu, cold_cpu = rec["first_pass_machine_cpu"], rec["cold_machine_cpu"]
     return {
         "first_pass_vs_write_limit": _div(first["wall"], wl["wall"]),
         "first_pass_requests_vs_write_limit": _div(first["requests"], wl["requests"]),
+        "first_pass_cluster_cpu_vs_write_limit": _div(
+            first_cpu["cluster"], wl["writes_machine_cpu"]["cluster"]
+        ),
+        "first_pass_client_cpu_vs_write_limit": _div(first["cpu"], wl["client_cpu"]),
         "cold_vs_write_limit": _div(cold["wall"], wl["wall"]),
         "cold_vs_write_limit_ready": _div(cold["wall"], wl["ready_wall"]),
         "end_state_vs_write_limit_ready": _div(cold["end_state_wall"], wl["ready_wall"]),
         "kopf_vs_reconciler_end_state": _div(kopf.get("wall"), cold["end_state_wall"]),
         "kopf_vs_reconciler_cold": _div(kopf.get("wall"), cold["wall"]),
+        "kopf_vs_reconciler_cluster_cpu": _div(
+            (kopf.get("machine_cpu") or {}).get("cluster"), cold_cpu["cluster"]
+        ),
+        "kopf_vs_reconciler_client_cpu": _div(kopf.get("cpu"), cold["cpu"]),
         "cold_vs_steady_wall": _div(cold["wall"], steady["wall"]),
         "cold_vs_steady_cpu": _div(cold["cpu"], steady["cpu"]),
     }
@@ -81,26 +91,41 @@ def least_squares(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
     return {"slope": slope, "intercept": intercept, "r2": 1 - ss_res / ss_tot if ss_tot else 1.0}
 
 
+def _exponent(ns: Sequence[float], ys: Sequence[float]) -> float | None:
+    """b in y = a·N^b (least squares on logs): 1 is linear, 2 quadratic."""
+    if len(ns) < 2 or min(ys) <= 0:
+        return None
+    return least_squares([math.log(x) for x in ns], [math.log(y) for y in ys])["slope"]
+
+
 def linearity(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Pass time against N: slope in ms per object, and whether the per-object
-    cost grows (superlinear) between the smallest and the largest N."""
+    """Pass time against N.
+
+    The slope (ms per object) is fitted to the subprocess wall time. Whether
+    growth is linear is judged on the in-process time, which excludes the
+    ~0.5 s interpreter start-up that would otherwise make small N look
+    expensive per object and hide a superlinear term.
+    """
     ns = [float(r["n"]) for r in rows]
     out: dict[str, Any] = {}
-    for name, pick in (
-        ("steady_pass_wall", lambda r: r["reconciler"]["steady"]["wall"]),
-        ("first_pass_wall", lambda r: r["reconciler"]["first_pass"]["wall"]),
-        ("cold_convergence_wall", lambda r: r["reconciler"]["cold"]["wall"]),
+    for name, key in (
+        ("steady_pass", "steady"),
+        ("first_pass", "first_pass"),
     ):
-        ys = [pick(r) for r in rows]
-        fit = least_squares(ns, ys) if len(rows) >= 2 else {"slope": 0, "intercept": 0, "r2": 1}
-        per_object = [y / x for x, y in zip(ns, ys, strict=True)]
+        walls = [r["reconciler"][key]["wall"] for r in rows]
+        inner = [float(r["reconciler"][key]["in_process_seconds"] or 0.0) for r in rows]
+        fit = least_squares(ns, walls) if len(rows) >= 2 else {"slope": 0, "intercept": 0, "r2": 1}
+        per_object = [y / x for x, y in zip(ns, inner, strict=True)]
         growth = per_object[-1] / per_object[0] if per_object[0] else None
         out[name] = {
             "ms_per_object": fit["slope"] * 1000,
             "intercept_s": fit["intercept"],
             "r2": fit["r2"],
-            "per_object_ms": {int(x): p * 1000 for x, p in zip(ns, per_object, strict=True)},
+            "in_process_ms_per_object": {
+                int(x): p * 1000 for x, p in zip(ns, per_object, strict=True)
+            },
             "per_object_largest_vs_smallest": growth,
+            "exponent": _exponent(ns, inner),
             "linear": growth is not None and growth <= LINEAR_LIMIT,
         }
     return out
@@ -133,25 +158,36 @@ def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]
 
     def ratio(label: str, key: str) -> tuple:
         target = TARGETS.get(key)
-        cells = [
-            _fmt(r["ratios"].get(key))
-            + "x" * (r["ratios"].get(key) is not None)
-            + _verdict(r["verdicts"].get(key))
-            for r in results
-        ]
+        cells = []
+        for r in results:
+            value = r["ratios"].get(key)
+            cells.append(
+                _fmt(value) + ("x" if value is not None else "") + _verdict(r["verdicts"].get(key))
+            )
         return (label, cells, target.rule if target else "")
 
+    def rss(r: dict) -> str:
+        value = r["reconciler"]["peak_rss_mb"]
+        last = r is results[-1]
+        return _fmt(value, 1) + _verdict(value < RSS_LIMIT_MB if last else None)
+
     rec = lambda r: r["reconciler"]  # noqa: E731
+    wl = lambda r: r["write_limit"]  # noqa: E731
+    kopf = lambda r: r.get("kopf") or {}  # noqa: E731
     return [
         line("reconciler cold convergence: wall s", lambda r: rec(r)["cold"]["wall"]),
-        line("  API requests", lambda r: rec(r)["cold"]["requests"]),
         line("  passes", lambda r: rec(r)["cold"]["passes"]),
-        line("  CPU s (all passes)", lambda r: rec(r)["cold"]["cpu"]),
-        line("  waiting for kwok between passes s", lambda r: rec(r)["cold"]["wait_wall"]),
-        line("  end state reached at s", lambda r: rec(r)["cold"]["end_state_wall"]),
+        line("  API requests", lambda r: rec(r)["cold"]["requests"]),
+        line("  client CPU s (all passes)", lambda r: rec(r)["cold"]["cpu"]),
+        line("  cluster CPU s", lambda r: rec(r)["cold_machine_cpu"]["cluster"]),
+        line("  waiting for Ready pods between passes s", lambda r: rec(r)["cold"]["wait_wall"]),
+        line("  common end state reached at s", lambda r: rec(r)["cold"]["end_state_wall"]),
+        line("  foreign load, cores", lambda r: rec(r)["cold_machine_cpu"]["foreign_cores"]),
         line("reconciler first pass: wall s", lambda r: rec(r)["first_pass"]["wall"]),
         line("  in-process s", lambda r: rec(r)["first_pass"]["in_process_seconds"]),
         line("  API requests", lambda r: rec(r)["first_pass"]["requests"]),
+        line("  client CPU s", lambda r: rec(r)["first_pass"]["cpu"]),
+        line("  cluster CPU s", lambda r: rec(r)["first_pass_machine_cpu"]["cluster"]),
         line("steady pass: wall s", lambda r: rec(r)["steady"]["wall"]),
         line("  in-process s", lambda r: rec(r)["steady"]["in_process_seconds"]),
         line("  CPU s", lambda r: rec(r)["steady"]["cpu"]),
@@ -159,27 +195,32 @@ def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]
         line("  bytes received", lambda r: rec(r)["steady"]["bytes_received"]),
         line("  writes", lambda r: rec(r)["steady"]["writes"]),
         line("  only LISTs", lambda r: rec(r)["steady_only_lists"]),
-        (
-            "reconciler peak RSS MB",
-            [
-                _fmt(rec(r)["peak_rss_mb"], 1)
-                + _verdict(rec(r)["peak_rss_mb"] < RSS_LIMIT_MB if r is results[-1] else None)
-                for r in results
-            ],
-            f"< {RSS_LIMIT_MB:.0f} at largest N",
+        ("reconciler peak RSS MB", [rss(r) for r in results], f"< {RSS_LIMIT_MB:.0f} at largest N"),
+        line("write limit: wall s (mean of before/after)", lambda r: wl(r)["wall"]),
+        line("  before / after s", lambda r: " / ".join(f"{w:.1f}" for w in wl(r)["runs"])),
+        line("  requests", lambda r: wl(r)["requests"]),
+        line("  client CPU s", lambda r: wl(r)["client_cpu"]),
+        line("  cluster CPU s", lambda r: wl(r)["writes_machine_cpu"]["cluster"]),
+        line("  + kwok readiness: wall s", lambda r: wl(r)["ready_wall"]),
+        line("  foreign load, cores", lambda r: wl(r)["ready_machine_cpu"]["foreign_cores"]),
+        line("kopf: wall s to common end state", lambda r: kopf(r).get("wall")),
+        line("  client CPU s", lambda r: kopf(r).get("cpu")),
+        line("  cluster CPU s", lambda r: (kopf(r).get("machine_cpu") or {}).get("cluster")),
+        line("  peak RSS MB", lambda r: kopf(r).get("max_rss_mb"), 1),
+        line(
+            "  foreign load, cores",
+            lambda r: (kopf(r).get("machine_cpu") or {}).get("foreign_cores"),
         ),
-        line("write limit: wall s", lambda r: r["write_limit"]["wall"]),
-        line("  requests", lambda r: r["write_limit"]["requests"]),
-        line("  + kwok readiness: wall s", lambda r: r["write_limit"]["ready_wall"]),
-        line("kopf: wall s to end state", lambda r: (r.get("kopf") or {}).get("wall")),
-        line("  CPU s", lambda r: (r.get("kopf") or {}).get("cpu")),
-        line("  peak RSS MB", lambda r: (r.get("kopf") or {}).get("max_rss_mb"), 1),
-        ratio("first pass / write limit", "first_pass_vs_write_limit"),
+        ratio("first pass / write limit, wall", "first_pass_vs_write_limit"),
+        ratio("first pass / write limit, cluster CPU", "first_pass_cluster_cpu_vs_write_limit"),
+        ratio("first pass / write limit, client CPU", "first_pass_client_cpu_vs_write_limit"),
         ratio("cold convergence / write limit", "cold_vs_write_limit"),
         ratio("cold convergence / (write limit + readiness)", "cold_vs_write_limit_ready"),
         ratio("end state / (write limit + readiness)", "end_state_vs_write_limit_ready"),
         ratio("kopf / reconciler, end state", "kopf_vs_reconciler_end_state"),
         ratio("kopf / reconciler cold convergence", "kopf_vs_reconciler_cold"),
+        ratio("kopf / reconciler cold, cluster CPU", "kopf_vs_reconciler_cluster_cpu"),
+        ratio("kopf / reconciler cold, client CPU", "kopf_vs_reconciler_client_cpu"),
         ratio("cold convergence / steady pass, wall", "cold_vs_steady_wall"),
         ratio("cold convergence / steady pass, CPU", "cold_vs_steady_cpu"),
     ]
@@ -206,13 +247,15 @@ def table(results: Sequence[dict[str, Any]], lin: dict[str, Any]) -> str:
         lines.append("  ".join([label.ljust(width[0]), *body, rule]).rstrip())
     lines.append("")
     lines.append(
-        f"{'pass time vs N (least squares)':<39} ms/object  intercept s     R²"
-        "  per-object cost, largest/smallest N"
+        f"{'pass time vs N':<14} {'wall ms/object':>14} {'intercept s':>11} {'R²':>6}"
+        "   in-process per-object cost, largest/smallest N; growth exponent"
     )
     for name, fit in lin.items():
+        exponent = fit["exponent"]
         lines.append(
-            f"  {name:<37} {fit['ms_per_object']:>9.3f}  {fit['intercept_s']:>11.3f}  "
-            f"{fit['r2']:>5.3f}  {_fmt(fit['per_object_largest_vs_smallest'])}x"
-            f"{_verdict(fit['linear'])} (<= {LINEAR_LIMIT})"
+            f"{name:<14} {fit['ms_per_object']:>14.3f} {fit['intercept_s']:>11.3f} "
+            f"{fit['r2']:>6.3f}   {_fmt(fit['per_object_largest_vs_smallest'])}x"
+            f"{_verdict(fit['linear'])} (<= {LINEAR_LIMIT}); "
+            f"N^{_fmt(exponent)}"
         )
     return "\n".join(lines)

@@ -28,6 +28,7 @@ from typing import Any
 
 from bench import contenders, report
 from bench.contenders import Setup
+from bench.cpu import CpuMeter
 from bench.kubeapi import CORE_PATH, MERGE_PATCH, Api, Request, populate
 from bench.watch import namespace_board, pods_settled
 from reconciler.config import Config
@@ -73,18 +74,26 @@ def _machine() -> dict[str, Any]:
 
 
 def measure_size(setup: Setup, n: int, with_kopf: bool) -> dict[str, Any]:
-    """All contenders at one N, one after the other, each settled before the next."""
-    log.info("N=%d: write limit", n)
-    row: dict[str, Any] = {"n": n, "write_limit": contenders.run_write_limit(setup, n)}
-    log.info("N=%d: write limit %.2fs", n, row["write_limit"]["wall"])
+    """All contenders at one N, one after the other, each settled before the next.
+
+    The write limit runs first and last and is averaged, so a load that drifts
+    during the size's measurements weighs on it as on the others."""
+    log.info("N=%d: write limit (before)", n)
+    runs = [contenders.run_write_limit(setup, n)]
+    log.info("N=%d: write limit %.2fs", n, runs[0]["wall"])
     log.info("N=%d: reconciler cold convergence and steady pass", n)
     rec = contenders.run_reconciler(setup, n)
-    row["reconciler"] = rec.to_json()
+    row: dict[str, Any] = {"n": n, "reconciler": rec.to_json()}
     log.info("N=%d: reconciler cold %.2fs in %d passes", n, rec.cold_wall, len(rec.passes))
     if with_kopf:
         log.info("N=%d: kopf peer (timeout %.0fs)", n, setup.kopf_timeout)
         row["kopf"] = contenders.run_kopf(setup, n)
         log.info("N=%d: kopf %s", n, row["kopf"]["wall"])
+    log.info("N=%d: write limit (after)", n)
+    runs.append(contenders.run_write_limit(setup, n))
+    log.info("N=%d: write limit %.2fs", n, runs[1]["wall"])
+    row["write_limit"] = contenders.bracket(runs)
+    row["write_limit_runs"] = runs
     row["ratios"] = report.ratios(row)
     row["verdicts"] = report.verdicts(row)
     return row
@@ -98,9 +107,9 @@ def _profile_pass(setup: Setup, namespace: str, prefix: Path) -> dict[str, Any]:
     )
     out: dict[str, Any] = {"returncode": res.returncode, "files": str(prefix) + ".*"}
     for part in ("main", "workers"):
-        flat = Path(f"{prefix}.{part}.flat.txt")
-        if flat.exists():
-            out[f"{part}_flat_top"] = flat.read_text().splitlines()[:45]
+        tree = Path(f"{prefix}.{part}.txt")
+        if tree.exists():
+            out[f"{part}_tree"] = tree.read_text().splitlines()[:80]
     return out
 
 
@@ -160,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             write_concurrency=Config().write_concurrency,
             settle_timeout=args.settle_timeout,
             kopf_timeout=args.kopf_timeout,
+            meter=CpuMeter(STATE_DIR),
         )
         setup.log_dir.mkdir(parents=True, exist_ok=True)
         doc: dict[str, Any] = {
