@@ -381,3 +381,23 @@ def test_backing_off_object_gets_no_pod_writes_until_retry_time():
     later = plan(snap, CONFIG, NOW + timedelta(minutes=2))
     assert later.backing_off == frozenset()
     assert len([a for a in later.actions if isinstance(a, CreatePod)]) == 3
+
+
+@pytest.mark.parametrize(
+    ("pod_name", "index"),
+    [
+        ("r-0", 0),
+        ("r-12", 12),
+        ("r-01", None),
+        ("r-", None),
+        ("r-x", None),
+        ("rr-1", None),
+        ("r-1-2", None),
+        ("r-\u0661", None),
+        ("r", None),
+    ],
+)
+def test_pod_index_parsing(pod_name, index):
+    from reconciler.plan import _pod_index
+
+    assert _pod_index("r", pod_name) == index
