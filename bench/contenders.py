@@ -134,6 +134,7 @@ class ReconcilerResult:
     steady_only_lists: bool = False
     first_pass_cpu: dict[str, Any] = field(default_factory=dict)  # CpuMeter window
     cold_cpu: dict[str, Any] = field(default_factory=dict)
+    steady_cpu: dict[str, Any] = field(default_factory=dict)
 
     @property
     def first(self) -> PassRecord:
@@ -157,6 +158,7 @@ class ReconcilerResult:
             "first_pass_machine_cpu": self.first_pass_cpu,
             "cold_machine_cpu": self.cold_cpu,
             "steady": _pass_json(self.steady) if self.steady else None,
+            "steady_machine_cpu": self.steady_cpu,
             "steady_only_lists": self.steady_only_lists,
             "peak_rss_mb": max(p.max_rss_mb for p in [*passes, *filter(None, [self.steady])]),
             "pass_summaries": [p.summary for p in passes],
@@ -205,7 +207,9 @@ def run_reconciler(setup: Setup, n: int) -> ReconcilerResult:
     )
     if passes[-1].planned != 0:
         raise RuntimeError(f"{namespace}: no convergence in {MAX_PASSES} passes")
+    before = setup.meter.snapshot()
     result.steady = reconciler_pass(setup, namespace, "steady")
+    result.steady_cpu = setup.meter.since(before, result.steady.cpu)
     codes = result.steady.summary.get("api_requests_by_code") or {}
     result.steady_only_lists = result.steady.writes == 0 and all(
         code.startswith("LIST ") for code in codes

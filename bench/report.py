@@ -67,6 +67,9 @@ def ratios(row: dict[str, Any]) -> dict[str, float | None]:
         "kopf_vs_reconciler_client_cpu": _div(kopf.get("cpu"), cold["cpu"]),
         "cold_vs_steady_wall": _div(cold["wall"], steady["wall"]),
         "cold_vs_steady_cpu": _div(cold["cpu"], steady["cpu"]),
+        "cold_vs_steady_total_cpu": _div(
+            cold["cpu"] + cold_cpu["cluster"], steady["cpu"] + rec["steady_machine_cpu"]["cluster"]
+        ),
     }
 
 
@@ -190,7 +193,8 @@ def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]
         line("  cluster CPU s", lambda r: rec(r)["first_pass_machine_cpu"]["cluster"]),
         line("steady pass: wall s", lambda r: rec(r)["steady"]["wall"]),
         line("  in-process s", lambda r: rec(r)["steady"]["in_process_seconds"]),
-        line("  CPU s", lambda r: rec(r)["steady"]["cpu"]),
+        line("  client CPU s", lambda r: rec(r)["steady"]["cpu"]),
+        line("  cluster CPU s", lambda r: rec(r)["steady_machine_cpu"]["cluster"]),
         line("  API requests", lambda r: rec(r)["steady"]["requests"]),
         line("  bytes received", lambda r: rec(r)["steady"]["bytes_received"]),
         line("  writes", lambda r: rec(r)["steady"]["writes"]),
@@ -223,6 +227,7 @@ def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]
         ratio("kopf / reconciler cold, client CPU", "kopf_vs_reconciler_client_cpu"),
         ratio("cold convergence / steady pass, wall", "cold_vs_steady_wall"),
         ratio("cold convergence / steady pass, CPU", "cold_vs_steady_cpu"),
+        ratio("cold / steady, client + cluster CPU", "cold_vs_steady_total_cpu"),
     ]
 
 
