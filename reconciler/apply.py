@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from reconciler.actions import (
@@ -163,9 +163,25 @@ class Executor:
             return [Outcome(a, SKIPPED) for a in actions]
         outcomes: list[Outcome] = []
         new_rv: dict[str, str] = {}  # our own writes bump the owner's resourceVersion
+        pod_events: list[EventSpec] = []  # posted once, merged, after the pod writes
+        try:
+            self._run_actions(owner, actions, outcomes, new_rv, pod_events)
+        finally:
+            if self.kube is not None:
+                self._events(merge_pod_events(pod_events))
+        return outcomes
+
+    def _run_actions(
+        self,
+        owner: ObjKey,
+        actions: list[Action],
+        outcomes: list[Outcome],
+        new_rv: dict[str, str],
+        pod_events: list[EventSpec],
+    ) -> None:
         for i, action in enumerate(actions):
             try:
-                result = self._do(action, new_rv)
+                result = self._do(action, new_rv, pod_events)
             except _Failed as exc:
                 self._log(owner, action, FAILED, str(exc))
                 outcomes.append(Outcome(action, FAILED, str(exc), exc.reason, exc.conflict_pod))
@@ -177,7 +193,6 @@ class Executor:
             if result == CONFLICT:
                 outcomes.extend(Outcome(a, SKIPPED) for a in actions[i + 1 :])
                 break
-        return outcomes
 
     def _warn(self, owner: ObjKey, action: Action, error: str, reason: str) -> None:
         """Failures are reported on the object too, where `kubectl describe` shows them."""
@@ -197,12 +212,12 @@ class Executor:
         for ev in events:
             post_event(self.kube, ev, self.clock)
 
-    def _do(self, action: Action, new_rv: dict[str, str]) -> str:
+    def _do(self, action: Action, new_rv: dict[str, str], pod_events: list[EventSpec]) -> str:
         kube = self.kube
         assert kube is not None
         try:
             if isinstance(action, CreatePod):
-                return self._create_pod(action)
+                return self._create_pod(action, pod_events)
             if isinstance(action, DeletePod):
                 try:
                     kube.delete("Pod", action.namespace, action.name, action.uid)
@@ -210,7 +225,8 @@ class Executor:
                     if exc.status == 404:
                         return GONE
                     raise
-                self._events([action.event] if action.event else [])
+                if action.event:
+                    pod_events.append(action.event)
                 return OK
             if isinstance(action, PatchFinalizers | PatchStatus):
                 rv = new_rv.get(action.resource_version, action.resource_version)
@@ -244,7 +260,7 @@ class Executor:
             raise _Failed(str(exc), "ReconcileError") from None
         raise TypeError(f"unknown action {action!r}")
 
-    def _create_pod(self, action: CreatePod) -> str:
+    def _create_pod(self, action: CreatePod, pod_events: list[EventSpec]) -> str:
         kube = self.kube
         assert kube is not None
         target = action.target
@@ -268,8 +284,39 @@ class Executor:
                 "PodConflict",
                 target,
             ) from None
-        self._events([action.event] if action.event else [])
+        if action.event:
+            pod_events.append(action.event)
         return OK
+
+
+def merge_pod_events(events: list[EventSpec]) -> list[EventSpec]:
+    """One CreatePod (or DeletePod) event per object, reason and why, per pass.
+
+    "Created pod r-0: scale up" three times becomes "Created pods r-0, r-1,
+    r-2: scale up": a third of the writes of a cold pass were events, and one
+    line per batch is what `kubectl describe` readers want anyway.
+    """
+    groups: dict[tuple[object, ...], list[tuple[str, EventSpec]]] = {}
+    order: list[tuple[object, ...]] = []
+    for ev in events:
+        head, sep, why = ev.message.partition(": ")
+        verb, _, pod = head.partition(" pod ")
+        key = (ev.involved, ev.type, ev.reason, ev.component, verb, why) if sep and pod else (ev,)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append((pod, ev))
+    merged: list[EventSpec] = []
+    for key in order:
+        items = groups[key]
+        first = items[0][1]
+        if len(items) == 1:
+            merged.append(first)
+            continue
+        verb, why = key[4], key[5]
+        names = ", ".join(pod for pod, _ in items)
+        merged.append(replace(first, message=f"{verb} pods {names}: {why}"))
+    return merged
 
 
 # ------------------------------------------------------------ failure memory

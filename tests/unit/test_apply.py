@@ -174,3 +174,47 @@ def test_failure_is_reported_as_a_warning_event_on_the_object():
     assert (event["type"], event["reason"]) == ("Warning", "FailedCreatePod")
     assert "spec.containers[0].image" in event["message"]
     assert event["involvedObject"]["uid"] == r.uid
+
+
+def test_pod_events_of_one_pass_are_merged_per_object_and_reason():
+    kube = FakeKube()
+    run(kube, plan_redis(redis(num=3), [], CONFIG, NOW))
+    events = [o for (k, _, _), o in kube.objects.items() if k == "Event"]
+    assert [e["message"] for e in events] == ["Created pods r-0, r-1, r-2: scale up"]
+
+
+def test_merge_keeps_different_reasons_and_single_events_apart():
+    from reconciler.actions import EventSpec, ObjRef
+    from reconciler.apply import merge_pod_events
+
+    ref = ObjRef("v1", "Redis", "ns", "r", "u")
+    other = ObjRef("v1", "Redis", "ns", "s", "u2")
+
+    def ev(msg, ref=ref, reason="CreatePod"):
+        return EventSpec(ref, "Normal", reason, msg, "redis-controller")
+
+    merged = merge_pod_events(
+        [
+            ev("Created pod r-0: scale up"),
+            ev("Created pod r-1: deleted by hand"),
+            ev("Created pod r-2: scale up"),
+            ev("Deleted pod r-5: scale down to 3", reason="DeletePod"),
+            ev("Created pod s-0: scale up", ref=other),
+            ev("Something else entirely"),
+        ]
+    )
+    assert [m.message for m in merged] == [
+        "Created pods r-0, r-2: scale up",
+        "Created pod r-1: deleted by hand",
+        "Deleted pod r-5: scale down to 3",
+        "Created pod s-0: scale up",
+        "Something else entirely",
+    ]
+
+
+def test_events_of_successful_writes_are_posted_even_when_a_later_write_fails():
+    kube = FakeKube()
+    kube.errors[("POST", "r-2")] = ApiError(500, "InternalError", "etcd")
+    run(kube, plan_redis(redis(num=3), [], CONFIG, NOW))
+    events = [o["message"] for (k, _, _), o in kube.objects.items() if k == "Event"]
+    assert events == ["Created pods r-0, r-1: scale up"]
