@@ -30,8 +30,6 @@ from reconciler.constants import FINALIZER
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[1]
-KOPF_PEER = ROOT / "bench" / "kopf_peer.py"
 PODS_PER_REDIS = 3
 MAX_PASSES = 10
 KOPF_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"  # kopf's default finalizer
@@ -50,6 +48,7 @@ class Setup:
     settle_timeout: float
     kopf_timeout: float
     meter: CpuMeter
+    code_dir: Path  # frozen copy of reconciler/ and bench/; children run from it
 
     def reconciler_env(self) -> dict[str, str]:
         """The caller's environment minus any RECONCILER_* that would skew the run."""
@@ -103,7 +102,8 @@ def sync_argv(namespace: str, kubeconfig: Path) -> list[str]:
 
 def reconciler_pass(setup: Setup, namespace: str, label: str) -> PassRecord:
     log_path = setup.log_dir / f"{namespace}.{label}.log"
-    res = proc.run(sync_argv(namespace, setup.kubeconfig), setup.reconciler_env(), log_path)
+    argv = sync_argv(namespace, setup.kubeconfig)
+    res = proc.run(argv, setup.reconciler_env(), log_path, setup.code_dir)
     try:
         summary = json.loads(res.stdout)
     except ValueError:
@@ -286,11 +286,12 @@ def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
     """Start the kopf peer on a namespace of new objects; time it to the end state."""
     namespace = _fresh(setup, "kopf", n)
     board = namespace_board(setup.api, namespace, n, KOPF_FINALIZER)
-    argv = [sys.executable, "-m", "kopf", "run", str(KOPF_PEER), "--standalone"]
+    peer = setup.code_dir / "bench" / "kopf_peer.py"
+    argv = [sys.executable, "-m", "kopf", "run", str(peer), "--standalone"]
     argv += ["--namespace", namespace]
     env = {**os.environ, "KUBECONFIG": str(setup.kubeconfig)}
     before = setup.meter.snapshot()
-    child = proc.Child(argv, env, setup.log_dir / f"{namespace}.kopf.log")
+    child = proc.Child(argv, env, setup.log_dir / f"{namespace}.kopf.log", setup.code_dir)
     try:
         _await_end_state(board, child, setup.kopf_timeout)
     finally:

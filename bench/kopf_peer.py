@@ -76,6 +76,7 @@ def _pod(body: kopf.Body, index: int) -> dict[str, Any]:
 @kopf.on.create(*REDIS)
 def redis_pods(body: kopf.Body, spec: kopf.Spec, patch: kopf.Patch, **_: Any) -> None:
     num = int(spec.get("num", 0))
+    created = []
     for index in range(num):
         manifest = _pod(body, index)
         try:
@@ -84,8 +85,12 @@ def redis_pods(body: kopf.Body, spec: kopf.Spec, patch: kopf.Patch, **_: Any) ->
             if exc.code != 409:  # already there from an interrupted attempt
                 raise
             continue
-        name = manifest["metadata"]["name"]
-        kopf.info(body, reason="CreatePod", message=f"Created pod {name}: scale up")
+        created.append(manifest["metadata"]["name"])
+    if created:  # one event per object and pass, naming the pods, as the reconciler does
+        noun = "pods" if len(created) > 1 else "pod"
+        kopf.info(
+            body, reason="CreatePod", message=f"Created {noun} {', '.join(created)}: scale up"
+        )
     patch.status["replicas"] = num
 
 

@@ -40,14 +40,23 @@ class Child:
     """A started child whose rusage we collect with wait4 when it ends."""
 
     def __init__(
-        self, argv: Sequence[str], env: Mapping[str, str], log_path: Path | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path | None = None,
+        cwd: Path | None = None,
     ) -> None:
         # Both files live as long as the child and are closed in wait().
         self._out = tempfile.TemporaryFile()  # noqa: SIM115
         self._err = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()  # noqa: SIM115
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=self._out, stderr=self._err, env=dict(env)
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=self._err,
+            env=dict(env),
+            cwd=cwd,
         )
 
     @property
@@ -91,6 +100,11 @@ class Child:
         return result
 
 
-def run(argv: Sequence[str], env: Mapping[str, str], log_path: Path | None = None) -> ProcResult:
+def run(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path | None = None,
+    cwd: Path | None = None,
+) -> ProcResult:
     """Run to completion and return wall time, CPU and peak RSS of that child only."""
-    return Child(argv, env, log_path).wait()
+    return Child(argv, env, log_path, cwd).wait()

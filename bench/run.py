@@ -13,11 +13,13 @@ bench/results/<UTC timestamp>.json. See docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -56,6 +58,27 @@ def _raise_pod_capacity(api: Api, nodes: tuple[str, ...]) -> None:
     body = {"status": {"capacity": {"pods": NODE_PODS}, "allocatable": {"pods": NODE_PODS}}}
     for node in nodes:
         api.call(Request("PATCH", f"{CORE_PATH}/nodes/{node}/status", body, MERGE_PATCH))
+
+
+def _tree_hash(root: Path) -> str:
+    """Content hash of the Python sources under root, to detect edits mid-run."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def freeze_code(dest: Path) -> dict[str, str]:
+    """Copy reconciler/ and bench/ so every child of this run runs the same code.
+
+    Others commit to reconciler/ while a run is in progress; children started
+    with cwd=dest import the copy (for ``python -m``, the working directory
+    comes first on sys.path), and the harness imported the same code at start.
+    """
+    ignore = shutil.ignore_patterns("__pycache__", "results")
+    for package in ("reconciler", "bench"):
+        shutil.copytree(ROOT / package, dest / package, ignore=ignore, dirs_exist_ok=True)
+    return {"dir": str(dest), "reconciler_sha": _tree_hash(dest / "reconciler")}
 
 
 def _git(*args: str) -> str:
@@ -103,7 +126,12 @@ def _profile_pass(setup: Setup, namespace: str, prefix: Path) -> dict[str, Any]:
     argv = [sys.executable, "-m", "bench.profile", str(prefix), "--"]
     argv += contenders.sync_argv(namespace, setup.kubeconfig)[3:]
     res = subprocess.run(
-        argv, env=setup.reconciler_env(), capture_output=True, text=True, cwd=ROOT, check=False
+        argv,
+        env=setup.reconciler_env(),
+        capture_output=True,
+        text=True,
+        cwd=setup.code_dir,
+        check=False,
     )
     out: dict[str, Any] = {"returncode": res.returncode, "files": str(prefix) + ".*"}
     for part in ("main", "workers"):
@@ -152,9 +180,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("reconciler").setLevel(logging.WARNING)  # the recorder's dry executor
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or RESULTS / f"{stamp}.json"
+    code = freeze_code(STATE_DIR / "frozen" / stamp)
     cluster_mod = _cluster_module()
     cluster = cluster_mod.up(STATE_DIR)
     try:
@@ -170,12 +200,14 @@ def main(argv: list[str] | None = None) -> int:
             settle_timeout=args.settle_timeout,
             kopf_timeout=args.kopf_timeout,
             meter=CpuMeter(STATE_DIR),
+            code_dir=Path(code["dir"]),
         )
         setup.log_dir.mkdir(parents=True, exist_ok=True)
         doc: dict[str, Any] = {
             "started": stamp,
             "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),
             "machine": _machine(),
+            "code": code,
             "settings": {
                 "RECONCILER_QPS": args.qps,
                 "RECONCILER_BURST": args.burst,
@@ -194,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_profile:
             doc["profile"] = profile(setup, sizes[-1], STATE_DIR / "profiles" / stamp)
         doc["machine"]["loadavg_at_end"] = os.getloadavg()
+        doc["code"]["changed_in_tree_during_run"] = (
+            _tree_hash(ROOT / "reconciler") != code["reconciler_sha"]
+        )
         doc["wall_seconds"] = time.monotonic() - started
     finally:
         if not args.keep:

@@ -1,15 +1,17 @@
 """The write limit: the first pass's writes, sent by a client with no logic.
 
-The request bodies come from the reconciler's own planner and event code,
-computed *before* the clock starts, so the timed part is nothing but HTTP:
-8 threads, one keep-alive gzip session each, one object's requests in order
-(finalizer, pods, events, status), exactly as the executor orders them. What
-the reconciler spends on top of this is its own overhead; what this costs is
-the apiserver's price for the writes on this machine.
+Which requests a first pass sends is decided by the reconciler's planner *and*
+executor (the executor merges events, for instance), so the harness asks them:
+it plans the new objects with ``reconciler.plan.plan`` and runs the real
+``Executor`` against a recorder instead of a cluster, before the clock starts.
+The timed part is nothing but HTTP: 8 threads, one keep-alive gzip session
+each, one object's requests in the executor's order, objects concurrently.
 
-Differences from the executor, all in the limit's favour: no resourceVersion
-preconditions (they need the previous response), no error handling, no
-logging, and no LISTs.
+What the reconciler spends on top of this is its own overhead; what this costs
+is the apiserver's price for the writes on this machine. Differences from the
+executor, all in the limit's favour: no resourceVersion preconditions (the
+recorder cannot know the new versions), no LISTs, no error handling, no
+logging.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bench.kubeapi import CORE_PATH, MERGE_PATCH, REDIS_PATH, XCA_PATH, Api, Request, parallel
-from reconciler.actions import Action, CreatePod, EventSpec, PatchFinalizers, PatchStatus
+from bench.kubeapi import MERGE_PATCH, Api, Request, parallel
+from reconciler.actions import Plan
+from reconciler.apply import Executor
 from reconciler.config import Config
-from reconciler.events import event_body
-from reconciler.model import ObjKey, redis_from_api, xca_from_api
-from reconciler.plan import plan_redis, plan_xca
+from reconciler.kube import Kube
+from reconciler.model import Snapshot, redis_from_api, xca_from_api
+from reconciler.plan import plan
+from reconciler.sync import object_refs
 
 WORKERS = 8  # the reconciler's default write_concurrency
 
@@ -39,49 +43,59 @@ class WriteResult:
     by_kind: dict[str, int]
 
 
-def _object_path(key: ObjKey, sub: str = "") -> str:
-    prefix, plural = (REDIS_PATH, "redis") if key.kind == "Redis" else (XCA_PATH, "xcas")
-    return f"{prefix}/namespaces/{key.namespace}/{plural}/{key.name}" + (f"/{sub}" if sub else "")
+def _unguarded(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body without its resourceVersion precondition."""
+    out = dict(body)
+    meta = dict(out.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    if meta:
+        out["metadata"] = meta
+    else:
+        out.pop("metadata", None)
+    return out
 
 
-def _event(spec: EventSpec, now: datetime) -> Request:
-    ns = spec.involved.namespace
-    return Request("POST", f"{CORE_PATH}/namespaces/{ns}/events", event_body(spec, now))
+class Recorder:
+    """Stands in for ``reconciler.kube.Kube``: records writes, answers success."""
 
+    path = staticmethod(Kube.path)
 
-def to_requests(action: Action, now: datetime) -> list[Request]:
-    """The HTTP requests the executor sends for one action when all goes well."""
-    if isinstance(action, CreatePod):
-        ns = action.target.namespace
-        out = [Request("POST", f"{CORE_PATH}/namespaces/{ns}/pods", action.manifest)]
-        return out + ([_event(action.event, now)] if action.event else [])
-    if isinstance(action, PatchFinalizers):
-        body = {"metadata": {"finalizers": list(action.finalizers)}}
-        return [Request("PATCH", _object_path(action.owner), body, MERGE_PATCH)]
-    if isinstance(action, PatchStatus):
-        body = {"status": dict(action.status)}
-        patch = Request("PATCH", _object_path(action.owner, "status"), body, MERGE_PATCH)
-        return [patch, *(_event(ev, now) for ev in action.events)]
-    raise TypeError(f"a first pass over new objects does not {action!r}")
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+
+    def create(self, kind: str, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        self.requests.append(Request("POST", Kube.path(kind, namespace), dict(body)))
+        return {}
+
+    def merge_patch(
+        self, kind: str, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
+    ) -> dict[str, Any]:
+        path = Kube.path(kind, namespace, name, sub)
+        self.requests.append(Request("PATCH", path, _unguarded(body), MERGE_PATCH))
+        return {}
+
+    def __getattr__(self, name: str) -> Any:
+        raise TypeError(f"a first pass over new objects does not call Kube.{name}")
 
 
 def first_pass_requests(
     redis: Sequence[Mapping[str, Any]], xcas: Sequence[Mapping[str, Any]]
 ) -> list[list[Request]]:
     """Per object, in executor order, the requests of a first pass over new objects."""
-    now, config = datetime.now(UTC), Config()
-    groups = [
-        [
-            req
-            for act in plan_redis(redis_from_api(obj), (), config, now)
-            for req in to_requests(act, now)
-        ]
-        for obj in redis
-    ]
-    groups += [
-        [req for act in plan_xca(xca_from_api(obj), now) for req in to_requests(act, now)]
-        for obj in xcas
-    ]
+    now = datetime.now(UTC)
+    snapshot = Snapshot(tuple(map(redis_from_api, redis)), tuple(map(xca_from_api, xcas)), pods=())
+    the_plan = plan(snapshot, Config(), now)
+    groups: list[list[Request]] = []
+    for actions in the_plan.by_owner().values():
+        recorder = Recorder()
+        executor = Executor(
+            recorder,  # type: ignore[arg-type]
+            concurrency=1,
+            clock=lambda: now,
+            refs=object_refs(snapshot),
+        )
+        executor.run(Plan(tuple(actions)))
+        groups.append(recorder.requests)
     return groups
 
 
