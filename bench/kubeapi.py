@@ -89,22 +89,6 @@ class Api:
             raise ApiFailure(f"{req.method} {req.path}: {resp.status_code} {resp.text[:300]}")
         return resp.json() if resp.content else {}
 
-    def list(self, path: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """One LIST, all pages merged (the harness only lists small or one-off sets)."""
-        items: list[dict[str, Any]] = []
-        query: dict[str, Any] = {"limit": 500, **(params or {})}
-        while True:
-            resp = self.session().get(self.server + path, params=query, timeout=self.timeout)
-            if resp.status_code != 200:
-                raise ApiFailure(f"LIST {path}: {resp.status_code} {resp.text[:300]}")
-            page = resp.json()
-            items.extend(page.get("items") or ())
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                page["items"] = items
-                return page
-            query["continue"] = token
-
 
 def parallel(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> list[R]:
     """Run ``fn`` over ``items`` on a small pool, results in input order."""

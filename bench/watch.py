@@ -233,13 +233,9 @@ def xca_ok(obj: Mapping[str, Any]) -> bool:
     return (obj.get("status") or {}).get("active") is True
 
 
-def settled(board: Board) -> bool:
-    """Every pod that exists is Ready (the wait between reconciler passes)."""
-    pods = board["pods"]
-    return pods.good_count == pods.total
-
-
 def pods_settled(expected: int) -> Callable[[Board], bool]:
+    """At least ``expected`` pods, every one Ready (the wait between passes)."""
+
     def check(board: Board) -> bool:
         pods = board["pods"]
         return pods.total >= expected and pods.good_count == pods.total
