@@ -16,10 +16,7 @@ import click
 from reconciler import __version__, logs, render
 from reconciler import state as state_store
 from reconciler.config import Config, ConfigError, load
-from reconciler.daemon import Daemon
 from reconciler.kube import ClientOptions, ConfigMissing, Kube
-from reconciler.leader import LeaderElector, LeaseConfig
-from reconciler.metrics import Metrics, serve
 from reconciler.sync import EXIT_UNREACHABLE, EXIT_USAGE, PassResult, run_pass
 
 log = logging.getLogger("reconciler")
@@ -258,6 +255,11 @@ def run(
     **options: Any,
 ) -> None:
     """Run a pass every --interval seconds until SIGTERM (the daemon)."""
+    # Imported here: `sync` from cron pays for none of the daemon's modules.
+    from reconciler.daemon import Daemon
+    from reconciler.leader import LeaderElector, LeaseConfig
+    from reconciler.metrics import Metrics, serve
+
     _collect(ctx, **options)
     config = _config(
         ctx,
