@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -25,7 +24,6 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from bench import contenders, report
@@ -33,6 +31,7 @@ from bench.contenders import Setup
 from bench.cpu import CpuMeter
 from bench.kubeapi import CORE_PATH, MERGE_PATCH, Api, Request, populate
 from bench.watch import namespace_board, pods_settled
+from hack.cluster import cluster as launcher
 from reconciler.config import Config
 
 log = logging.getLogger("bench")
@@ -41,16 +40,6 @@ ROOT = Path(__file__).resolve().parents[1]
 STATE_DIR = ROOT / ".cluster-bench"
 RESULTS = ROOT / "bench" / "results"
 NODE_PODS = "100000"  # the launcher's nodes take 1000 pods each; a run needs ~15k
-
-
-def _cluster_module() -> ModuleType:
-    """hack/cluster/cluster.py is a script, not a package: load it by path."""
-    spec = importlib.util.spec_from_file_location("cluster", ROOT / "hack/cluster/cluster.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cluster"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _raise_pod_capacity(api: Api, nodes: tuple[str, ...]) -> None:
@@ -185,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or RESULTS / f"{stamp}.json"
     code = freeze_code(STATE_DIR / "frozen" / stamp)
-    cluster_mod = _cluster_module()
-    cluster = cluster_mod.up(STATE_DIR)
+    cluster = launcher.up(STATE_DIR)
     try:
         api = Api(cluster.server, cluster.token, cluster.ca_file)
         _raise_pod_capacity(api, tuple(cluster.nodes))
@@ -232,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["wall_seconds"] = time.monotonic() - started
     finally:
         if not args.keep:
-            cluster_mod.down(STATE_DIR)
+            launcher.down(STATE_DIR)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     print(doc["table"])

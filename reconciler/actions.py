@@ -136,9 +136,6 @@ class Plan:
     actions: tuple[Action, ...] = ()
     backing_off: frozenset[ObjKey] = frozenset()
 
-    def __bool__(self) -> bool:
-        return bool(self.actions)
-
     def by_owner(self) -> dict[ObjKey, list[Action]]:
         groups: dict[ObjKey, list[Action]] = {}
         for action in self.actions:

@@ -102,7 +102,7 @@ class _Progress:
 class Executor:
     def __init__(
         self,
-        kube: Kube | None,
+        kube: Kube,
         *,
         concurrency: int,
         clock: Callable[[], datetime],
@@ -126,7 +126,7 @@ class Executor:
         groups = plan.by_owner()
         if not groups:
             return report
-        if self.dry_run or self.kube is None:
+        if self.dry_run:
             for owner, actions in groups.items():
                 for action in actions:
                     self._log(owner, action, DRY_RUN)
@@ -167,8 +167,7 @@ class Executor:
         try:
             self._run_actions(owner, actions, outcomes, new_rv, pod_events)
         finally:
-            if self.kube is not None:
-                self._events(merge_pod_events(pod_events))
+            self._events(merge_pod_events(pod_events))
         return outcomes
 
     def _run_actions(
@@ -197,7 +196,7 @@ class Executor:
     def _warn(self, owner: ObjKey, action: Action, error: str, reason: str) -> None:
         """Failures are reported on the object too, where `kubectl describe` shows them."""
         ref = self.refs.get(owner)
-        if ref is None or self.kube is None:
+        if ref is None:
             return
         why = reason if reason == "PodConflict" else FAILURE_REASONS.get(action.verb, reason)
         component = REDIS_COMPONENT if owner.kind == "Redis" else XCA_COMPONENT
@@ -208,13 +207,11 @@ class Executor:
         )
 
     def _events(self, events: tuple[EventSpec, ...] | list[EventSpec]) -> None:
-        assert self.kube is not None
         for ev in events:
             post_event(self.kube, ev, self.clock)
 
     def _do(self, action: Action, new_rv: dict[str, str], pod_events: list[EventSpec]) -> str:
         kube = self.kube
-        assert kube is not None
         try:
             if isinstance(action, CreatePod):
                 return self._create_pod(action, pod_events)
@@ -262,7 +259,6 @@ class Executor:
 
     def _create_pod(self, action: CreatePod, pod_events: list[EventSpec]) -> str:
         kube = self.kube
-        assert kube is not None
         target = action.target
         try:
             kube.create("Pod", target.namespace, action.manifest)

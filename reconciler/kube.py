@@ -111,8 +111,31 @@ class RateLimiter:
             time.sleep(wait)
 
 
+@dataclass(frozen=True)
+class Usage:
+    """Requests by (verb, code) and bytes received over some span of time."""
+
+    requests: Counter[tuple[str, str]]
+    bytes_received: int
+
+    def __sub__(self, earlier: Usage) -> Usage:
+        return Usage(self.requests - earlier.requests, self.bytes_received - earlier.bytes_received)
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+    @property
+    def writes(self) -> int:
+        return sum(n for (verb, _), n in self.requests.items() if verb not in ("GET", "LIST"))
+
+    def by_code(self) -> dict[str, int]:
+        return {f"{verb} {code}": n for (verb, code), n in sorted(self.requests.items())}
+
+
 class Stats:
-    """Requests by (verb, code) and bytes received, for summaries and metrics."""
+    """Running request counts, shared by the client's threads; a pass takes the
+    difference of two snapshots for its summary, and the metrics read the totals."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -124,12 +147,9 @@ class Stats:
             self.requests[(verb, code)] += 1
             self.bytes_received += size
 
-    @property
-    def total(self) -> int:
-        return sum(self.requests.values())
-
-    def writes(self) -> int:
-        return sum(n for (verb, _), n in self.requests.items() if verb not in ("GET", "LIST"))
+    def snapshot(self) -> Usage:
+        with self.lock:
+            return Usage(Counter(self.requests), self.bytes_received)
 
 
 def _home_kubeconfig() -> str | None:

@@ -134,9 +134,7 @@ def run_pass(
     """Run one pass and update ``state`` in place. Never raises for per-object
     errors; they are in the result, which decides the exit code."""
     started = time.monotonic()
-    before_requests, before_writes = kube.stats.total, kube.stats.writes()
-    before_by_code = dict(kube.stats.requests)
-    before_bytes = kube.stats.bytes_received
+    before = kube.stats.snapshot()
     pass_id = uuid.uuid4().hex[:8]
     selector = config.pod_report_selector if config.pod_report else None
 
@@ -155,6 +153,7 @@ def run_pass(
     )
 
     applied = ApplyReport()
+    refs = object_refs(snapshot)
     if apply:
         executor = Executor(
             kube,
@@ -162,7 +161,7 @@ def run_pass(
             clock=clock,
             dry_run=dry_run,
             pass_id=pass_id,
-            refs=object_refs(snapshot),
+            refs=refs,
             keep_going=keep_going,
         )
         applied = executor.run(the_plan)
@@ -185,7 +184,7 @@ def run_pass(
         state.conflict_pods |= {o.conflict_pod for o in applied.failed() if o.conflict_pod}
         for key, rec in newly:
             log.warning("[%s] %d consecutive failures; backing off", key, rec.count)
-            if (event := _backoff_event(object_refs(snapshot), key, rec)) is not None:
+            if (event := _backoff_event(refs, key, rec)) is not None:
                 post_event(kube, event, clock)
 
     if config.pod_report and obs.report_pods is not None:
@@ -200,6 +199,7 @@ def run_pass(
         if not dry_run:
             state.pod_views = current
 
+    used = kube.stats.snapshot() - before
     result = PassResult(
         pass_id,
         the_plan,
@@ -207,14 +207,10 @@ def run_pass(
         errors,
         obs.unreachable,
         duration=time.monotonic() - started,
-        requests=kube.stats.total - before_requests,
-        by_code={
-            f"{verb} {code}": n - before_by_code.get((verb, code), 0)
-            for (verb, code), n in sorted(kube.stats.requests.items())
-            if n > before_by_code.get((verb, code), 0)
-        },
-        writes=kube.stats.writes() - before_writes,
-        bytes_received=kube.stats.bytes_received - before_bytes,
+        requests=used.total,
+        by_code=used.by_code(),
+        writes=used.writes,
+        bytes_received=used.bytes_received,
         observed=dict(obs.counts),
     )
     return result

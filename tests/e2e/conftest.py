@@ -8,7 +8,6 @@ poll with a deadline.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,16 +21,9 @@ from typing import Any
 
 import pytest
 
+from hack.cluster import cluster as launcher
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _cluster_module() -> Any:
-    spec = importlib.util.spec_from_file_location("cluster", ROOT / "hack/cluster/cluster.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cluster"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -43,12 +35,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def cluster() -> Any:
-    mod = _cluster_module()
-    was_up = mod.status() is not None
-    c = mod.up()
+    was_up = launcher.status() is not None
+    c = launcher.up()
     yield c
     if not was_up and not os.environ.get("RECONCILER_E2E_KEEP"):
-        mod.down()
+        launcher.down()
 
 
 @dataclass
@@ -100,6 +91,33 @@ class SyncResult:
 @dataclass
 class Reconciler:
     kubeconfig: Path
+
+    def daemon(
+        self, ns: str, *extra: str, env: dict[str, str] | None = None, stdout: Any = subprocess.PIPE
+    ) -> subprocess.Popen[str]:
+        """`reconciler run` in the background, a pass a second, output merged."""
+        cmd = [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "run",
+            "-n",
+            ns,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--interval",
+            "1",
+            "--jitter",
+            "0",
+            *extra,
+        ]
+        return subprocess.Popen(
+            cmd,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
 
     def sync(
         self, ns: str | None, *extra: str, env: dict[str, str] | None = None, expect: int | None = 0

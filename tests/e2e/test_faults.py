@@ -13,10 +13,12 @@ import json
 import os
 import random
 import signal
+import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -27,7 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import ROOT, Kubectl, Reconciler, _cluster_module, wait_for
+from hack.cluster import cluster as launcher
+
+from .conftest import ROOT, Kubectl, Reconciler, wait_for
 
 STATE_DIR = ROOT / ".cluster-faults"
 REPORT = STATE_DIR / "fault-report.json"
@@ -37,14 +41,13 @@ FINALIZER = "myapp.demo.kubebuilder.io/pods"
 
 @pytest.fixture(scope="module")
 def fcluster() -> Iterator[Any]:
-    mod = _cluster_module()
-    was_up = mod.status(STATE_DIR) is not None
-    cluster = mod.up(STATE_DIR)
+    was_up = launcher.status(STATE_DIR) is not None
+    cluster = launcher.up(STATE_DIR)
     yield cluster
     STATE_DIR.mkdir(exist_ok=True)
     REPORT.write_text(json.dumps(FIGURES, indent=2) + "\n")
     if not was_up and not os.environ.get("RECONCILER_E2E_KEEP"):
-        mod.down(STATE_DIR)
+        launcher.down(STATE_DIR)
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +151,6 @@ SLOW = {"RECONCILER_QPS": "25", "RECONCILER_BURST": "1", "RECONCILER_WRITE_CONCU
 
 
 def test_apiserver_dies_mid_pass(fcluster, fk: Kubectl, frec: Reconciler, fns: str):
-    mod = _cluster_module()
     fk.apply(many_redis(fns, 15))
     proc = start_sync(frec, fns, SLOW)
     wait_for(
@@ -157,12 +159,12 @@ def test_apiserver_dies_mid_pass(fcluster, fk: Kubectl, frec: Reconciler, fns: s
         interval=0.05,
         what="the pass to be under way",
     )
-    mod.stop_component("kube-apiserver", STATE_DIR)
+    launcher.stop_component("kube-apiserver", STATE_DIR)
     FIGURES["faults_injected"] += 1
     try:
         out, err = proc.communicate(timeout=120)
     finally:
-        mod.start_component("kube-apiserver", STATE_DIR)
+        launcher.start_component("kube-apiserver", STATE_DIR)
     assert proc.returncode == 1, err[-2000:]
     summary = json.loads(out)
     assert summary["errors"] and summary["result"] == "errors"
@@ -277,8 +279,6 @@ class _Throttler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
             return
-        import ssl
-
         req = urllib.request.Request(cls.upstream + self.path, data=body, method=self.command)
         for key in ("Content-Type", "Accept"):
             if self.headers.get(key):
@@ -308,8 +308,6 @@ class _Throttler(BaseHTTPRequestHandler):
 def test_429_with_retry_after_is_honoured(
     fcluster, fk: Kubectl, frec: Reconciler, fns: str, tmp_path: Path
 ):
-    import urllib.error  # noqa: F401  (used by the handler)
-
     _Throttler.upstream = fcluster.server
     _Throttler.token = fcluster.token
     _Throttler.ca = str(fcluster.ca_file)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from .conftest import Kubectl, wait_for
+from .conftest import Kubectl, Reconciler, wait_for
 from .test_redis import pods, redis_yaml
 
 LEASE = {
@@ -73,35 +71,18 @@ class Replica:
 
 
 @pytest.fixture
-def replicas(cluster, ns: str) -> Iterator[list[Replica]]:
+def replicas(reconciler: Reconciler, ns: str) -> Iterator[list[Replica]]:
     started = []
     for _ in range(2):
         port = free_port()
-        cmd = [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "run",
-            "-n",
+        proc = reconciler.daemon(
             ns,
-            "--kubeconfig",
-            str(cluster.kubeconfig),
             "--leader-elect",
             "--leader-election-namespace",
             ns,
-            "--interval",
-            str(INTERVAL),
-            "--jitter",
-            "0",
             "--metrics-address",
             f"127.0.0.1:{port}",
-        ]
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, **LEASE},
+            env=LEASE,
         )
         started.append(Replica(proc, port))
     for r in started:

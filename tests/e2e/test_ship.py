@@ -260,26 +260,14 @@ def test_service_account_leads_with_the_leader_election_role(
     config/deployment.yaml runs it: take the Lease, reconcile, release it."""
     kubectl.run("apply", "-f", str(CONFIG / "rbac-leader-election.yaml"))
     kubectl.apply(redis_with(ns, "{port: 6379, num: 1}"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "reconciler",
-        "run",
-        "-n",
+    proc = Reconciler(sa_kubeconfig).daemon(
         ns,
-        "--kubeconfig",
-        str(sa_kubeconfig),
         "--leader-elect",
         "--leader-election-namespace",
         SA_NS,
         "--leader-election-id",
         f"lease-{ns}",
-        "--interval",
-        "1",
-        "--jitter",
-        "0",
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    )
     try:
         wait_for(
             lambda: kubectl.run("get", "pod", "r-0", "-n", ns, check=False).returncode == 0,
@@ -390,11 +378,10 @@ def test_daemon_speaks_sd_notify(
     """What Type=notify and WatchdogSec in systemd/reconciler.service rely on."""
     kubectl.apply(redis_yaml(ns, num=1))
     state = tmp_path / "state.json"
-    cmd = [sys.executable, "-m", "reconciler", "run", "--interval", "1", "--jitter", "0"]
-    cmd += ["-n", ns, "--kubeconfig", str(cluster.kubeconfig), "--state-file", str(state)]
-    env = {**os.environ, "NOTIFY_SOCKET": notifications.path}
     log = (tmp_path / "daemon.log").open("w+")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc = Reconciler(cluster.kubeconfig).daemon(
+        ns, "--state-file", str(state), env={"NOTIFY_SOCKET": notifications.path}, stdout=log
+    )
     try:
         notifications.wait("READY=1", proc)
         assert "redis-sample-0" in pods(kubectl, ns)  # READY=1 follows a real pass

@@ -1,0 +1,1 @@
+"""Developer tooling; importable so tests and the benchmark share one launcher."""

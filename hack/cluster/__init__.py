@@ -1,0 +1,1 @@
+"""The local control plane: build.sh builds it, cluster.py runs it."""
