@@ -29,7 +29,7 @@ from typing import Any
 from bench import contenders, report
 from bench.contenders import Setup
 from bench.cpu import CpuMeter
-from bench.kubeapi import CORE_PATH, MERGE_PATCH, Api, Request, populate
+from bench.kubeapi import Api, populate
 from bench.watch import namespace_board, pods_settled
 from hack.cluster import cluster as launcher
 from reconciler.config import Config
@@ -39,14 +39,6 @@ log = logging.getLogger("bench")
 ROOT = Path(__file__).resolve().parents[1]
 STATE_DIR = ROOT / ".cluster-bench"
 RESULTS = ROOT / "bench" / "results"
-NODE_PODS = "100000"  # the launcher's nodes take 1000 pods each; a run needs ~15k
-
-
-def _raise_pod_capacity(api: Api, nodes: tuple[str, ...]) -> None:
-    """Let the fake nodes hold every pod of the run (kwok keeps the patched value)."""
-    body = {"status": {"capacity": {"pods": NODE_PODS}, "allocatable": {"pods": NODE_PODS}}}
-    for node in nodes:
-        api.call(Request("PATCH", f"{CORE_PATH}/nodes/{node}/status", body, MERGE_PATCH))
 
 
 def _tree_hash(root: Path) -> str:
@@ -177,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     cluster = launcher.up(STATE_DIR)
     try:
         api = Api(cluster.server, cluster.token, cluster.ca_file)
-        _raise_pod_capacity(api, tuple(cluster.nodes))
         setup = Setup(
             api=api,
             kubeconfig=Path(cluster.kubeconfig),

