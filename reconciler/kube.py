@@ -10,6 +10,7 @@ pykube's ``requests.Session`` is not thread-safe, so each thread gets its own
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -254,6 +255,11 @@ class Kube:
             api = pykube.HTTPClient(self.config, timeout=self.opts.timeout)
             api.session.headers["Accept-Encoding"] = "gzip"
             api.session.headers["User-Agent"] = "reconciler"
+            # With trust_env on, requests re-reads the proxy variables and looks
+            # for ~/.netrc on every request. Resolve the proxy once instead, so
+            # HTTPS_PROXY and NO_PROXY still apply.
+            api.session.proxies = requests.utils.get_environ_proxies(self.server)
+            api.session.trust_env = False
             self.local.api = api
         return api
 
@@ -338,6 +344,23 @@ class Kube:
         always one consistent view, never a splice of two. ``decode`` runs on
         each page as it arrives, so only one page of raw JSON is held at once.
         """
+        # Decoding a page makes hundreds of thousands of acyclic dicts and
+        # strings; the cyclic collector would scan them again and again.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._list(kind, namespace, selector, decode)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _list(
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str | None,
+        decode: Callable[[dict[str, Any]], Any] | None,
+    ) -> list[Any]:
         while True:
             items: list[Any] = []
             params: dict[str, Any] = {"limit": self.opts.page_size}
