@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import proc
+from bench import daemon, proc
 from bench.cpu import CpuMeter
 from bench.kubeapi import Api, populate
 from bench.watch import Board, namespace_board, pods_settled
@@ -135,6 +135,7 @@ class ReconcilerResult:
     first_pass_cpu: dict[str, Any] = field(default_factory=dict)  # CpuMeter window
     cold_cpu: dict[str, Any] = field(default_factory=dict)
     steady_cpu: dict[str, Any] = field(default_factory=dict)
+    daemon: dict[str, Any] = field(default_factory=dict)  # steady passes of `reconciler run`
 
     @property
     def first(self) -> PassRecord:
@@ -160,7 +161,11 @@ class ReconcilerResult:
             "steady": _pass_json(self.steady) if self.steady else None,
             "steady_machine_cpu": self.steady_cpu,
             "steady_only_lists": self.steady_only_lists,
-            "peak_rss_mb": max(p.max_rss_mb for p in [*passes, *filter(None, [self.steady])]),
+            "daemon_steady": self.daemon,
+            "peak_rss_mb": max(
+                [p.max_rss_mb for p in [*passes, *filter(None, [self.steady])]]
+                + [self.daemon.get("max_rss_mb", 0.0)]
+            ),
             "pass_summaries": [p.summary for p in passes],
         }
 
@@ -214,6 +219,14 @@ def run_reconciler(setup: Setup, n: int) -> ReconcilerResult:
     result.steady_only_lists = result.steady.writes == 0 and all(
         code.startswith("LIST ") for code in codes
     )
+    before = setup.meter.snapshot()
+    result.daemon = daemon.measure(
+        sync_argv(namespace, setup.kubeconfig)[4:-2],  # -n NS --kubeconfig K
+        setup.reconciler_env(),
+        setup.log_dir / f"{namespace}.daemon.log",
+        setup.code_dir,
+    )
+    result.daemon["machine_cpu"] = setup.meter.since(before, 0.0)
     return result
 
 

@@ -36,6 +36,12 @@ TARGETS = {
         "cold convergence / steady pass, wall", ">= 20", lambda r: r >= 20
     ),
     "cold_vs_steady_cpu": Target("cold convergence / steady pass, CPU", ">= 20", lambda r: r >= 20),
+    "cold_vs_daemon_wall": Target(
+        "cold convergence / daemon steady pass, wall", ">= 20", lambda r: r >= 20
+    ),
+    "cold_vs_daemon_cpu": Target(
+        "cold convergence / daemon steady pass, CPU", ">= 20", lambda r: r >= 20
+    ),
 }
 
 
@@ -49,6 +55,7 @@ def ratios(row: dict[str, Any]) -> dict[str, float | None]:
     rec, wl, kopf = row["reconciler"], row["write_limit"], row.get("kopf") or {}
     cold, first, steady = rec["cold"], rec["first_pass"], rec["steady"]
     first_cpu, cold_cpu = rec["first_pass_machine_cpu"], rec["cold_machine_cpu"]
+    daemon = rec.get("daemon_steady") or {}
     return {
         "first_pass_vs_write_limit": _div(first["wall"], wl["wall"]),
         "first_pass_requests_vs_write_limit": _div(first["requests"], wl["requests"]),
@@ -67,6 +74,8 @@ def ratios(row: dict[str, Any]) -> dict[str, float | None]:
         "kopf_vs_reconciler_client_cpu": _div(kopf.get("cpu"), cold["cpu"]),
         "cold_vs_steady_wall": _div(cold["wall"], steady["wall"]),
         "cold_vs_steady_cpu": _div(cold["cpu"], steady["cpu"]),
+        "cold_vs_daemon_wall": _div(cold["wall"], daemon.get("wall")),
+        "cold_vs_daemon_cpu": _div(cold["cpu"], daemon.get("cpu")),
         "cold_vs_steady_total_cpu": _div(
             cold["cpu"] + cold_cpu["cluster"], steady["cpu"] + rec["steady_machine_cpu"]["cluster"]
         ),
@@ -180,6 +189,7 @@ def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]
     rec = lambda r: r["reconciler"]  # noqa: E731
     wl = lambda r: r["write_limit"]  # noqa: E731
     kopf = lambda r: r.get("kopf") or {}  # noqa: E731
+    daemon = lambda r: rec(r).get("daemon_steady") or {}  # noqa: E731
     return [
         line("reconciler cold convergence: wall s", lambda r: rec(r)["cold"]["wall"]),
         line("  passes", lambda r: rec(r)["cold"]["passes"]),
@@ -202,6 +212,10 @@ def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]
         line("  bytes received", lambda r: rec(r)["steady"]["bytes_received"]),
         line("  writes", lambda r: rec(r)["steady"]["writes"]),
         line("  only LISTs", lambda r: rec(r)["steady_only_lists"]),
+        line("daemon steady pass (reconciler run): wall s", lambda r: daemon(r).get("wall")),
+        line("  client CPU s", lambda r: daemon(r).get("cpu"), 3),
+        line("  API requests", lambda r: daemon(r).get("requests"), 0),
+        line("  RSS after the passes MB", lambda r: daemon(r).get("rss_mb"), 1),
         ("reconciler peak RSS MB", [rss(r) for r in results], f"< {RSS_LIMIT_MB:.0f} at largest N"),
         line("write limit: wall s (mean of before/after)", lambda r: wl(r)["wall"]),
         line("  before / after s", lambda r: " / ".join(f"{w:.1f}" for w in wl(r)["runs"])),
@@ -231,6 +245,8 @@ def _rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str]]
         ratio("cold convergence / steady pass, wall", "cold_vs_steady_wall"),
         ratio("cold convergence / steady pass, CPU", "cold_vs_steady_cpu"),
         ratio("cold / steady, client + cluster CPU", "cold_vs_steady_total_cpu"),
+        ratio("cold convergence / daemon steady pass, wall", "cold_vs_daemon_wall"),
+        ratio("cold convergence / daemon steady pass, CPU", "cold_vs_daemon_cpu"),
     ]
 
 
