@@ -7,7 +7,7 @@ pass would send.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +27,34 @@ class ObjRef:
 
 @dataclass(frozen=True)
 class EventSpec:
+    """An event to post. ``pods`` and ``why`` are set on pod events (see
+    `pod_event`) so that the executor can merge them without reading
+    ``message``, which is what users see."""
+
     involved: ObjRef
     type: str  # Normal or Warning
     reason: str
     message: str
     component: str
+    pods: tuple[str, ...] = ()
+    why: str | None = None
+
+
+POD_EVENT_VERBS = {"CreatePod": "Created", "DeletePod": "Deleted"}
+
+
+def pod_event_message(reason: str, pods: Sequence[str], why: str) -> str:
+    """The text users see: "Created pod r-0: scale up", "Created pods r-0, r-1: scale up"."""
+    noun = "pod" if len(pods) == 1 else "pods"
+    return f"{POD_EVENT_VERBS[reason]} {noun} {', '.join(pods)}: {why}"
+
+
+def pod_event(
+    involved: ObjRef, reason: str, pods: Sequence[str], why: str, component: str
+) -> EventSpec:
+    """A Normal CreatePod or DeletePod event naming ``pods``."""
+    message = pod_event_message(reason, pods, why)
+    return EventSpec(involved, "Normal", reason, message, component, tuple(pods), why)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from reconciler.actions import (
+    POD_EVENT_VERBS,
     Action,
     CreatePod,
     DeletePod,
@@ -26,6 +27,7 @@ from reconciler.actions import (
     PatchFinalizers,
     PatchStatus,
     Plan,
+    pod_event_message,
 )
 from reconciler.constants import REDIS_COMPONENT, XCA_COMPONENT
 from reconciler.events import post_event
@@ -290,28 +292,24 @@ def merge_pod_events(events: list[EventSpec]) -> list[EventSpec]:
 
     "Created pod r-0: scale up" three times becomes "Created pods r-0, r-1,
     r-2: scale up": a third of the writes of a cold pass were events, and one
-    line per batch is what `kubectl describe` readers want anyway.
+    line per batch is what `kubectl describe` readers want anyway. Events are
+    grouped by their ``pods`` and ``why`` fields, never by their text; one
+    without them is passed on as it is.
     """
-    groups: dict[tuple[object, ...], list[tuple[str, EventSpec]]] = {}
-    order: list[tuple[object, ...]] = []
-    for ev in events:
-        head, sep, why = ev.message.partition(": ")
-        verb, _, pod = head.partition(" pod ")
-        key = (ev.involved, ev.type, ev.reason, ev.component, verb, why) if sep and pod else (ev,)
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append((pod, ev))
+    groups: dict[object, list[EventSpec]] = {}
+    for i, ev in enumerate(events):
+        mergeable = ev.pods and ev.why is not None and ev.reason in POD_EVENT_VERBS
+        key = (ev.involved, ev.type, ev.reason, ev.component, ev.why) if mergeable else i
+        groups.setdefault(key, []).append(ev)
     merged: list[EventSpec] = []
-    for key in order:
-        items = groups[key]
-        first = items[0][1]
-        if len(items) == 1:
+    for group in groups.values():  # in order of each group's first event
+        first = group[0]
+        if len(group) == 1 or first.why is None:
             merged.append(first)
             continue
-        verb, why = key[4], key[5]
-        names = ", ".join(pod for pod, _ in items)
-        merged.append(replace(first, message=f"{verb} pods {names}: {why}"))
+        pods = tuple(name for ev in group for name in ev.pods)
+        message = pod_event_message(first.reason, pods, first.why)
+        merged.append(replace(first, pods=pods, message=message))
     return merged
 
 

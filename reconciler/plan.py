@@ -31,6 +31,7 @@ from reconciler.actions import (
     PatchFinalizers,
     PatchStatus,
     Plan,
+    pod_event,
 )
 from reconciler.config import Config
 from reconciler.constants import (
@@ -122,6 +123,10 @@ def _event(redis: Redis, type_: str, reason: str, message: str) -> EventSpec:
     return EventSpec(_redis_ref(redis), type_, reason, message, REDIS_COMPONENT)
 
 
+def _pod_event(redis: Redis, reason: str, pod_name: str, why: str) -> EventSpec:
+    return pod_event(_redis_ref(redis), reason, (pod_name,), why, REDIS_COMPONENT)
+
+
 def _in_backoff(failure: Failure | None, config: Config, now: datetime) -> bool:
     return (
         failure is not None
@@ -183,7 +188,6 @@ def _plan_redis_deletion(redis: Redis, podset: _PodSet) -> list[Action]:
     actions: list[Action] = []
     for pod in podset.owned:
         if not pod.terminating:
-            msg = f"Deleted pod {pod.name}: Redis deleted"
             actions.append(
                 DeletePod(
                     redis.key,
@@ -191,7 +195,7 @@ def _plan_redis_deletion(redis: Redis, podset: _PodSet) -> list[Action]:
                     pod.name,
                     pod.uid,
                     "Redis deleted",
-                    _event(redis, "Normal", "DeletePod", msg),
+                    _pod_event(redis, "DeletePod", pod.name, "Redis deleted"),
                 )
             )
     if not podset.owned and FINALIZER in redis.finalizers:
@@ -278,7 +282,6 @@ def _plan_redis_live(
         idx = _pod_index(redis.name, pod.name)
         if pod.terminating or (idx is not None and idx < spec.num):
             continue
-        msg = f"Deleted pod {pod.name}: scale down to {spec.num}"
         pod_actions.append(
             DeletePod(
                 redis.key,
@@ -286,7 +289,7 @@ def _plan_redis_live(
                 pod.name,
                 pod.uid,
                 "scale down",
-                _event(redis, "Normal", "DeletePod", msg),
+                _pod_event(redis, "DeletePod", pod.name, f"scale down to {spec.num}"),
             )
         )
         deleted.add(pod.name)
@@ -306,7 +309,7 @@ def _plan_redis_live(
             CreatePod(
                 redis.key,
                 pod_manifest(redis, spec, idx),
-                _event(redis, "Normal", "CreatePod", f"Created pod {name}: {why}"),
+                _pod_event(redis, "CreatePod", name, why),
             )
         )
         created.add(name)
@@ -324,7 +327,6 @@ def _plan_redis_live(
         )
         if others_ready:
             pod = live[victim]
-            msg = f"Deleted pod {pod.name}: spec changed"
             pod_actions.append(
                 DeletePod(
                     redis.key,
@@ -332,7 +334,7 @@ def _plan_redis_live(
                     pod.name,
                     pod.uid,
                     "spec changed",
-                    _event(redis, "Normal", "DeletePod", msg),
+                    _pod_event(redis, "DeletePod", pod.name, "spec changed"),
                 )
             )
             deleted.add(pod.name)

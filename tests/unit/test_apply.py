@@ -184,32 +184,56 @@ def test_pod_events_of_one_pass_are_merged_per_object_and_reason():
 
 
 def test_merge_keeps_different_reasons_and_single_events_apart():
-    from reconciler.actions import EventSpec, ObjRef
+    from reconciler.actions import EventSpec, ObjRef, pod_event
     from reconciler.apply import merge_pod_events
 
     ref = ObjRef("v1", "Redis", "ns", "r", "u")
     other = ObjRef("v1", "Redis", "ns", "s", "u2")
 
-    def ev(msg, ref=ref, reason="CreatePod"):
-        return EventSpec(ref, "Normal", reason, msg, "redis-controller")
+    def ev(pod, why, ref=ref, reason="CreatePod"):
+        return pod_event(ref, reason, [pod], why, "redis-controller")
 
+    # Looks like a pod event but is not one: merging never reads the text.
+    lookalike = EventSpec(ref, "Normal", "CreatePod", "Created pod r-9: scale up", "x")
+    plain = EventSpec(ref, "Normal", "CreatePod", "Something else entirely", "redis-controller")
     merged = merge_pod_events(
         [
-            ev("Created pod r-0: scale up"),
-            ev("Created pod r-1: deleted by hand"),
-            ev("Created pod r-2: scale up"),
-            ev("Deleted pod r-5: scale down to 3", reason="DeletePod"),
-            ev("Created pod s-0: scale up", ref=other),
-            ev("Something else entirely"),
+            ev("r-0", "scale up"),
+            ev("r-1", "deleted by hand"),
+            ev("r-2", "scale up"),
+            ev("r-5", "scale down to 3", reason="DeletePod"),
+            ev("r-6", "scale down to 3", reason="DeletePod"),
+            ev("s-0", "scale up", ref=other),
+            lookalike,
+            plain,
+            plain,
         ]
     )
-    assert [m.message for m in merged] == [
-        "Created pods r-0, r-2: scale up",
-        "Created pod r-1: deleted by hand",
-        "Deleted pod r-5: scale down to 3",
-        "Created pod s-0: scale up",
-        "Something else entirely",
+    assert [(m.message, m.pods) for m in merged] == [
+        ("Created pods r-0, r-2: scale up", ("r-0", "r-2")),
+        ("Created pod r-1: deleted by hand", ("r-1",)),
+        ("Deleted pods r-5, r-6: scale down to 3", ("r-5", "r-6")),
+        ("Created pod s-0: scale up", ("s-0",)),
+        ("Created pod r-9: scale up", ()),
+        ("Something else entirely", ()),
+        ("Something else entirely", ()),
     ]
+    assert merged[0].why == "scale up" and merged[2].reason == "DeletePod"
+
+
+def test_merged_event_name_is_unchanged():
+    """The event name hashes the message, so a batch posted by an older
+    version is found (and counted) again, not posted anew."""
+    from reconciler.actions import ObjRef, pod_event
+    from reconciler.apply import merge_pod_events
+    from reconciler.events import event_name
+
+    ref = ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", "uid-default-r")
+    (merged,) = merge_pod_events(
+        [pod_event(ref, "CreatePod", [f"r-{i}"], "scale up", "redis-controller") for i in range(3)]
+    )
+    assert merged.message == "Created pods r-0, r-1, r-2: scale up"
+    assert event_name(merged) == "r.6cee7e4adda2d104"  # as named before the change
 
 
 def test_events_of_successful_writes_are_posted_even_when_a_later_write_fails():
