@@ -88,7 +88,7 @@ def _await_passes(child: proc.Child, port: int, count: float, timeout: float) ->
         reading = _read(child, port)
         if reading is not None and reading.passes >= count:
             return reading
-        time.sleep(0.05)
+        time.sleep(0.5)  # each scrape costs the daemon CPU; keep them few
     raise RuntimeError(f"reconciler run: fewer than {count:.0f} passes in {timeout:.0f}s")
 
 

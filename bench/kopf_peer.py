@@ -9,10 +9,15 @@ children, and a delete handler, which makes kopf put its finalizer on every
 Redis. kopf's own costs (the finalizer patch, the last-handled-configuration
 annotation, watch streams) are its normal price and are left in.
 
-Same end state as the reconciler's first pass: 3 pods per Redis, owned with
+Same end state as the reconciler's: 3 pods per Redis, owned with
 controller=true and carrying the same manifest (bar the managed-by label), a
-finalizer, ``status.replicas``; each Xca ``status.active`` and
-``status.last_update_time``; and the same CreatePod and Activated events.
+finalizer, ``status.replicas`` and ``status.readyReplicas``; each Xca
+``status.active`` and ``status.last_update_time``; and the same CreatePod and
+Activated events.
+
+readyReplicas is kept the way kopf's documentation keeps children in view: an
+index of the operator's pods by owner, and an event handler on those pods that
+patches the owner's status when its count of Ready pods changes (and only then).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import kopf
 import pykube
 import requests
 
-from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY
+from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, REDIS_GROUP, REDIS_VERSION
 from reconciler.model import redis_from_api
 from reconciler.plan import pod_manifest
 from reconciler.spec import validate_redis_spec
@@ -39,6 +44,8 @@ DEFAULT_IMAGE = "redis:5-alpine"
 WRITE_CONCURRENCY = 8  # the reconciler's default, for a like-for-like comparison
 
 _local = threading.local()
+_written_lock = threading.Lock()
+_ready_written: dict[tuple[str, str], int] = {}  # (namespace, redis) -> last readyReplicas
 
 
 def _api() -> pykube.HTTPClient:
@@ -115,3 +122,38 @@ def xca_activate(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: A
     patch.status["active"] = True
     patch.status["last_update_time"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     kopf.info(body, reason="Activated", message=f"Xca {body.metadata.name} activated")
+
+
+def _pod_ready(status: kopf.Status) -> bool:
+    conditions = status.get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+@kopf.index("pods", labels={LABEL_MANAGED_BY: MANAGED_BY})
+def pods_by_owner(
+    name: str, namespace: str, labels: kopf.Labels, status: kopf.Status, **_: Any
+) -> dict[tuple[str, str], tuple[str, bool]]:
+    return {(namespace, labels[LABEL_INSTANCE]): (name, _pod_ready(status))}
+
+
+@kopf.on.event("pods", labels={LABEL_MANAGED_BY: MANAGED_BY})
+def pod_changed(namespace: str, labels: kopf.Labels, pods_by_owner: kopf.Index, **_: Any) -> None:
+    """Patch the owner's readyReplicas when its number of Ready pods changed."""
+    key = (namespace, labels[LABEL_INSTANCE])
+    ready = sum(1 for _, ok in pods_by_owner.get(key, ()) if ok)
+    with _written_lock:
+        if _ready_written.get(key) == ready:
+            return
+        _ready_written[key] = ready
+    resp = _api().patch(
+        version=f"{REDIS_GROUP}/{REDIS_VERSION}",
+        namespace=namespace,
+        url=f"redis/{key[1]}/status",
+        json={"status": {"readyReplicas": ready}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    if not resp.ok:
+        with _written_lock:
+            _ready_written.pop(key, None)  # write it again on the next pod event
+        if resp.status_code != 404:  # the Redis is gone: nothing to report on
+            resp.raise_for_status()

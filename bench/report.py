@@ -141,7 +141,7 @@ def linearity(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             },
             "per_object_largest_vs_smallest": growth,
             "exponent": out_exponent,
-            "linear": out_exponent is not None and out_exponent <= EXPONENT_LIMIT,
+            "linear": None if out_exponent is None else out_exponent <= EXPONENT_LIMIT,
         }
     return out
 

@@ -218,13 +218,15 @@ def pod_ok(pod: Mapping[str, Any]) -> bool:
 
 
 def redis_ok(finalizer: str | None) -> Judge:
-    """Finalizer present (``None``: any finalizer) and status.replicas == spec.num."""
+    """Finalizer present (``None``: any finalizer), and status.replicas and
+    status.readyReplicas both equal spec.num."""
 
     def judge(obj: Mapping[str, Any]) -> bool:
         finalizers = (obj.get("metadata") or {}).get("finalizers") or ()
         has = bool(finalizers) if finalizer is None else finalizer in finalizers
         want = (obj.get("spec") or {}).get("num", 0)
-        return has and (obj.get("status") or {}).get("replicas") == want
+        status = obj.get("status") or {}
+        return has and status.get("replicas") == want and status.get("readyReplicas") == want
 
     return judge
 
@@ -245,7 +247,7 @@ def pods_settled(expected: int) -> Callable[[Board], bool]:
 
 def common_end_state(n: int, pods_per_redis: int = 3) -> Callable[[Board], bool]:
     """The end state every contender must reach: all pods Ready, finalizers,
-    Redis status written, every Xca active."""
+    Redis status written with every pod counted Ready, every Xca active."""
 
     def check(board: Board) -> bool:
         pods, redis, xcas = board["pods"], board["redis"], board["xcas"]
