@@ -49,17 +49,32 @@ def _tree_hash(root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def freeze_code(dest: Path) -> dict[str, str]:
+def freeze_code(dest: Path, worktree: bool) -> dict[str, str]:
     """Copy reconciler/ and bench/ so every child of this run runs the same code.
 
-    Others commit to reconciler/ while a run is in progress; children started
-    with cwd=dest import the copy (for ``python -m``, the working directory
-    comes first on sys.path), and the harness imported the same code at start.
+    By default the copy is of the last commit (``git archive HEAD``), so a
+    result names exactly the code it measured, whatever is being edited in the
+    work tree meanwhile; ``worktree`` copies the work tree as it is instead.
+    Children started with cwd=dest import the copy (for ``python -m``, the
+    working directory comes first on sys.path).
     """
-    ignore = shutil.ignore_patterns("__pycache__", "results")
-    for package in ("reconciler", "bench"):
-        shutil.copytree(ROOT / package, dest / package, ignore=ignore, dirs_exist_ok=True)
-    return {"dir": str(dest), "reconciler_sha": _tree_hash(dest / "reconciler")}
+    dest.mkdir(parents=True, exist_ok=True)
+    if worktree:
+        ignore = shutil.ignore_patterns("__pycache__", "results")
+        for package in ("reconciler", "bench"):
+            shutil.copytree(ROOT / package, dest / package, ignore=ignore, dirs_exist_ok=True)
+    else:
+        archive = subprocess.run(
+            ["git", "archive", "HEAD", "reconciler", "bench"], cwd=ROOT, capture_output=True
+        )
+        if archive.returncode != 0:
+            raise SystemExit(f"git archive failed: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return {
+        "dir": str(dest),
+        "source": "worktree" if worktree else "HEAD",
+        "reconciler_sha": _tree_hash(dest / "reconciler"),
+    }
 
 
 def _git(*args: str) -> str:
@@ -148,6 +163,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--sizes", default="100,500,1000", help="comma-separated N (default %(default)s)"
     )
     p.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    p.add_argument(
+        "--worktree",
+        action="store_true",
+        help="measure the work tree as it is (default: the last commit)",
+    )
     p.add_argument("--no-kopf", action="store_true", help="skip the kopf peer")
     p.add_argument("--no-profile", action="store_true", help="skip the pyinstrument profiles")
     p.add_argument("--qps", type=int, default=1000, help="RECONCILER_QPS (default %(default)s)")
@@ -165,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or RESULTS / f"{stamp}.json"
-    code = freeze_code(STATE_DIR / "frozen" / stamp)
+    code = freeze_code(STATE_DIR / "frozen" / stamp, args.worktree)
     cluster = launcher.up(STATE_DIR)
     try:
         api = Api(cluster.server, cluster.token, cluster.ca_file)
