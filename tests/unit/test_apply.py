@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from reconciler.actions import Plan
 from reconciler.apply import (
     CONFLICT,
@@ -14,7 +16,7 @@ from reconciler.apply import (
     next_failures,
 )
 from reconciler.kube import ApiError, Unreachable
-from reconciler.model import Failure
+from reconciler.model import Snapshot
 from reconciler.plan import plan, plan_redis
 
 from .builders import CONFIG, NOW, redis
@@ -110,8 +112,6 @@ def test_delete_of_a_gone_pod_is_not_an_error():
 def test_unreachable_is_a_failure():
     kube = FakeKube()
     kube.errors[("PATCH/status", "x")] = Unreachable("connection refused")
-    from reconciler.model import Snapshot
-
     from .builders import xca
 
     report = run(kube, plan(Snapshot((), (xca(),), ()), CONFIG, NOW).actions)
@@ -155,9 +155,43 @@ def test_failures_are_counted_kept_while_backing_off_and_cleared_on_success():
     assert cleared == {}
 
 
-def test_previous_failure_record_shape():
-    f = Failure(2, "boom")
-    assert f.reason == "ReconcileError" and f.retry_at == 0.0
+def test_failure_memory_across_passes_names_the_error_and_doubles_the_wait():
+    """Planner, executor and next_failures pass by pass, each pass at the time
+    the planner next allows a retry."""
+    r = redis(num=1)
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    failures: dict = {}
+
+    def one_pass(t):
+        p = plan(Snapshot((r,), (), (), failures), CONFIG, datetime.fromtimestamp(t, UTC))
+        report = run(kube, p.actions)
+        limits = {
+            "threshold": CONFIG.failure_threshold,
+            "base": CONFIG.backoff_base,
+            "cap": CONFIG.backoff_max,
+        }
+        return p, next_failures(failures, p, report, t, **limits)
+
+    t, waits, announced = NOW.timestamp(), [], []
+    for _ in range(5):
+        _, (failures, newly) = one_pass(t)
+        rec = failures[r.key]
+        waits.append(rec.retry_at - t)
+        announced.append(bool(newly))
+        assert (rec.message, rec.reason) == (
+            "422 Invalid: spec.containers[0].image: bad",
+            "InvalidObject",
+        )
+        if rec.retry_at > t:
+            # Inside the wait: no pod write, and the record stands as it is.
+            held, (kept, _) = one_pass(t + 1)
+            assert held.backing_off == {r.key}
+            assert not [a for a in held.actions if a.verb == "create"]
+            assert kept == failures
+        t = max(rec.retry_at, t + 1)
+    assert [failures[r.key].count, *waits] == [5, 0, 0, 30, 60, 120]  # defaults: 3, 30s
+    assert announced[:3] == [False, False, True]
 
 
 def test_failure_is_reported_as_a_warning_event_on_the_object():
