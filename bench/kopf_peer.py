@@ -44,7 +44,8 @@ DEFAULT_IMAGE = "redis:5-alpine"
 WRITE_CONCURRENCY = 8  # the reconciler's default, for a like-for-like comparison
 
 _local = threading.local()
-_written_lock = threading.Lock()
+_owner_locks: dict[tuple[str, str], threading.Lock] = {}
+_owner_locks_guard = threading.Lock()
 _ready_written: dict[tuple[str, str], int] = {}  # (namespace, redis) -> last readyReplicas
 
 
@@ -136,24 +137,39 @@ def pods_by_owner(
     return {(namespace, labels[LABEL_INSTANCE]): (name, _pod_ready(status))}
 
 
+def _count_ready(index: kopf.Index, key: tuple[str, str]) -> int:
+    """The event loop may update the index while a handler thread reads it."""
+    for _ in range(10):
+        try:
+            return sum(1 for _, ok in list(index.get(key, ())) if ok)
+        except RuntimeError:  # changed size during iteration
+            continue
+    return sum(1 for _, ok in list(index.get(key, ())) if ok)
+
+
 @kopf.on.event("pods", labels={LABEL_MANAGED_BY: MANAGED_BY})
 def pod_changed(namespace: str, labels: kopf.Labels, pods_by_owner: kopf.Index, **_: Any) -> None:
-    """Patch the owner's readyReplicas when its number of Ready pods changed."""
+    """Patch the owner's readyReplicas when its number of Ready pods changed.
+
+    Handlers for one owner's pods run concurrently on the executor, so the
+    count is read from the (live) index and written under a per-owner lock:
+    whichever handler runs last writes the latest count.
+    """
     key = (namespace, labels[LABEL_INSTANCE])
-    ready = sum(1 for _, ok in pods_by_owner.get(key, ()) if ok)
-    with _written_lock:
+    with _owner_locks_guard:
+        lock = _owner_locks.setdefault(key, threading.Lock())
+    with lock:
+        ready = _count_ready(pods_by_owner, key)
         if _ready_written.get(key) == ready:
             return
-        _ready_written[key] = ready
-    resp = _api().patch(
-        version=f"{REDIS_GROUP}/{REDIS_VERSION}",
-        namespace=namespace,
-        url=f"redis/{key[1]}/status",
-        json={"status": {"readyReplicas": ready}},
-        headers={"Content-Type": "application/merge-patch+json"},
-    )
-    if not resp.ok:
-        with _written_lock:
-            _ready_written.pop(key, None)  # write it again on the next pod event
-        if resp.status_code != 404:  # the Redis is gone: nothing to report on
+        resp = _api().patch(
+            version=f"{REDIS_GROUP}/{REDIS_VERSION}",
+            namespace=namespace,
+            url=f"redis/{key[1]}/status",
+            json={"status": {"readyReplicas": ready}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        if resp.ok:
+            _ready_written[key] = ready
+        elif resp.status_code != 404:  # 404: the Redis is gone, nothing to report on
             resp.raise_for_status()
