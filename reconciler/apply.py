@@ -335,24 +335,26 @@ def next_failures(
 ) -> tuple[dict[ObjKey, Failure], list[tuple[ObjKey, Failure]]]:
     """Carry failure counts across passes; never drop an object.
 
-    Returns the new map and the objects that just reached the threshold (they
-    get a Warning event saying that they are being backed off).
+    Returns the new map and the objects whose count is at or past the
+    threshold after this pass. Each of them gets a Warning event naming the
+    count and the next attempt, so every failed retry under backoff is visible
+    (retries are rare by then, so these events are too).
     """
     failed: dict[ObjKey, Outcome] = {}
     for outcome in report.outcomes:
         if outcome.result == FAILED:
             failed.setdefault(outcome.action.owner, outcome)
     out: dict[ObjKey, Failure] = {}
-    newly_backing_off: list[tuple[ObjKey, Failure]] = []
+    backing_off: list[tuple[ObjKey, Failure]] = []
     for key, outcome in failed.items():
         count = (previous[key].count if key in previous else 0) + 1
         delay = backoff_seconds(count, threshold, base, cap)
         rec = Failure(count, outcome.error or "unknown error", outcome.reason, now + delay)
         out[key] = rec
         if count >= threshold:
-            newly_backing_off.append((key, rec))
+            backing_off.append((key, rec))
     for key, rec in previous.items():
         # Backing off: only a status write may have run; the count stands.
         if key in plan.backing_off and key not in failed:
             out[key] = rec
-    return out, newly_backing_off
+    return out, backing_off

@@ -170,7 +170,7 @@ def run_pass(
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
     if apply and not dry_run:
-        failures, newly = next_failures(
+        failures, backing_off = next_failures(
             state.failures,
             the_plan,
             applied,
@@ -182,7 +182,7 @@ def run_pass(
         state.failures = failures
         state.conflict_pods -= obs.gone
         state.conflict_pods |= {o.conflict_pod for o in applied.failed() if o.conflict_pod}
-        for key, rec in newly:
+        for key, rec in backing_off:
             log.warning("[%s] %d consecutive failures; backing off", key, rec.count)
             if (event := _backoff_event(refs, key, rec)) is not None:
                 post_event(kube, event, clock)
