@@ -226,7 +226,7 @@ def run_reconciler(setup: Setup, n: int) -> ReconcilerResult:
         setup.log_dir / f"{namespace}.daemon.log",
         setup.code_dir,
     )
-    result.daemon["machine_cpu"] = setup.meter.since(before, 0.0)
+    result.daemon["machine_cpu"] = setup.meter.since(before, result.daemon["total_cpu"])
     return result
 
 

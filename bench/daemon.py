@@ -124,4 +124,5 @@ def measure(
         "requests": (last.requests - first.requests) / done,
         "rss_mb": last.rss_mb,
         "max_rss_mb": usage.max_rss_mb,
+        "total_cpu": usage.cpu,  # the whole process, start-up included
     }
