@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from reconciler.model import Pod
 
 REPORTED_CONDITIONS = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+# With no previous view (a first run, or cron without --state-file), every pod
+# is "added". Past this many, one summary line is logged at INFO and the pod
+# lines at DEBUG, so a cron pass over thousands of pods does not log thousands.
+FIRST_VIEW_INFO_LINES = 50
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,19 @@ def run_pass(
 
     if config.pod_report and obs.report_pods is not None:
         current = pod_report.views(obs.report_pods)
-        for line in pod_report.diff(state.pod_views, current):
+        lines = pod_report.diff(state.pod_views, current)
+        level = logging.INFO
+        if state.pod_views is None and len(lines) > pod_report.FIRST_VIEW_INFO_LINES:
+            level = logging.DEBUG
             log.info(
+                "pod report: first view of %d pods; pod lines are at DEBUG, and "
+                "changes are reported from the next pass (across runs with --state-file)",
+                len(current),
+                extra={"pass_id": pass_id},
+            )
+        for line in lines:
+            log.log(
+                level,
                 "[%s] pod %s",
                 line.pod,
                 line.message,

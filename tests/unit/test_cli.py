@@ -202,3 +202,54 @@ def test_kubeconfig_flag_works_without_a_home_directory(tmp_path, monkeypatch):
         "os.path.expanduser", lambda p: (_ for _ in ()).throw(RuntimeError("no home"))
     )
     assert Kube(ClientOptions(kubeconfig=str(cfg))).server == "https://127.0.0.1:9"
+
+
+SELECTOR = {"RECONCILER_POD_REPORT_SELECTOR": "a=b"}
+
+
+def _pods(count: int) -> list[dict]:
+    return [
+        {
+            "metadata": {"name": f"p{i}", "namespace": "default", "labels": {"a": "b"}},
+            "status": {"phase": "Running"},
+        }
+        for i in range(count)
+    ]
+
+
+def test_first_view_of_many_pods_is_one_info_line(kube, caplog, monkeypatch):
+    from reconciler import report
+
+    monkeypatch.setattr(report, "FIRST_VIEW_INFO_LINES", 3)
+    kube.lists["Pod"] = _pods(4)
+    caplog.set_level("DEBUG")
+    assert invoke("sync", "--log-level", "DEBUG", env=SELECTOR).exit_code == 0
+    added = [r for r in caplog.records if "pod added" in r.getMessage()]
+    assert len(added) == 4 and {r.levelname for r in added} == {"DEBUG"}
+    summary = [r for r in caplog.records if "first view of 4 pods" in r.getMessage()]
+    assert [r.levelname for r in summary] == ["INFO"]
+
+
+def test_first_view_of_few_pods_and_later_changes_stay_at_info(kube, caplog, tmp_path, monkeypatch):
+    from reconciler import report
+
+    monkeypatch.setattr(report, "FIRST_VIEW_INFO_LINES", 3)
+    state = tmp_path / "state.json"
+    kube.lists["Pod"] = _pods(3)
+    caplog.set_level("DEBUG")
+    assert (
+        invoke("sync", "--log-level", "DEBUG", "--state-file", str(state), env=SELECTOR).exit_code
+        == 0
+    )
+    added = [r for r in caplog.records if "pod added" in r.getMessage()]
+    assert len(added) == 3 and {r.levelname for r in added} == {"INFO"}
+    assert "first view" not in caplog.text
+    # With a previous view, even many new pods are each reported at INFO.
+    kube.lists["Pod"] = _pods(10)
+    caplog.clear()
+    assert (
+        invoke("sync", "--log-level", "DEBUG", "--state-file", str(state), env=SELECTOR).exit_code
+        == 0
+    )
+    added = [r for r in caplog.records if "pod added" in r.getMessage()]
+    assert len(added) == 7 and {r.levelname for r in added} == {"INFO"}
