@@ -85,16 +85,18 @@ class PassRecord:
         return int(self.summary.get("api_writes", 0))
 
 
+def target_args(namespace: str, kubeconfig: Path) -> list[str]:
+    """The namespace and cluster every reconciler command of the run points at."""
+    return ["-n", namespace, "--kubeconfig", str(kubeconfig)]
+
+
 def sync_argv(namespace: str, kubeconfig: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
         "reconciler",
         "sync",
-        "-n",
-        namespace,
-        "--kubeconfig",
-        str(kubeconfig),
+        *target_args(namespace, kubeconfig),
         "-o",
         "json",
     ]
@@ -221,7 +223,7 @@ def run_reconciler(setup: Setup, n: int) -> ReconcilerResult:
     )
     before = setup.meter.snapshot()
     result.daemon = daemon.measure(
-        sync_argv(namespace, setup.kubeconfig)[4:-2],  # -n NS --kubeconfig K
+        target_args(namespace, setup.kubeconfig),
         setup.reconciler_env(),
         setup.log_dir / f"{namespace}.daemon.log",
         setup.code_dir,

@@ -120,7 +120,7 @@ def measure_size(setup: Setup, n: int, with_kopf: bool) -> dict[str, Any]:
 
 def _profile_pass(setup: Setup, namespace: str, prefix: Path) -> dict[str, Any]:
     argv = [sys.executable, "-m", "bench.profile", str(prefix), "--"]
-    argv += contenders.sync_argv(namespace, setup.kubeconfig)[3:]
+    argv += ["sync", *contenders.target_args(namespace, setup.kubeconfig), "-o", "json"]
     res = subprocess.run(
         argv,
         env=setup.reconciler_env(),
@@ -186,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or RESULTS / f"{stamp}.json"
     code = freeze_code(STATE_DIR / "frozen" / stamp, args.worktree)
+    if _tree_hash(ROOT / "reconciler") != code["reconciler_sha"]:
+        # The write limit is planned in this process, from the work tree: it
+        # must replay the same code that the measured passes run.
+        raise SystemExit(
+            "reconciler/ differs from the last commit: commit it, or pass --worktree "
+            "to measure the work tree"
+        )
     cluster = launcher.up(STATE_DIR)
     try:
         api = Api(cluster.server, cluster.token, cluster.ca_file)
