@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import proc
+from bench.cpu import process_cpu
 
 _SAMPLE = re.compile(r"^(\w+)(\{[^}]*\})? ([0-9.eE+-]+)$")
-_TICKS = 100.0  # USER_HZ; os.sysconf("SC_CLK_TCK") on every Linux we run on
 
 
 @dataclass(frozen=True)
@@ -41,16 +41,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _cpu_and_rss(pid: int) -> tuple[float, float]:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-    rss_kb = 0.0
+def _rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
-                rss_kb = float(line.split()[1])
-    return cpu, rss_kb / 1024.0
+                return float(line.split()[1]) / 1024.0
+    return 0.0
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -69,14 +65,13 @@ def _read(child: proc.Child, port: int) -> Reading | None:
         values = _metrics(port)
     except OSError:
         return None
-    cpu, rss = _cpu_and_rss(child.pid)
     return Reading(
         at=time.monotonic(),
-        cpu=cpu,
+        cpu=process_cpu(child.pid),
         passes=values.get("reconciler_passes_total", 0.0),
         pass_seconds=values.get("reconciler_pass_duration_seconds_sum", 0.0),
         requests=values.get("reconciler_api_requests_total", 0.0),
-        rss_mb=rss,
+        rss_mb=_rss_mb(child.pid),
     )
 
 
