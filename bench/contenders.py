@@ -26,7 +26,7 @@ from bench.cpu import CpuMeter
 from bench.kubeapi import Api, populate
 from bench.watch import Board, namespace_board, pods_settled
 from bench.writes import fire, first_pass_requests
-from reconciler.constants import FINALIZER
+from reconciler.kinds.redis import FINALIZER
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ import kopf
 import pykube
 import requests
 
-from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, REDIS_GROUP, REDIS_VERSION
-from reconciler.model import redis_from_api
-from reconciler.plan import pod_manifest
-from reconciler.spec import validate_redis_spec
+from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY
+from reconciler.kinds.redis import GROUP as REDIS_GROUP
+from reconciler.kinds.redis import VERSION as REDIS_VERSION
+from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
 
 REDIS = ("myapp.demo.kubebuilder.io", "v1", "redis")
 XCA = ("apps.xca.k8s.kb.cx", "v1beta1", "xcas")
@@ -69,10 +69,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 def _pod(body: kopf.Body, index: int) -> dict[str, Any]:
     """The reconciler's pod manifest, owned the kopf way."""
-    spec, errors = validate_redis_spec(dict(body.get("spec") or {}), DEFAULT_IMAGE)
-    if spec is None:
-        raise kopf.PermanentError("; ".join(map(str, errors)))
-    manifest = pod_manifest(redis_from_api(body), spec, index)
+    check = validate_spec(dict(body.get("spec") or {}), DEFAULT_IMAGE)
+    if check.spec is None:
+        raise kopf.PermanentError("; ".join(map(str, check.errors)))
+    manifest = pod_manifest(from_api(body), check.spec, index)
     meta = manifest["metadata"]
     meta["labels"][LABEL_MANAGED_BY] = MANAGED_BY
     del meta["ownerReferences"]

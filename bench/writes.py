@@ -27,9 +27,11 @@ from bench.kubeapi import MERGE_PATCH, Api, Request, parallel
 from reconciler.actions import Plan
 from reconciler.apply import Executor
 from reconciler.config import Config
+from reconciler.kinds.registry import KINDS
 from reconciler.kube import Kube
-from reconciler.model import Snapshot, redis_from_api, xca_from_api
+from reconciler.model import ResourceType
 from reconciler.plan import plan
+from reconciler.snapshot import Snapshot
 from reconciler.sync import object_refs
 
 WORKERS = 8  # the reconciler's default write_concurrency
@@ -63,14 +65,14 @@ class Recorder:
     def __init__(self) -> None:
         self.requests: list[Request] = []
 
-    def create(self, kind: str, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        self.requests.append(Request("POST", Kube.path(kind, namespace), dict(body)))
+    def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        self.requests.append(Request("POST", Kube.path(res, namespace), dict(body)))
         return {}
 
     def merge_patch(
-        self, kind: str, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
+        self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
     ) -> dict[str, Any]:
-        path = Kube.path(kind, namespace, name, sub)
+        path = Kube.path(res, namespace, name, sub)
         self.requests.append(Request("PATCH", path, _unguarded(body), MERGE_PATCH))
         return {}
 
@@ -83,7 +85,9 @@ def first_pass_requests(
 ) -> list[list[Request]]:
     """Per object, in executor order, the requests of a first pass over new objects."""
     now = datetime.now(UTC)
-    snapshot = Snapshot(tuple(map(redis_from_api, redis)), tuple(map(xca_from_api, xcas)), pods=())
+    raw = {"Redis": redis, "Xca": xcas}
+    objects = {kind.name: tuple(map(kind.decode, raw[kind.name])) for kind in KINDS}
+    snapshot = Snapshot(objects, pods=())
     the_plan = plan(snapshot, Config(), now)
     groups: list[list[Request]] = []
     for actions in the_plan.by_owner().values():

@@ -9,9 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from reconciler.model import ObjKey
+from reconciler.model import PODS, ObjKey
+
+
+class Verb(StrEnum):
+    """What an action does; its value is the word in logs, summaries and metrics."""
+
+    CREATE = "create"
+    DELETE = "delete"
+    PATCH_FINALIZERS = "patch-finalizers"
+    PATCH_STATUS = "patch-status"
 
 
 @dataclass(frozen=True)
@@ -62,13 +72,13 @@ class CreatePod:
     owner: ObjKey
     manifest: Mapping[str, Any]
     event: EventSpec | None = None
-    verb: str = field(default="create", init=False)
-    kind: str = field(default="Pod", init=False)
+    verb: Verb = field(default=Verb.CREATE, init=False)
+    kind: str = field(default=PODS.kind, init=False)
 
     @property
     def target(self) -> ObjKey:
         meta = self.manifest["metadata"]
-        return ObjKey("Pod", meta["namespace"], meta["name"])
+        return ObjKey(PODS.kind, meta["namespace"], meta["name"])
 
     @property
     def owner_uid(self) -> str:
@@ -86,12 +96,12 @@ class DeletePod:
     uid: str
     why: str
     event: EventSpec | None = None
-    verb: str = field(default="delete", init=False)
-    kind: str = field(default="Pod", init=False)
+    verb: Verb = field(default=Verb.DELETE, init=False)
+    kind: str = field(default=PODS.kind, init=False)
 
     @property
     def target(self) -> ObjKey:
-        return ObjKey("Pod", self.namespace, self.name)
+        return ObjKey(PODS.kind, self.namespace, self.name)
 
     def describe(self) -> str:
         return f"delete pod {self.target} ({self.why})"
@@ -109,7 +119,7 @@ class PatchFinalizers:
     resource_version: str
     finalizers: tuple[str, ...]
     why: str
-    verb: str = field(default="patch-finalizers", init=False)
+    verb: Verb = field(default=Verb.PATCH_FINALIZERS, init=False)
 
     @property
     def kind(self) -> str:
@@ -129,7 +139,7 @@ class PatchStatus:
     resource_version: str
     status: Mapping[str, Any]
     events: tuple[EventSpec, ...] = ()
-    verb: str = field(default="patch-status", init=False)
+    verb: Verb = field(default=Verb.PATCH_STATUS, init=False)
 
     @property
     def kind(self) -> str:

@@ -9,13 +9,12 @@ again next pass", anything else is a failure recorded for backoff.
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any, assert_never
 
 from reconciler.actions import (
     POD_EVENT_VERBS,
@@ -27,37 +26,26 @@ from reconciler.actions import (
     PatchFinalizers,
     PatchStatus,
     Plan,
+    Verb,
     pod_event_message,
 )
-from reconciler.constants import REDIS_COMPONENT, XCA_COMPONENT
+from reconciler.backoff import DEFAULT_REASON
 from reconciler.events import post_event
+from reconciler.kinds.registry import kind_of
 from reconciler.kube import ApiError, Kube, KubeError
-from reconciler.model import Failure, ObjKey
+from reconciler.model import PODS, ObjKey, ResourceType
+from reconciler.result import ApplyReport, Outcome, Result
 
 log = logging.getLogger(__name__)
 
-OK, GONE, CONFLICT, FAILED = "ok", "gone", "conflict", "failed"
-SKIPPED, DRY_RUN = "skipped", "dry-run"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    action: Action
-    result: str
-    error: str | None = None
-    reason: str = "ReconcileError"
-    conflict_pod: ObjKey | None = None  # a foreign pod that holds a desired name
-
-
-@dataclass
-class ApplyReport:
-    outcomes: list[Outcome] = field(default_factory=list)
-
-    def counts(self) -> Counter[tuple[str, str, str]]:
-        return Counter((o.action.kind, o.action.verb, o.result) for o in self.outcomes)
-
-    def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.result == FAILED]
+FAILURE_REASONS = {
+    Verb.CREATE: "FailedCreatePod",
+    Verb.DELETE: "FailedDeletePod",
+    Verb.PATCH_FINALIZERS: "FailedUpdateFinalizers",
+    Verb.PATCH_STATUS: "FailedUpdateStatus",
+}
+POD_CONFLICT = "PodConflict"
+INVALID_OBJECT = "InvalidObject"
 
 
 class _Failed(Exception):
@@ -67,16 +55,8 @@ class _Failed(Exception):
         self.conflict_pod = conflict_pod
 
 
-FAILURE_REASONS = {
-    "create": "FailedCreatePod",
-    "delete": "FailedDeletePod",
-    "patch-finalizers": "FailedUpdateFinalizers",
-    "patch-status": "FailedUpdateStatus",
-}
-
-
 class _Progress:
-    """Logs "applied X/Y objects" every PROGRESS_EVERY seconds of a long pass."""
+    """Logs "applied X/Y objects" every EVERY seconds of a long pass."""
 
     EVERY = 5.0
 
@@ -99,6 +79,22 @@ class _Progress:
                 (self.total - self.done) / rate,
                 extra={"pass_id": self.pass_id},
             )
+
+
+@dataclass
+class _ObjectRun:
+    """What the writes of one object share: our own writes bump its
+    resourceVersion, and its pod events are posted once, merged, at the end."""
+
+    new_rv: dict[str, str] = field(default_factory=dict)
+    pod_events: list[EventSpec] = field(default_factory=list)
+
+
+def _resource(key: ObjKey) -> ResourceType:
+    kind = kind_of(key)
+    if kind is None:
+        raise TypeError(f"not one of our kinds: {key.kind}")
+    return kind.resource
 
 
 class Executor:
@@ -131,8 +127,8 @@ class Executor:
         if self.dry_run:
             for owner, actions in groups.items():
                 for action in actions:
-                    self._log(owner, action, DRY_RUN)
-                    report.outcomes.append(Outcome(action, DRY_RUN))
+                    self._log(owner, action, Result.DRY_RUN)
+                    report.outcomes.append(Outcome(action, Result.DRY_RUN))
             return report
         workers = min(self.concurrency, len(groups))
         progress = _Progress(len(groups), self.pass_id)
@@ -142,8 +138,8 @@ class Executor:
                 progress.step()
         return report
 
-    def _log(self, owner: ObjKey, action: Action, result: str, error: str | None = None) -> None:
-        level = logging.WARNING if result == FAILED else logging.INFO
+    def _log(self, owner: ObjKey, action: Action, result: Result, error: str | None = None) -> None:
+        level = logging.WARNING if result is Result.FAILED else logging.INFO
         text = action.describe() + (f": {error}" if error else "")
         log.log(
             level,
@@ -154,137 +150,147 @@ class Executor:
             extra={
                 "object": str(owner),
                 "kind": owner.kind,
-                "action": action.verb,
-                "result": result,
+                "action": str(action.verb),
+                "result": str(result),
                 "pass_id": self.pass_id,
             },
         )
 
     def _run_owner(self, owner: ObjKey, actions: list[Action]) -> list[Outcome]:
         if self.keep_going is not None and not self.keep_going():
-            return [Outcome(a, SKIPPED) for a in actions]
+            return [Outcome(a, Result.SKIPPED) for a in actions]
         outcomes: list[Outcome] = []
-        new_rv: dict[str, str] = {}  # our own writes bump the owner's resourceVersion
-        pod_events: list[EventSpec] = []  # posted once, merged, after the pod writes
+        run = _ObjectRun()
         try:
-            self._run_actions(owner, actions, outcomes, new_rv, pod_events)
+            self._run_actions(owner, actions, outcomes, run)
         finally:
-            self._events(merge_pod_events(pod_events))
+            self._events(merge_pod_events(run.pod_events))
         return outcomes
 
     def _run_actions(
-        self,
-        owner: ObjKey,
-        actions: list[Action],
-        outcomes: list[Outcome],
-        new_rv: dict[str, str],
-        pod_events: list[EventSpec],
+        self, owner: ObjKey, actions: list[Action], outcomes: list[Outcome], run: _ObjectRun
     ) -> None:
+        """In order; the first action that does not succeed skips the rest."""
         for i, action in enumerate(actions):
             try:
-                result = self._do(action, new_rv, pod_events)
+                result = self._do(action, run)
             except _Failed as exc:
-                self._log(owner, action, FAILED, str(exc))
-                outcomes.append(Outcome(action, FAILED, str(exc), exc.reason, exc.conflict_pod))
+                self._log(owner, action, Result.FAILED, str(exc))
+                outcomes.append(
+                    Outcome(action, Result.FAILED, str(exc), exc.reason, exc.conflict_pod)
+                )
                 self._warn(owner, action, str(exc), exc.reason)
-                outcomes.extend(Outcome(a, SKIPPED) for a in actions[i + 1 :])
-                break
+                outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
+                return
             self._log(owner, action, result)
             outcomes.append(Outcome(action, result))
-            if result == CONFLICT:
-                outcomes.extend(Outcome(a, SKIPPED) for a in actions[i + 1 :])
-                break
+            if result is Result.CONFLICT:
+                outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
+                return
 
     def _warn(self, owner: ObjKey, action: Action, error: str, reason: str) -> None:
         """Failures are reported on the object too, where `kubectl describe` shows them."""
         ref = self.refs.get(owner)
-        if ref is None:
+        kind = kind_of(owner)
+        if ref is None or kind is None:
             return
-        why = reason if reason == "PodConflict" else FAILURE_REASONS.get(action.verb, reason)
-        component = REDIS_COMPONENT if owner.kind == "Redis" else XCA_COMPONENT
-        post_event(
-            self.kube,
-            EventSpec(ref, "Warning", why, f"{action.describe()}: {error}", component),
-            self.clock,
-        )
+        why = reason if reason == POD_CONFLICT else FAILURE_REASONS[action.verb]
+        message = f"{action.describe()}: {error}"
+        post_event(self.kube, EventSpec(ref, "Warning", why, message, kind.component), self.clock)
 
-    def _events(self, events: tuple[EventSpec, ...] | list[EventSpec]) -> None:
+    def _events(self, events: list[EventSpec] | tuple[EventSpec, ...]) -> None:
         for ev in events:
             post_event(self.kube, ev, self.clock)
 
-    def _do(self, action: Action, new_rv: dict[str, str], pod_events: list[EventSpec]) -> str:
-        kube = self.kube
+    def _do(self, action: Action, run: _ObjectRun) -> Result:
+        """One write; API errors other than the expected ones become _Failed."""
         try:
-            if isinstance(action, CreatePod):
-                return self._create_pod(action, pod_events)
-            if isinstance(action, DeletePod):
-                try:
-                    kube.delete("Pod", action.namespace, action.name, action.uid)
-                except ApiError as exc:
-                    if exc.status == 404:
-                        return GONE
-                    raise
-                if action.event:
-                    pod_events.append(action.event)
-                return OK
-            if isinstance(action, PatchFinalizers | PatchStatus):
-                rv = new_rv.get(action.resource_version, action.resource_version)
-                key = action.owner
-                if isinstance(action, PatchFinalizers):
-                    body = {
-                        "metadata": {"finalizers": list(action.finalizers), "resourceVersion": rv}
-                    }
-                    sub = ""
-                else:
-                    body = {"metadata": {"resourceVersion": rv}, "status": dict(action.status)}
-                    sub = "status"
-                try:
-                    out = kube.merge_patch(key.kind, key.namespace, key.name, body, sub)
-                except ApiError as exc:
-                    if exc.status == 404:
-                        return GONE
-                    if exc.status == 409:
-                        return CONFLICT
-                    raise
-                new_rv[action.resource_version] = str(
-                    (out.get("metadata") or {}).get("resourceVersion", rv)
-                )
-                if isinstance(action, PatchStatus):
-                    self._events(action.events)
-                return OK
+            match action:
+                case CreatePod():
+                    return self._create_pod(action, run)
+                case DeletePod():
+                    return self._delete_pod(action, run)
+                case PatchFinalizers():
+                    return self._patch_finalizers(action, run)
+                case PatchStatus():
+                    return self._patch_status(action, run)
+                case _:
+                    assert_never(action)
         except ApiError as exc:
-            reason = "InvalidObject" if exc.status == 422 else "ReconcileError"
+            reason = INVALID_OBJECT if exc.status == 422 else DEFAULT_REASON
             raise _Failed(f"{exc.status} {exc.reason}: {exc.message}", reason) from None
         except KubeError as exc:
-            raise _Failed(str(exc), "ReconcileError") from None
-        raise TypeError(f"unknown action {action!r}")
+            raise _Failed(str(exc), DEFAULT_REASON) from None
 
-    def _create_pod(self, action: CreatePod, pod_events: list[EventSpec]) -> str:
-        kube = self.kube
+    def _create_pod(self, action: CreatePod, run: _ObjectRun) -> Result:
         target = action.target
         try:
-            kube.create("Pod", target.namespace, action.manifest)
+            self.kube.create(PODS, target.namespace, action.manifest)
         except ApiError as exc:
             if exc.status != 409:
                 raise
-            # AlreadyExists: fine if it is ours (an earlier, interrupted pass).
-            try:
-                pod = kube.get("Pod", target.namespace, target.name)
-            except ApiError as get_exc:
-                if get_exc.status == 404:
-                    return CONFLICT  # deleted meanwhile; next pass creates it
-                raise
-            refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-            if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
-                return OK
-            raise _Failed(
-                f"pod {target.name} already exists and is not owned by this Redis",
-                "PodConflict",
-                target,
-            ) from None
+            return self._already_exists(action)
         if action.event:
-            pod_events.append(action.event)
-        return OK
+            run.pod_events.append(action.event)
+        return Result.OK
+
+    def _already_exists(self, action: CreatePod) -> Result:
+        """AlreadyExists: fine if the pod is ours (an earlier, interrupted pass)."""
+        target = action.target
+        try:
+            pod = self.kube.get(PODS, target.namespace, target.name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return Result.CONFLICT  # deleted meanwhile; the next pass creates it
+            raise
+        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+        if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
+            return Result.OK
+        raise _Failed(
+            f"pod {target.name} already exists and is not owned by this {action.owner.kind}",
+            POD_CONFLICT,
+            target,
+        )
+
+    def _delete_pod(self, action: DeletePod, run: _ObjectRun) -> Result:
+        try:
+            self.kube.delete(PODS, action.namespace, action.name, action.uid)
+        except ApiError as exc:
+            if exc.status == 404:
+                return Result.GONE
+            raise
+        if action.event:
+            run.pod_events.append(action.event)
+        return Result.OK
+
+    def _patch_finalizers(self, action: PatchFinalizers, run: _ObjectRun) -> Result:
+        rv = run.new_rv.get(action.resource_version, action.resource_version)
+        body = {"metadata": {"finalizers": list(action.finalizers), "resourceVersion": rv}}
+        return self._patch(action.owner, action.resource_version, body, "", run)
+
+    def _patch_status(self, action: PatchStatus, run: _ObjectRun) -> Result:
+        rv = run.new_rv.get(action.resource_version, action.resource_version)
+        body = {"metadata": {"resourceVersion": rv}, "status": dict(action.status)}
+        result = self._patch(action.owner, action.resource_version, body, "status", run)
+        if result is Result.OK:
+            self._events(action.events)
+        return result
+
+    def _patch(
+        self, key: ObjKey, observed_rv: str, body: dict[str, Any], sub: str, run: _ObjectRun
+    ) -> Result:
+        """A merge patch guarded by resourceVersion; 409 and 404 mean "next pass"."""
+        try:
+            out = self.kube.merge_patch(_resource(key), key.namespace, key.name, body, sub)
+        except ApiError as exc:
+            if exc.status == 404:
+                return Result.GONE
+            if exc.status == 409:
+                return Result.CONFLICT
+            raise
+        sent_rv = body["metadata"]["resourceVersion"]
+        run.new_rv[observed_rv] = str((out.get("metadata") or {}).get("resourceVersion", sent_rv))
+        return Result.OK
 
 
 def merge_pod_events(events: list[EventSpec]) -> list[EventSpec]:
@@ -311,50 +317,3 @@ def merge_pod_events(events: list[EventSpec]) -> list[EventSpec]:
         message = pod_event_message(first.reason, pods, first.why)
         merged.append(replace(first, pods=pods, message=message))
     return merged
-
-
-# ------------------------------------------------------------ failure memory
-
-
-def backoff_seconds(count: int, threshold: int, base: float, cap: float) -> float:
-    """0 below the threshold, then base, 2*base, 4*base ... capped."""
-    if count < threshold:
-        return 0.0
-    return min(cap, base * math.pow(2, count - threshold))
-
-
-def next_failures(
-    previous: Mapping[ObjKey, Failure],
-    plan: Plan,
-    report: ApplyReport,
-    now: float,
-    *,
-    threshold: int,
-    base: float,
-    cap: float,
-) -> tuple[dict[ObjKey, Failure], list[tuple[ObjKey, Failure]]]:
-    """Carry failure counts across passes; never drop an object.
-
-    Returns the new map and the objects whose count is at or past the
-    threshold after this pass. Each of them gets a Warning event naming the
-    count and the next attempt, so every failed retry under backoff is visible
-    (retries are rare by then, so these events are too).
-    """
-    failed: dict[ObjKey, Outcome] = {}
-    for outcome in report.outcomes:
-        if outcome.result == FAILED:
-            failed.setdefault(outcome.action.owner, outcome)
-    out: dict[ObjKey, Failure] = {}
-    backing_off: list[tuple[ObjKey, Failure]] = []
-    for key, outcome in failed.items():
-        count = (previous[key].count if key in previous else 0) + 1
-        delay = backoff_seconds(count, threshold, base, cap)
-        rec = Failure(count, outcome.error or "unknown error", outcome.reason, now + delay)
-        out[key] = rec
-        if count >= threshold:
-            backing_off.append((key, rec))
-    for key, rec in previous.items():
-        # Backing off: only a status write may have run; the count stands.
-        if key in plan.backing_off and key not in failed:
-            out[key] = rec
-    return out, backing_off

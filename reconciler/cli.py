@@ -9,20 +9,31 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from reconciler import __version__, logs, render
 from reconciler import state as state_store
-from reconciler.config import Config, ConfigError, load
-from reconciler.kube import ClientOptions, ConfigMissing, Kube
-from reconciler.sync import EXIT_UNREACHABLE, EXIT_USAGE, PassResult, run_pass
+from reconciler.config import Config, ConfigError
+from reconciler.kube import ConfigMissing, Kube
+from reconciler.result import PassOutcome, PassResult
+from reconciler.settings import load
+from reconciler.sync import Mode, run_pass
 
 log = logging.getLogger("reconciler")
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_CODES = {
+    PassOutcome.OK: EXIT_OK,
+    PassOutcome.ERRORS: EXIT_FAILED,
+    PassOutcome.UNREACHABLE: EXIT_UNREACHABLE,
+}
+# `plan --detailed-exitcode`: changes are pending.
+EXIT_CHANGES = 2
 
-def _fail(code: int, message: str) -> None:
+
+def _fail(code: int, message: str) -> NoReturn:
     click.echo(f"reconciler: error: {message}", err=True)
     sys.exit(code)
 
@@ -38,22 +49,15 @@ def _config(ctx: click.Context, **command_flags: Any) -> Config:
     return config
 
 
+def _mode(config: Config) -> Mode:
+    return Mode.DRY_RUN if config.dry_run else Mode.APPLY
+
+
 def _kube(config: Config) -> Kube:
     try:
-        return Kube(
-            ClientOptions(
-                kubeconfig=config.kubeconfig,
-                context=config.context,
-                timeout=config.timeout,
-                qps=config.qps,
-                burst=config.burst,
-                max_retries=config.max_retries,
-                page_size=config.page_size,
-            )
-        )
+        return Kube(config)
     except ConfigMissing as exc:
         _fail(EXIT_USAGE, str(exc))
-    raise AssertionError("unreachable")
 
 
 def global_options(f: Any) -> Any:
@@ -135,7 +139,7 @@ def _collect(
 @click.version_option(__version__, prog_name="reconciler")
 @global_options
 @click.pass_context
-def cli(ctx: click.Context, **options: Any) -> None:
+def cli(ctx: click.Context, /, **options: Any) -> None:
     """A level-triggered polling reconciler for Redis and Xca objects.
 
     Each pass LISTs Redis objects, Xca objects and their pods, plans the
@@ -154,9 +158,7 @@ def _finish(result: PassResult, output: str) -> None:
         click.echo(result.one_line())
         for err in result.errors:
             click.echo(f"  error: {err}")
-    if result.unreachable:
-        click.echo(f"reconciler: error: cannot reach the cluster: {result.unreachable}", err=True)
-    sys.exit(result.exit_code)
+    sys.exit(EXIT_CODES[result.outcome])
 
 
 @cli.command()
@@ -177,15 +179,20 @@ def _finish(result: PassResult, output: str) -> None:
 @global_options
 @click.pass_context
 def sync(
-    ctx: click.Context, dry_run: bool | None, output: str, state_file: str | None, **options: Any
+    ctx: click.Context,
+    /,
+    dry_run: bool | None,
+    output: str,
+    state_file: str | None,
+    **options: Any,
 ) -> None:
     """Run one pass and exit (for cron, systemd timers and CronJobs)."""
     _collect(ctx, **options)
     config = _config(ctx, dry_run=dry_run, state_file=state_file)
     kube = _kube(config)
     st = state_store.load(config.state_file)
-    result = run_pass(kube, config, st, dry_run=config.dry_run)
-    if result.exit_code != EXIT_UNREACHABLE and not config.dry_run:
+    result = run_pass(kube, config, st, mode=_mode(config))
+    if result.outcome is not PassOutcome.UNREACHABLE and not config.dry_run:
         state_store.save(config.state_file, st)
     _finish(result, output)
 
@@ -202,6 +209,7 @@ def sync(
 @click.pass_context
 def plan(
     ctx: click.Context,
+    /,
     output: str,
     detailed_exitcode: bool,
     state_file: str | None,
@@ -212,15 +220,15 @@ def plan(
     config = _config(ctx, state_file=state_file)
     kube = _kube(config)
     st = state_store.load(config.state_file)
-    result = run_pass(kube, config, st, apply=False)
+    result = run_pass(kube, config, st, mode=Mode.PLAN)
     if result.unreachable:
         _fail(EXIT_UNREACHABLE, f"cannot reach the cluster: {result.unreachable}")
     click.echo(render.plan_json(result.plan) if output == "json" else render.plan_text(result.plan))
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
     if result.errors:
-        sys.exit(1)
-    sys.exit(2 if detailed_exitcode and result.plan.actions else 0)
+        sys.exit(EXIT_FAILED)
+    sys.exit(EXIT_CHANGES if detailed_exitcode and result.plan.actions else EXIT_OK)
 
 
 @cli.command()
@@ -244,6 +252,7 @@ def plan(
 @click.pass_context
 def run(
     ctx: click.Context,
+    /,
     interval: float | None,
     jitter: float | None,
     dry_run: bool | None,
@@ -277,16 +286,7 @@ def run(
 
     elector = None
     if config.leader_elect:
-        elector = LeaderElector(
-            kube,
-            LeaseConfig(
-                namespace=config.leader_election_namespace,
-                name=config.leader_election_id,
-                lease_duration=config.lease_duration,
-                renew_deadline=config.renew_deadline,
-                retry_period=config.retry_period,
-            ),
-        )
+        elector = LeaderElector(kube, LeaseConfig.from_config(config))
         log.info(
             "leader election on lease %s/%s as %s",
             config.leader_election_namespace,
@@ -305,7 +305,7 @@ def run(
     keep_going = (lambda: elector.is_leader) if elector is not None else None
 
     def one_pass() -> PassResult:
-        result = run_pass(kube, config, st, dry_run=config.dry_run, keep_going=keep_going)
+        result = run_pass(kube, config, st, mode=_mode(config), keep_going=keep_going)
         if result.unreachable:
             log.error("cannot reach the cluster: %s", result.unreachable)
         elif not config.dry_run:

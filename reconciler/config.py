@@ -1,20 +1,18 @@
-"""Configuration: defaults, then the YAML file, then RECONCILER_* env, then flags.
+"""Configuration: the one place where every setting and its default is defined.
 
 Every key is flat and snake_case so the same name works in the file, as
-``RECONCILER_<KEY>`` and as ``--<key>``. A bad value raises ConfigError naming
-the source, the key and the reason; the CLI turns that into exit code 2.
+``RECONCILER_<KEY>`` and as ``--<key>`` (see `reconciler.settings`, which
+reads those sources). A bad value raises ConfigError naming the source, the
+key and the reason; the CLI turns that into exit code 2.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
-import yaml
+from reconciler.backoff import Policy
+from reconciler.constants import MANAGED_POD_SELECTOR
 
 
 class ConfigError(Exception):
@@ -30,9 +28,9 @@ class Config:
     jitter: float = 3.0
     # Redis pods.
     image: str = "redis:5-alpine"
-    # Pod report (seeds 000/001).
+    # Pod report: pod phases and conditions, logged as they change.
     pod_report: bool = True
-    pod_report_selector: str = "app.kubernetes.io/managed-by=reconciler"
+    pod_report_selector: str = MANAGED_POD_SELECTOR
     state_file: str | None = None
     # Client.
     kubeconfig: str | None = None
@@ -62,8 +60,12 @@ class Config:
     log_format: str = "text"
     dry_run: bool = False
 
+    @property
+    def backoff(self) -> Policy:
+        return Policy(self.failure_threshold, self.backoff_base, self.backoff_max)
 
-_FIELDS = {f.name: f for f in fields(Config)}
+
+FIELDS = {f.name: f for f in fields(Config)}
 _CHOICES = {"log_format": ("text", "json"), "log_level": ("DEBUG", "INFO", "WARNING", "ERROR")}
 _POSITIVE = {
     "interval",
@@ -83,9 +85,9 @@ _POSITIVE = {
 _NON_NEGATIVE = {"jitter", "max_retries"}
 
 
-def _coerce(key: str, value: Any, source: str) -> Any:
+def coerce(key: str, value: Any, source: str) -> Any:
     """Convert one raw value to the field's type, or explain why it cannot be."""
-    kind = _FIELDS[key].type
+    kind = FIELDS[key].type
     where = f"{source}: {key}"
     try:
         if key == "namespaces":
@@ -128,60 +130,3 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     if key in _NON_NEGATIVE and value < 0:
         raise ConfigError(f"{where}: must not be negative, got {value!r}")
     return value
-
-
-def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML config file; unknown keys are errors (a typo must not be silent)."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read config file: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{p}: the top level must be a mapping of keys to values")
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in _FIELDS:
-            raise ConfigError(f"{p}: {key}: unknown key (known: {', '.join(sorted(_FIELDS))})")
-        out[key] = _coerce(key, value, str(p))
-    return out
-
-
-def read_env(environ: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in _FIELDS:
-        name = f"RECONCILER_{key.upper()}"
-        if name in environ:
-            out[key] = _coerce(key, environ[name], name)
-    return out
-
-
-def load(
-    config_file: str | None,
-    flags: Mapping[str, Any],
-    environ: Mapping[str, str] | None = None,
-) -> Config:
-    """Merge the layers; ``flags`` holds only options given on the command line."""
-    environ = os.environ if environ is None else environ
-    merged: dict[str, Any] = {}
-    config_file = config_file or environ.get("RECONCILER_CONFIG")
-    if config_file:
-        merged.update(read_file(config_file))
-    merged.update(read_env(environ))
-    for key, value in flags.items():
-        if key not in _FIELDS:
-            raise ConfigError(f"--{key.replace('_', '-')}: unknown option")
-        merged[key] = _coerce(key, value, f"--{key.replace('_', '-')}")
-    config = dataclasses.replace(Config(), **merged)
-    if not config.retry_period < config.renew_deadline < config.lease_duration:
-        raise ConfigError(
-            "leader election: need retry_period < renew_deadline < lease_duration, got "
-            f"{config.retry_period} < {config.renew_deadline} < {config.lease_duration}"
-        )
-    return config

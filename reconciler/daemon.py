@@ -21,7 +21,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from reconciler import sdnotify
 from reconciler.leader import LeaderElector
 from reconciler.metrics import Metrics
-from reconciler.sync import PassResult
+from reconciler.result import PassResult
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.actions import EventSpec
-from reconciler.kube import ApiError, Kube, KubeError
+from reconciler.kube import EVENTS, ApiError, Kube, KubeError
 
 log = logging.getLogger(__name__)
 HOST = socket.gethostname()
@@ -32,8 +32,8 @@ def event_body(spec: EventSpec, now: datetime) -> dict[str, Any]:
     ts = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     ref = spec.involved
     return {
-        "apiVersion": "v1",
-        "kind": "Event",
+        "apiVersion": EVENTS.api_version,
+        "kind": EVENTS.kind,
         "metadata": {"name": event_name(spec), "namespace": ref.namespace},
         "involvedObject": {
             "apiVersion": ref.api_version,
@@ -61,13 +61,13 @@ def post_event(kube: Kube, spec: EventSpec, clock: Callable[[], datetime]) -> bo
     ns, name = spec.involved.namespace, body["metadata"]["name"]
     try:
         try:
-            kube.create("Event", ns, body)
+            kube.create(EVENTS, ns, body)
         except ApiError as exc:
             if exc.status != 409:
                 raise
-            old = kube.get("Event", ns, name)
+            old = kube.get(EVENTS, ns, name)
             kube.merge_patch(
-                "Event",
+                EVENTS,
                 ns,
                 name,
                 {

@@ -10,6 +10,7 @@ pykube's ``requests.Session`` is not thread-safe, so each thread gets its own
 
 from __future__ import annotations
 
+import builtins
 import gc
 import logging
 import os
@@ -24,28 +25,16 @@ from typing import Any
 import pykube
 import requests
 
-from reconciler.constants import (
-    REDIS_GROUP,
-    REDIS_PLURAL,
-    REDIS_VERSION,
-    XCA_GROUP,
-    XCA_PLURAL,
-    XCA_VERSION,
-)
+from reconciler.config import Config
+from reconciler.model import ResourceType
 
 log = logging.getLogger(__name__)
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MAX_RETRY_AFTER = 30.0
 
-# kind -> (API prefix, plural)
-RESOURCES: Mapping[str, tuple[str, str]] = {
-    "Redis": (f"/apis/{REDIS_GROUP}/{REDIS_VERSION}", REDIS_PLURAL),
-    "Xca": (f"/apis/{XCA_GROUP}/{XCA_VERSION}", XCA_PLURAL),
-    "Pod": ("/api/v1", "pods"),
-    "Event": ("/api/v1", "events"),
-    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
-}
+EVENTS = ResourceType("", "v1", "Event", "events")
+LEASES = ResourceType("coordination.k8s.io", "v1", "Lease", "leases")
 
 
 class KubeError(Exception):
@@ -73,17 +62,6 @@ class ApiError(KubeError):
     @property
     def unauthorized(self) -> bool:
         return self.status in (401, 403)
-
-
-@dataclass(frozen=True)
-class ClientOptions:
-    kubeconfig: str | None = None
-    context: str | None = None
-    timeout: float = 10.0
-    qps: float = 50.0
-    burst: int = 100
-    max_retries: int = 3
-    page_size: int = 500
 
 
 class RateLimiter:
@@ -163,7 +141,7 @@ def _home_kubeconfig() -> str | None:
     return str(default) if default.is_file() else None
 
 
-def _load_config(opts: ClientOptions) -> tuple[pykube.KubeConfig, Path | None]:
+def _load_config(opts: Config) -> tuple[pykube.KubeConfig, Path | None]:
     """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
     path = opts.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
     try:
@@ -236,7 +214,9 @@ def _api_error(resp: requests.Response) -> ApiError:
 class Kube:
     """A small, thread-safe façade over pykube's HTTPClient."""
 
-    def __init__(self, opts: ClientOptions) -> None:
+    def __init__(self, opts: Config) -> None:
+        """Connect with the client settings of ``opts`` (kubeconfig, context,
+        timeout, qps, burst, max_retries, page_size)."""
         self.opts = opts
         self.config, token_path = _load_config(opts)
         self.token = _TokenFile(token_path) if token_path else None
@@ -264,12 +244,13 @@ class Kube:
         return api
 
     @staticmethod
-    def path(kind: str, namespace: str | None, name: str | None = None, sub: str = "") -> str:
-        prefix, plural = RESOURCES[kind]
-        parts = [prefix]
+    def path(
+        res: ResourceType, namespace: str | None, name: str | None = None, sub: str = ""
+    ) -> str:
+        parts = [res.path_prefix]
         if namespace:
             parts.append(f"namespaces/{namespace}")
-        parts.append(plural)
+        parts.append(res.plural)
         if name:
             parts.append(name)
         if sub:
@@ -285,8 +266,8 @@ class Kube:
         params: Mapping[str, Any] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
-    ) -> Any:
-        """Send one request; retry 429/5xx honouring Retry-After; return JSON."""
+    ) -> dict[str, Any]:
+        """Send one request; retry 429/5xx honouring Retry-After; return the JSON object."""
         verb = verb or method
         attempt = 0
         while True:
@@ -308,7 +289,8 @@ class Kube:
                 raise Unreachable(f"{self.server}: {_short(exc)}") from None
             self.stats.record(verb, str(resp.status_code), len(resp.content))
             if resp.ok:
-                return resp.json() if resp.content else {}
+                body = resp.json() if resp.content else {}
+                return body if isinstance(body, dict) else {}
             err = _api_error(resp)
             retryable = resp.status_code == 429 or resp.status_code >= 500
             if not retryable or attempt >= self.opts.max_retries:
@@ -333,11 +315,11 @@ class Kube:
 
     def list(
         self,
-        kind: str,
+        res: ResourceType,
         namespace: str | None = None,
         selector: str | None = None,
         decode: Callable[[dict[str, Any]], Any] | None = None,
-    ) -> list[Any]:
+    ) -> builtins.list[Any]:
         """Page through a LIST with limit/continue (pykube's Query cannot page).
 
         An expired continue token (410) restarts the LIST, so the result is
@@ -349,27 +331,27 @@ class Kube:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._list(kind, namespace, selector, decode)
+            return self._list(res, namespace, selector, decode)
         finally:
             if was_enabled:
                 gc.enable()
 
     def _list(
         self,
-        kind: str,
+        res: ResourceType,
         namespace: str | None,
         selector: str | None,
         decode: Callable[[dict[str, Any]], Any] | None,
-    ) -> list[Any]:
+    ) -> builtins.list[Any]:
         while True:
-            items: list[Any] = []
+            items: builtins.list[Any] = []
             params: dict[str, Any] = {"limit": self.opts.page_size}
             if selector:
                 params["labelSelector"] = selector
             try:
                 while True:
                     page = self.request(
-                        "GET", self.path(kind, namespace), verb="LIST", params=params
+                        "GET", self.path(res, namespace), verb="LIST", params=params
                     )
                     token = (page.get("metadata") or {}).get("continue")
                     raw = page.get("items") or ()
@@ -380,35 +362,35 @@ class Kube:
                     params["continue"] = token
             except ApiError as exc:
                 if exc.status == 410 and "continue" in params:
-                    log.info("LIST %s: continue token expired, restarting", kind)
+                    log.info("LIST %s: continue token expired, restarting", res.kind)
                     continue
                 raise
 
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
-        return self.request("GET", self.path(kind, namespace, name))
+    def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        return self.request("GET", self.path(res, namespace, name))
 
-    def create(self, kind: str, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return self.request("POST", self.path(kind, namespace), json=body)
+    def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.request("POST", self.path(res, namespace), json=body)
 
-    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+    def delete(self, res: ResourceType, namespace: str, name: str, uid: str | None = None) -> None:
         """Delete, with a uid precondition so a same-named replacement is never hit."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if uid:
             body["preconditions"] = {"uid": uid}
-        self.request("DELETE", self.path(kind, namespace, name), json=body)
+        self.request("DELETE", self.path(res, namespace, name), json=body)
 
     def replace(
-        self, kind: str, namespace: str, name: str, body: Mapping[str, Any]
+        self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any]
     ) -> dict[str, Any]:
         """PUT; the body's resourceVersion makes it a compare-and-swap."""
-        return self.request("PUT", self.path(kind, namespace, name), json=body)
+        return self.request("PUT", self.path(res, namespace, name), json=body)
 
     def merge_patch(
-        self, kind: str, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
+        self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
     ) -> dict[str, Any]:
         return self.request(
             "PATCH",
-            self.path(kind, namespace, name, sub),
+            self.path(res, namespace, name, sub),
             json=body,
             headers={"Content-Type": "application/merge-patch+json"},
         )

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.kube import ApiError, Kube, KubeError
+from reconciler.config import Config
+from reconciler.kube import LEASES, ApiError, Kube, KubeError
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,24 @@ def _micro_time(now: datetime) -> str:
 
 @dataclass(frozen=True)
 class LeaseConfig:
+    """The lease settings; their defaults are `Config`'s (see `from_config`)."""
+
     namespace: str
-    name: str = "reconciler"
-    identity: str = ""
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    name: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    identity: str = ""  # empty: host name and a random suffix
+
+    @classmethod
+    def from_config(cls, config: Config) -> LeaseConfig:
+        return cls(
+            namespace=config.leader_election_namespace,
+            name=config.leader_election_id,
+            lease_duration=config.lease_duration,
+            renew_deadline=config.renew_deadline,
+            retry_period=config.retry_period,
+        )
 
 
 class LeaderElector:
@@ -109,7 +122,7 @@ class LeaderElector:
         cfg = self.config
         now = _micro_time(self.wallclock())
         try:
-            lease = self.kube.get("Lease", cfg.namespace, cfg.name)
+            lease = self.kube.get(LEASES, cfg.namespace, cfg.name)
         except ApiError as exc:
             if exc.status != 404:
                 log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)
@@ -138,7 +151,7 @@ class LeaderElector:
         }
         body = {**lease, "spec": new_spec}
         try:
-            updated = self.kube.replace("Lease", cfg.namespace, cfg.name, body)
+            updated = self.kube.replace(LEASES, cfg.namespace, cfg.name, body)
         except KubeError as exc:
             log.info("lease %s/%s update failed: %s", cfg.namespace, cfg.name, exc)
             return self._renew_failed()
@@ -148,8 +161,8 @@ class LeaderElector:
     def _create(self, now: str) -> bool:
         cfg = self.config
         body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
+            "apiVersion": LEASES.api_version,
+            "kind": LEASES.kind,
             "metadata": {
                 "name": cfg.name,
                 "namespace": cfg.namespace,
@@ -164,7 +177,7 @@ class LeaderElector:
             },
         }
         try:
-            created = self.kube.create("Lease", cfg.namespace, body)
+            created = self.kube.create(LEASES, cfg.namespace, body)
         except KubeError as exc:
             log.info("lease %s/%s create failed: %s", cfg.namespace, cfg.name, exc)
             return self._renew_failed()
@@ -196,7 +209,7 @@ class LeaderElector:
             return
         cfg = self.config
         try:
-            lease = self.kube.get("Lease", cfg.namespace, cfg.name)
+            lease = self.kube.get(LEASES, cfg.namespace, cfg.name)
             spec = self._spec(lease)
             if spec.get("holderIdentity") != self.identity:
                 return
@@ -205,7 +218,7 @@ class LeaderElector:
                 **lease,
                 "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
             }
-            self.kube.replace("Lease", cfg.namespace, cfg.name, body)
+            self.kube.replace(LEASES, cfg.namespace, cfg.name, body)
             log.info("released lease %s/%s", cfg.namespace, cfg.name)
         except KubeError as exc:
             log.warning("could not release lease %s/%s: %s", cfg.namespace, cfg.name, exc)

@@ -17,7 +17,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from reconciler.sync import PassResult
+from reconciler.result import PassOutcome, PassResult
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,12 @@ class Metrics:
 
     def record_pass(self, result: PassResult, requests: dict[tuple[str, str], int]) -> None:
         self.pass_duration.observe(result.duration)
-        self.passes.labels(result.summary()["result"]).inc()
+        self.passes.labels(str(result.outcome)).inc()
         for (kind, verb, res), n in result.applied.counts().items():
             self.actions.labels(kind, verb, res).inc(n)
         for kind, n in result.observed.items():
             self.observed.labels(kind).set(n)
-        if result.exit_code == 0:
+        if result.outcome is PassOutcome.OK:
             self.last_success.set(time.time())
         self.record_requests(requests)
         self.tick()

@@ -1,7 +1,7 @@
 """Observe: one paged LIST per kind (per namespace when scoped) into a Snapshot.
 
-Pods are listed before Redis objects: a pod's owner always exists before the
-pod, so every owner of a listed pod is in the later Redis LIST, and a pod is
+Pods are listed before our objects: an owner always exists before its pods,
+so every owner of a listed pod is in the later LIST of its kind, and a pod is
 never mistaken for an orphan because its owner appeared mid-pass.
 """
 
@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.constants import MANAGED_POD_SELECTOR
+from reconciler.kinds.registry import KINDS
 from reconciler.kube import ApiError, Kube, Unreachable
-from reconciler.model import ObjKey, Pod, Snapshot, pod_from_api, redis_from_api, xca_from_api
+from reconciler.model import PODS, ObjKey, Pod, ResourceType, pod_from_api
+from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -31,40 +33,79 @@ class Observation:
 
 def _list_all(
     kube: Kube,
-    kind: str,
+    res: ResourceType,
     namespaces: Sequence[str],
     selector: str | None,
     decode: Callable[[Any], Any],
 ) -> list[Any]:
     """Decoded items of one kind, across the scoped namespaces (or all)."""
     if not namespaces:
-        return kube.list(kind, None, selector, decode)
+        return kube.list(res, None, selector, decode)
     items: list[Any] = []
     for ns in namespaces:
-        items.extend(kube.list(kind, ns, selector, decode))
+        items.extend(kube.list(res, ns, selector, decode))
     return items
 
 
-def _why(kind: str, exc: Exception) -> str:
-    if isinstance(exc, ApiError) and exc.status == 404 and kind in ("Redis", "Xca"):
+def _why(res: ResourceType, exc: Exception) -> str:
+    kind = res.kind
+    if isinstance(exc, ApiError) and exc.status == 404 and res.group:
         return f"LIST {kind}: the {kind} CRD is not installed (404); apply crds/ (`make install`)"
     return f"LIST {kind}: {exc}"
 
 
-def _fetch(kube: Kube, keys: Iterable[ObjKey]) -> tuple[list[Pod], set[ObjKey]] | None:
+@dataclass(frozen=True)
+class Fetched:
+    found: tuple[Pod, ...]
+    gone: frozenset[ObjKey]
+
+
+def _fetch(kube: Kube, keys: Iterable[ObjKey]) -> Fetched | None:
     """GET pods by name; None if any GET failed (the pod view would be partial)."""
     found: list[Pod] = []
     gone: set[ObjKey] = set()
     for key in sorted(keys):
         try:
-            found.append(pod_from_api(kube.get("Pod", key.namespace, key.name)))
+            found.append(pod_from_api(kube.get(PODS, key.namespace, key.name)))
         except ApiError as exc:
             if exc.status != 404:
                 return None
             gone.add(key)
         except Unreachable:
             return None
-    return found, gone
+    return Fetched(tuple(found), frozenset(gone))
+
+
+class _Lister:
+    """LISTs of one pass: a failed LIST is recorded, never raised."""
+
+    def __init__(self, kube: Kube, namespaces: Sequence[str]) -> None:
+        self.kube, self.namespaces = kube, namespaces
+        self.errors: list[str] = []
+        self.attempts = 0
+        self.failed_to_reach: list[str] = []
+        self.counts: dict[str, int] = {}
+
+    def list(
+        self, res: ResourceType, selector: str | None, decode: Callable[[Any], Any]
+    ) -> tuple[Any, ...] | None:
+        self.attempts += 1
+        try:
+            decoded = _list_all(self.kube, res, self.namespaces, selector, decode)
+        except (ApiError, Unreachable) as exc:
+            self.errors.append(_why(res, exc))
+            if isinstance(exc, Unreachable) or exc.unauthorized:
+                self.failed_to_reach.append(str(exc))
+            return None
+        self.counts[res.kind] = len(decoded)
+        log.info("listed %d %s", len(decoded), res.kind)
+        return tuple(decoded)
+
+    @property
+    def unreachable(self) -> str | None:
+        """Set only when every LIST failed to reach the cluster."""
+        everything_failed = len(self.failed_to_reach) == self.attempts
+        return self.failed_to_reach[0] if everything_failed else None
 
 
 def observe(
@@ -74,47 +115,30 @@ def observe(
     conflict_pods: Iterable[ObjKey] = (),
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial."""
-    errors: list[str] = []
-    attempts: list[str] = []
-    failed_to_reach: list[str] = []
-    counts: dict[str, int] = {}
-
-    def attempt(kind: str, selector: str | None, decode: Callable[[Any], Any]) -> tuple | None:
-        attempts.append(kind)
-        try:
-            decoded = _list_all(kube, kind, namespaces, selector, decode)
-        except (ApiError, Unreachable) as exc:
-            errors.append(_why(kind, exc))
-            if isinstance(exc, Unreachable) or exc.unauthorized:
-                failed_to_reach.append(str(exc))
-            return None
-        counts[kind] = len(decoded)
-        log.info("listed %d %s", len(decoded), kind)
-        return tuple(decoded)
-
-    pods = attempt("Pod", MANAGED_POD_SELECTOR, pod_from_api)
+    lister = _Lister(kube, namespaces)
+    pods = lister.list(PODS, MANAGED_POD_SELECTOR, pod_from_api)
     report_pods = pods
-    gone: set[ObjKey] = set()
+    gone: frozenset[ObjKey] = frozenset()
     wanted = [k for k in conflict_pods if not namespaces or k.namespace in namespaces]
     if pods is not None and wanted:
         fetched = _fetch(kube, wanted)
         if fetched is None:
-            errors.append("GET of pods known to conflict failed; no Redis writes this pass")
+            lister.errors.append(
+                "GET of pods known to conflict failed; no writes that depend on pods this pass"
+            )
             pods = None
         else:
             listed = {p.key for p in pods}
-            pods = pods + tuple(p for p in fetched[0] if p.key not in listed)
-            gone = fetched[1]
+            pods = pods + tuple(p for p in fetched.found if p.key not in listed)
+            gone = fetched.gone
     if report_selector is not None and report_selector != MANAGED_POD_SELECTOR:
-        report_pods = attempt("Pod", report_selector or None, pod_from_api)
-    redis = attempt("Redis", None, redis_from_api)
-    xcas = attempt("Xca", None, xca_from_api)
-    unreachable = failed_to_reach[0] if len(failed_to_reach) == len(attempts) else None
+        report_pods = lister.list(PODS, report_selector or None, pod_from_api)
+    objects = {kind.name: lister.list(kind.resource, None, kind.decode) for kind in KINDS}
     return Observation(
-        Snapshot(redis, xcas, pods),
+        Snapshot(objects, pods),
         report_pods,
-        tuple(errors),
-        unreachable,
-        counts,
-        frozenset(gone),
+        tuple(lister.errors),
+        lister.unreachable,
+        lister.counts,
+        gone,
     )

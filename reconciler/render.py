@@ -6,9 +6,17 @@ import json
 from collections import Counter
 from typing import Any
 
-from reconciler.actions import Action, CreatePod, DeletePod, PatchFinalizers, PatchStatus, Plan
+from reconciler.actions import (
+    Action,
+    CreatePod,
+    DeletePod,
+    PatchFinalizers,
+    PatchStatus,
+    Plan,
+    Verb,
+)
 
-SYMBOLS = {"create": "+", "delete": "-"}
+SYMBOLS = {Verb.CREATE: "+", Verb.DELETE: "-"}
 
 
 def _symbol(action: Action) -> str:
@@ -25,10 +33,11 @@ def plan_text(plan: Plan) -> str:
             lines.append(f"{owner.kind} {owner}:")
             lines.extend(f"  {_symbol(a)} {a.describe()}" for a in actions)
         verbs = Counter(a.verb for a in plan.actions)
+        creates, deletes = verbs[Verb.CREATE], verbs[Verb.DELETE]
         lines.append("")
         lines.append(
-            f"Plan: {verbs['create']} to create, {verbs['delete']} to delete, "
-            f"{len(plan.actions) - verbs['create'] - verbs['delete']} to patch."
+            f"Plan: {creates} to create, {deletes} to delete, "
+            f"{len(plan.actions) - creates - deletes} to patch."
         )
     for key in sorted(plan.backing_off):
         lines.append(f"Backing off: {key.kind} {key} (repeated failures)")
@@ -47,14 +56,15 @@ def action_json(action: Action) -> dict[str, Any]:
         "target": str(action.target),
         "description": action.describe(),
     }
-    if isinstance(action, CreatePod):
-        out["manifest"] = action.manifest
-    elif isinstance(action, DeletePod):
-        out["uid"] = action.uid
-    elif isinstance(action, PatchStatus):
-        out["status"] = action.status
-    elif isinstance(action, PatchFinalizers):
-        out["finalizers"] = list(action.finalizers)
+    match action:
+        case CreatePod():
+            out["manifest"] = action.manifest
+        case DeletePod():
+            out["uid"] = action.uid
+        case PatchStatus():
+            out["status"] = action.status
+        case PatchFinalizers():
+            out["finalizers"] = list(action.finalizers)
     return out
 
 

@@ -1,4 +1,4 @@
-"""The pod report (seeds 000/001): what changed in the pods since last pass.
+"""The pod report: what changed in the pods since the last pass.
 
 A pure diff of two views, so one-shot runs can report transitions across runs
 by persisting the previous view (``--state-file``). Absent or partial
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.model import Pod
 
@@ -24,11 +25,11 @@ class PodView:
     phase: str
     conditions: Mapping[str, tuple[str, str]]  # type -> (status, reason)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"phase": self.phase, "conditions": {k: list(v) for k, v in self.conditions.items()}}
 
     @classmethod
-    def from_json(cls, data: Mapping) -> PodView:
+    def from_json(cls, data: Mapping[str, Any]) -> PodView:
         conds = data.get("conditions") or {}
         return cls(
             str(data.get("phase", "Unknown")),

@@ -14,7 +14,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.model import Failure, ObjKey
+from reconciler.backoff import Failure
+from reconciler.model import PODS, ObjKey
 from reconciler.report import PodView
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def load(path: str | None) -> State:
             for f in data.get("failures") or ()
         }
         conflicts = {
-            ObjKey("Pod", c["namespace"], c["name"]) for c in data.get("conflict_pods") or ()
+            ObjKey(PODS.kind, c["namespace"], c["name"]) for c in data.get("conflict_pods") or ()
         }
         return State(
             None if views is None else {k: PodView.from_json(v) for k, v in views.items()},

@@ -6,85 +6,38 @@ Shared by `reconciler sync`, `reconciler plan` and each tick of
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from enum import Enum
 
+from reconciler import backoff
 from reconciler import report as pod_report
-from reconciler.actions import EventSpec, ObjRef, Plan
-from reconciler.apply import ApplyReport, Executor, next_failures
+from reconciler.actions import ObjRef
+from reconciler.apply import Executor
 from reconciler.config import Config
-from reconciler.constants import (
-    REDIS_API_VERSION,
-    REDIS_COMPONENT,
-    XCA_API_VERSION,
-    XCA_COMPONENT,
-)
 from reconciler.events import post_event
+from reconciler.kinds.registry import KINDS, kind_of
 from reconciler.kube import Kube
-from reconciler.model import Failure, ObjKey, Snapshot
+from reconciler.model import PODS, ObjKey, Pod
 from reconciler.observe import observe
 from reconciler.plan import plan as make_plan
+from reconciler.result import ApplyReport, PassResult
+from reconciler.snapshot import Snapshot
 from reconciler.state import State
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
+class Mode(Enum):
+    """What a pass does after planning."""
 
-@dataclass
-class PassResult:
-    pass_id: str
-    plan: Plan
-    applied: ApplyReport
-    errors: list[str] = field(default_factory=list)
-    unreachable: str | None = None
-    duration: float = 0.0
-    requests: int = 0
-    writes: int = 0
-    bytes_received: int = 0
-    by_code: dict[str, int] = field(default_factory=dict)
-    observed: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        if self.unreachable:
-            return EXIT_UNREACHABLE
-        return EXIT_FAILED if self.errors else EXIT_OK
-
-    def action_counts(self) -> dict[str, int]:
-        counts: Counter[str] = Counter()
-        for (kind, verb, result), n in self.applied.counts().items():
-            counts[f"{kind}/{verb}/{result}"] += n
-        return dict(sorted(counts.items()))
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "pass_id": self.pass_id,
-            "result": {0: "ok", 1: "errors", 3: "unreachable"}[self.exit_code],
-            "duration_seconds": round(self.duration, 3),
-            "observed": self.observed,
-            "planned": len(self.plan.actions),
-            "actions": self.action_counts(),
-            "backing_off": sorted(str(k) for k in self.plan.backing_off),
-            "errors": self.errors,
-            "api_requests": self.requests,
-            "api_writes": self.writes,
-            "api_requests_by_code": self.by_code,
-            "bytes_received": self.bytes_received,
-        }
-
-    def one_line(self) -> str:
-        acts = ", ".join(f"{k}={v}" for k, v in self.action_counts().items()) or "no changes"
-        return (
-            f"pass {self.pass_id} {self.summary()['result']} in {self.duration:.2f}s: "
-            f"{acts}; {len(self.errors)} errors; {self.requests} API requests"
-        )
+    PLAN = "plan"  # nothing: `reconciler plan` shows the plan
+    DRY_RUN = "dry-run"  # log each action as it would be sent; write nothing
+    APPLY = "apply"
 
 
 def _utcnow() -> datetime:
@@ -92,33 +45,54 @@ def _utcnow() -> datetime:
 
 
 def object_refs(snapshot: Snapshot) -> dict[ObjKey, ObjRef]:
-    """involvedObject references for events about observed Redis and Xca objects."""
-    refs = {
-        r.key: ObjRef(REDIS_API_VERSION, "Redis", r.namespace, r.name, r.uid)
-        for r in snapshot.redis or ()
-    }
-    refs.update(
-        {
-            x.key: ObjRef(XCA_API_VERSION, "Xca", x.namespace, x.name, x.uid)
-            for x in snapshot.xcas or ()
-        }
-    )
-    return refs
+    """involvedObject references for events about every observed object of our kinds."""
+    return {obj.key: kind.ref(obj) for kind in KINDS for obj in snapshot.of(kind.name) or ()}
 
 
-def _backoff_event(refs: dict[ObjKey, ObjRef], key: ObjKey, failure: Failure) -> EventSpec | None:
-    """A Warning saying the object is now retried less often (never dropped)."""
-    ref = refs.get(key)
-    if ref is None:
-        return None
-    delay = max(0, round(failure.retry_at - time.time()))
-    return EventSpec(
-        ref,
-        "Warning",
-        "BackingOff",
-        f"{failure.count} consecutive failures; next attempt in {delay}s: {failure.message}",
-        REDIS_COMPONENT if key.kind == "Redis" else XCA_COMPONENT,
-    )
+def _remember_failures(
+    kube: Kube,
+    config: Config,
+    state: State,
+    held: frozenset[ObjKey],
+    applied: ApplyReport,
+    refs: dict[ObjKey, ObjRef],
+    clock: Callable[[], datetime],
+) -> None:
+    """Count failures for backoff, and announce each object backing off."""
+    now = clock().timestamp()
+    memory = backoff.remember(state.failures, held, applied.write_errors(), now, config.backoff)
+    state.failures = memory.failures
+    for key, failure in memory.announce:
+        log.warning("[%s] %d consecutive failures; backing off", key, failure.count)
+        ref, kind = refs.get(key), kind_of(key)
+        if ref is not None and kind is not None:
+            event = backoff.backoff_event(ref, kind.component, failure, now)
+            post_event(kube, event, clock)
+
+
+def _report_pods(state: State, pods: tuple[Pod, ...], pass_id: str, *, update: bool) -> None:
+    """Log what changed in the pods since the previous view, then keep this view."""
+    current = pod_report.views(pods)
+    lines = pod_report.diff(state.pod_views, current)
+    level = logging.INFO
+    if state.pod_views is None and len(lines) > pod_report.FIRST_VIEW_INFO_LINES:
+        level = logging.DEBUG
+        log.info(
+            "pod report: first view of %d pods; pod lines are at DEBUG, and "
+            "changes are reported from the next pass (across runs with --state-file)",
+            len(current),
+            extra={"pass_id": pass_id},
+        )
+    for line in lines:
+        log.log(
+            level,
+            "[%s] pod %s",
+            line.pod,
+            line.message,
+            extra={"object": line.pod, "kind": PODS.kind, "pass_id": pass_id},
+        )
+    if update:
+        state.pod_views = current
 
 
 def run_pass(
@@ -126,8 +100,7 @@ def run_pass(
     config: Config,
     state: State,
     *,
-    dry_run: bool = False,
-    apply: bool = True,
+    mode: Mode = Mode.APPLY,
     clock: Callable[[], datetime] = _utcnow,
     keep_going: Callable[[], bool] | None = None,
 ) -> PassResult:
@@ -143,7 +116,7 @@ def run_pass(
         for err in obs.errors:
             log.error("%s", err)
     now = clock()
-    snapshot = Snapshot(obs.snapshot.redis, obs.snapshot.xcas, obs.snapshot.pods, state.failures)
+    snapshot = dataclasses.replace(obs.snapshot, failures=state.failures)
     the_plan = make_plan(snapshot, config, now)
     log.info(
         "pass %s: %d actions planned over %s",
@@ -154,12 +127,12 @@ def run_pass(
 
     applied = ApplyReport()
     refs = object_refs(snapshot)
-    if apply:
+    if mode is not Mode.PLAN:
         executor = Executor(
             kube,
             concurrency=config.write_concurrency,
             clock=clock,
-            dry_run=dry_run,
+            dry_run=mode is Mode.DRY_RUN,
             pass_id=pass_id,
             refs=refs,
             keep_going=keep_going,
@@ -169,46 +142,13 @@ def run_pass(
     errors = list(obs.errors)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
-    if apply and not dry_run:
-        failures, backing_off = next_failures(
-            state.failures,
-            the_plan,
-            applied,
-            time.time(),
-            threshold=config.failure_threshold,
-            base=config.backoff_base,
-            cap=config.backoff_max,
-        )
-        state.failures = failures
+    if mode is Mode.APPLY:
+        _remember_failures(kube, config, state, the_plan.backing_off, applied, refs, clock)
         state.conflict_pods -= obs.gone
         state.conflict_pods |= {o.conflict_pod for o in applied.failed() if o.conflict_pod}
-        for key, rec in backing_off:
-            log.warning("[%s] %d consecutive failures; backing off", key, rec.count)
-            if (event := _backoff_event(refs, key, rec)) is not None:
-                post_event(kube, event, clock)
 
     if config.pod_report and obs.report_pods is not None:
-        current = pod_report.views(obs.report_pods)
-        lines = pod_report.diff(state.pod_views, current)
-        level = logging.INFO
-        if state.pod_views is None and len(lines) > pod_report.FIRST_VIEW_INFO_LINES:
-            level = logging.DEBUG
-            log.info(
-                "pod report: first view of %d pods; pod lines are at DEBUG, and "
-                "changes are reported from the next pass (across runs with --state-file)",
-                len(current),
-                extra={"pass_id": pass_id},
-            )
-        for line in lines:
-            log.log(
-                level,
-                "[%s] pod %s",
-                line.pod,
-                line.message,
-                extra={"object": line.pod, "kind": "Pod", "pass_id": pass_id},
-            )
-        if not dry_run:
-            state.pod_views = current
+        _report_pods(state, obs.report_pods, pass_id, update=mode is not Mode.DRY_RUN)
 
     used = kube.stats.snapshot() - before
     result = PassResult(

@@ -427,9 +427,10 @@ def test_objects_that_bypass_the_schema(fk: Kubectl, frec: Reconciler, fns: str)
 
 def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str, tmp_path: Path):
     from reconciler.config import Config
-    from reconciler.kube import ClientOptions, Kube
+    from reconciler.kube import Kube
+    from reconciler.result import PassOutcome
     from reconciler.state import State
-    from reconciler.sync import run_pass
+    from reconciler.sync import Mode, run_pass
 
     fk.run("create", "serviceaccount", "rotator", "-n", fns)
     fk.run(
@@ -460,14 +461,16 @@ def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str
     base["users"][0]["user"] = {"tokenFile": str(token_file)}
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(base))
-    kube = Kube(ClientOptions(kubeconfig=str(kubeconfig)))
+    kube = Kube(Config(kubeconfig=str(kubeconfig)))
     config = Config(namespaces=(fns,))
     fk.apply(many_redis(fns, 1, num=1))
     try:
-        assert run_pass(kube, config, State()).exit_code == 0
+        assert run_pass(kube, config, State()).outcome is PassOutcome.OK
         fk.run("delete", "secret", "s1", "-n", fns)  # token 1 is now invalid
         wait_for(
-            lambda: run_pass(kube, config, State(), apply=False).exit_code == 3,
+            lambda: (
+                run_pass(kube, config, State(), mode=Mode.PLAN).outcome is PassOutcome.UNREACHABLE
+            ),
             what="the old token to be rejected",
             timeout=30,
         )
@@ -475,7 +478,7 @@ def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str
         time.sleep(0.01)
         os.utime(token_file)
         result = run_pass(kube, config, State())
-        assert result.exit_code == 0, result.errors
+        assert result.outcome is PassOutcome.OK, result.errors
     finally:
         fk.run("delete", "clusterrolebinding", f"rotator-{fns}", check=False)
     FIGURES["faults_injected"] += 1

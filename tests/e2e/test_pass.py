@@ -10,11 +10,12 @@ from pathlib import Path
 
 import yaml
 
-from reconciler.apply import CONFLICT, Executor
+from reconciler.apply import Executor
 from reconciler.config import Config
-from reconciler.kube import ClientOptions, Kube
+from reconciler.kube import Kube
 from reconciler.observe import observe
 from reconciler.plan import plan
+from reconciler.result import Result
 
 from .conftest import Kubectl, Reconciler, wait_for
 from .test_redis import pods, redis_yaml, settled
@@ -126,14 +127,14 @@ def test_conflicting_writer_means_see_it_next_pass(
 ):
     """A second writer changes the Redis between our LIST and our PATCH."""
     kubectl.apply(redis_yaml(ns, num=1))
-    kube = Kube(ClientOptions(kubeconfig=str(cluster.kubeconfig)))
+    kube = Kube(Config(kubeconfig=str(cluster.kubeconfig)))
     config = dataclasses.replace(Config(), namespaces=(ns,))
     obs = observe(kube, config.namespaces, None)
     the_plan = plan(obs.snapshot, config, datetime.now(UTC))
     kubectl.run("label", "redis", "redis-sample", "-n", ns, "racer=1")  # bumps resourceVersion
     report = Executor(kube, concurrency=2, clock=lambda: datetime.now(UTC)).run(the_plan)
     results = {(o.action.verb, o.result) for o in report.outcomes}
-    assert ("patch-finalizers", CONFLICT) in results
+    assert ("patch-finalizers", Result.CONFLICT) in results
     assert report.failed() == []
     assert pods(kubectl, ns) == {}  # nothing created behind a missing finalizer
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))

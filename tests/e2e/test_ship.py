@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.constants import REDIS_GROUP, XCA_GROUP
+from reconciler.kinds.redis import GROUP as REDIS_GROUP
+from reconciler.kinds.xca import GROUP as XCA_GROUP
 
 from ..unit.test_manifests import (
     INSTALL_PREFIX,

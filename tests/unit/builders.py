@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.actions import Action
+from reconciler.backoff import Failure, gate
 from reconciler.config import Config
-from reconciler.constants import (
-    FINALIZER,
-    LABEL_INSTANCE,
-    LABEL_MANAGED_BY,
-    LABEL_NAME,
-    MANAGED_BY,
-)
-from reconciler.model import Pod, PodCondition, Redis, Xca
-from reconciler.plan import template_hash
-from reconciler.spec import RedisSpec
+from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
+from reconciler.kinds import redis as redis_kind
+from reconciler.kinds import xca as xca_kind
+from reconciler.kinds.base import PlanInput
+from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION, Redis, RedisSpec
+from reconciler.kinds.xca import Xca
+from reconciler.model import ObjKey, Pod, PodCondition, PodIndex
+from reconciler.snapshot import Snapshot
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 CONFIG = Config()
@@ -52,7 +53,7 @@ def redis(
 
 
 def current_hash(port: int = 6379, image: str = "redis:5-alpine") -> str:
-    return template_hash(RedisSpec(port=port, num=0, image=image))
+    return redis_kind.template_hash(RedisSpec(port=port, num=0, image=image))
 
 
 def pod(
@@ -78,7 +79,7 @@ def pod(
         uid=f"pod-uid-{owner_name}-{index}",
         resource_version="5",
         labels={LABEL_NAME: "redis", LABEL_INSTANCE: owner_name, LABEL_MANAGED_BY: MANAGED_BY},
-        template_hash=hash_ if hash_ is not None else current_hash(),
+        annotations={TEMPLATE_HASH_ANNOTATION: hash_ if hash_ is not None else current_hash()},
         controller_uid=owner_uid if owner_uid is not None else (owner.uid if owner else None),
         controller_kind="Redis",
         deletion_timestamp="2026-11-22T11:59:00Z" if terminating else None,
@@ -94,3 +95,42 @@ def xca(
     return Xca(
         ns, name, f"uid-xca-{name}", "3", 1, "2026-11-22T11:00:00Z" if deleting else None, status
     )
+
+
+def snap(
+    redis: Sequence[Redis] | None = (),
+    xcas: Sequence[Xca] | None = (),
+    pods: Sequence[Pod] | None = (),
+    failures: Mapping[ObjKey, Failure] | None = None,
+) -> Snapshot:
+    """A snapshot; ``None`` for a kind means its LIST failed."""
+    objects = {
+        redis_kind.RESOURCE.kind: None if redis is None else tuple(redis),
+        xca_kind.RESOURCE.kind: None if xcas is None else tuple(xcas),
+    }
+    return Snapshot(objects, None if pods is None else tuple(pods), failures or {})
+
+
+def plan_input(
+    pods: Sequence[Pod] = (),
+    config: Config = CONFIG,
+    now: datetime = NOW,
+    failure: Failure | None = None,
+) -> PlanInput:
+    """What the conductor hands a kind's planner, gated as it would gate it."""
+    return PlanInput(PodIndex(pods), config, now, gate(failure, config.backoff, now))
+
+
+def plan_redis(
+    r: Redis,
+    pods: Sequence[Pod],
+    config: Config = CONFIG,
+    now: datetime = NOW,
+    failure: Failure | None = None,
+) -> list[Action]:
+    """The Redis rules for one object, as a pass would run them."""
+    return redis_kind.plan(r, plan_input(pods, config, now, failure))
+
+
+def plan_xca(x: Xca, now: datetime = NOW, failure: Failure | None = None) -> list[Action]:
+    return xca_kind.plan(x, plan_input((), CONFIG, now, failure))

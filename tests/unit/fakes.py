@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.kube import ApiError, Stats
+from reconciler.model import ResourceType
 
 
 class FakeKube:
@@ -30,35 +31,39 @@ class FakeKube:
             raise err
 
     def list(
-        self, kind: str, namespace: str | None = None, selector: str | None = None, decode=None
+        self,
+        res: ResourceType,
+        namespace: str | None = None,
+        selector: str | None = None,
+        decode=None,
     ):
-        self._maybe_fail("LIST", kind)
-        value = self.lists.get(kind, [])
+        self._maybe_fail("LIST", res.kind)
+        value = self.lists.get(res.kind, [])
         if isinstance(value, Exception):
             raise value
         return [decode(v) for v in value] if decode else value
 
-    def create(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, res: ResourceType, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
         self._maybe_fail("POST", name)
-        self.objects[(kind, namespace, name)] = body
+        self.objects[(res.kind, namespace, name)] = body
         return body
 
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         self._maybe_fail("GET", name)
-        if (kind, namespace, name) not in self.objects:
+        if (res.kind, namespace, name) not in self.objects:
             raise ApiError(404, "NotFound", f"{name} not found")
-        return self.objects[(kind, namespace, name)]
+        return self.objects[(res.kind, namespace, name)]
 
-    def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> None:
+    def delete(self, res: ResourceType, namespace: str, name: str, uid: str | None = None) -> None:
         self._maybe_fail("DELETE", name)
-        self.objects.pop((kind, namespace, name), None)
+        self.objects.pop((res.kind, namespace, name), None)
 
     def merge_patch(
-        self, kind: str, namespace: str, name: str, body: dict[str, Any], sub: str = ""
+        self, res: ResourceType, namespace: str, name: str, body: dict[str, Any], sub: str = ""
     ) -> dict[str, Any]:
         self._maybe_fail("PATCH" + (f"/{sub}" if sub else ""), name)
-        self.patches.append((kind, name, body, sub))
+        self.patches.append((res.kind, name, body, sub))
         rv = str(int(body.get("metadata", {}).get("resourceVersion", "0") or 0) + 1)
         return {"metadata": {"resourceVersion": rv}}
 

@@ -11,12 +11,25 @@ import dataclasses
 from collections.abc import Iterable
 
 from reconciler.actions import Action, CreatePod, DeletePod, PatchFinalizers, PatchStatus
-from reconciler.model import Pod, PodCondition, Redis, Snapshot, pod_from_api
+from reconciler.kinds.redis import Redis
+from reconciler.kinds.xca import Xca
+from reconciler.model import Pod, PodCondition, pod_from_api
+from reconciler.snapshot import Snapshot
+
+from .builders import snap
+
+
+def redises(snapshot: Snapshot) -> tuple[Redis, ...]:
+    return snapshot.of("Redis") or ()
+
+
+def xcas(snapshot: Snapshot) -> tuple[Xca, ...]:
+    return snapshot.of("Xca") or ()
 
 
 def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
-    redis = {r.key: r for r in snapshot.redis or ()}
-    xcas = {x.key: x for x in snapshot.xcas or ()}
+    redis = {r.key: r for r in redises(snapshot)}
+    xca = {x.key: x for x in xcas(snapshot)}
     pods = {p.key: p for p in snapshot.pods or ()}
     for action in actions:
         if isinstance(action, CreatePod):
@@ -43,12 +56,12 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
             if action.owner in redis:
                 r = redis[action.owner]
                 redis[action.owner] = dataclasses.replace(r, status={**r.status, **action.status})
-            elif action.owner in xcas:
-                x = xcas[action.owner]
-                xcas[action.owner] = dataclasses.replace(x, status={**x.status, **action.status})
+            elif action.owner in xca:
+                x = xca[action.owner]
+                xca[action.owner] = dataclasses.replace(x, status={**x.status, **action.status})
     # The apiserver drops an object being deleted once it has no finalizers.
     live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
-    return Snapshot(live_redis, tuple(xcas.values()), tuple(pods.values()), snapshot.failures)
+    return snap(live_redis, tuple(xca.values()), tuple(pods.values()), snapshot.failures)
 
 
 def kubelet(snapshot: Snapshot) -> Snapshot:
@@ -68,4 +81,4 @@ def kubelet(snapshot: Snapshot) -> Snapshot:
 
 
 def redis_named(snapshot: Snapshot, name: str) -> Redis | None:
-    return next((r for r in snapshot.redis or () if r.name == name), None)
+    return next((r for r in redises(snapshot) if r.name == name), None)

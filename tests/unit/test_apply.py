@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from reconciler.actions import Plan
-from reconciler.apply import (
-    CONFLICT,
-    FAILED,
-    GONE,
-    OK,
-    SKIPPED,
-    Executor,
-    backoff_seconds,
-    next_failures,
-)
+from reconciler.apply import Executor
 from reconciler.kube import ApiError, Unreachable
-from reconciler.model import Snapshot
-from reconciler.plan import plan, plan_redis
+from reconciler.plan import plan
+from reconciler.result import Result
 
-from .builders import CONFIG, NOW, redis
+from .builders import CONFIG, NOW, plan_redis, redis, snap
 from .fakes import FakeKube, conflict
+
+OK, GONE, CONFLICT = Result.OK, Result.GONE, Result.CONFLICT
+FAILED, SKIPPED = Result.FAILED, Result.SKIPPED
 
 
 def run(kube, actions):
@@ -114,7 +106,7 @@ def test_unreachable_is_a_failure():
     kube.errors[("PATCH/status", "x")] = Unreachable("connection refused")
     from .builders import xca
 
-    report = run(kube, plan(Snapshot((), (xca(),), ()), CONFIG, NOW).actions)
+    report = run(kube, plan(snap((), (xca(),), ()), CONFIG, NOW).actions)
     assert [o.result for o in report.outcomes] == [FAILED]
 
 
@@ -125,73 +117,6 @@ def test_dry_run_writes_nothing():
         Plan(tuple(actions))
     )
     assert kube.calls == [] and {o.result for o in report.outcomes} == {"dry-run"}
-
-
-def test_backoff_grows_and_is_capped():
-    assert [backoff_seconds(n, 3, 30, 600) for n in (1, 2, 3, 4, 5, 9)] == [0, 0, 30, 60, 120, 600]
-
-
-def test_failures_are_counted_kept_while_backing_off_and_cleared_on_success():
-    r = redis(num=1)
-    kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
-    prev = {}
-    for expected in (1, 2, 3):
-        p = plan_redis(r, [], CONFIG, NOW, prev.get(r.key))
-        report = run(kube, p)
-        prev, newly = next_failures(
-            prev, Plan(tuple(p)), report, 1000.0, threshold=3, base=30, cap=600
-        )
-        assert prev[r.key].count == expected
-    assert newly and newly[0][1].retry_at == 1030.0  # third failure: back off
-    held = Plan((), frozenset({r.key}))
-    kept, _ = next_failures(prev, held, run(kube, []), 1001.0, threshold=3, base=30, cap=600)
-    assert kept[r.key].count == 3  # never dropped while backing off
-    kube.errors.clear()
-    p = plan_redis(r, [], CONFIG, NOW, None)
-    cleared, _ = next_failures(
-        kept, Plan(tuple(p)), run(kube, p), 2000.0, threshold=3, base=30, cap=600
-    )
-    assert cleared == {}
-
-
-def test_failure_memory_across_passes_names_the_error_and_doubles_the_wait():
-    """Planner, executor and next_failures pass by pass, each pass at the time
-    the planner next allows a retry."""
-    r = redis(num=1)
-    kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
-    failures: dict = {}
-
-    def one_pass(t):
-        p = plan(Snapshot((r,), (), (), failures), CONFIG, datetime.fromtimestamp(t, UTC))
-        report = run(kube, p.actions)
-        limits = {
-            "threshold": CONFIG.failure_threshold,
-            "base": CONFIG.backoff_base,
-            "cap": CONFIG.backoff_max,
-        }
-        return p, next_failures(failures, p, report, t, **limits)
-
-    t, waits, announced = NOW.timestamp(), [], []
-    for _ in range(5):
-        _, (failures, newly) = one_pass(t)
-        rec = failures[r.key]
-        waits.append(rec.retry_at - t)
-        announced.append(bool(newly))
-        assert (rec.message, rec.reason) == (
-            "422 Invalid: spec.containers[0].image: bad",
-            "InvalidObject",
-        )
-        if rec.retry_at > t:
-            # Inside the wait: no pod write, and the record stands as it is.
-            held, (kept, _) = one_pass(t + 1)
-            assert held.backing_off == {r.key}
-            assert not [a for a in held.actions if a.verb == "create"]
-            assert kept == failures
-        t = max(rec.retry_at, t + 1)
-    assert [failures[r.key].count, *waits] == [5, 0, 0, 30, 60, 120]  # defaults: 3, 30s
-    assert announced[:3] == [False, False, True]
 
 
 def test_failure_is_reported_as_a_warning_event_on_the_object():

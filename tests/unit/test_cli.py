@@ -187,7 +187,8 @@ def test_json_logs_carry_object_action_result_and_pass_id(kube):
 
 def test_kubeconfig_flag_works_without_a_home_directory(tmp_path, monkeypatch):
     """systemd's DynamicUser has no passwd entry: HOME must not be needed."""
-    from reconciler.kube import ClientOptions, Kube
+    from reconciler.config import Config
+    from reconciler.kube import Kube
 
     cfg = tmp_path / "kc"
     cfg.write_text(
@@ -201,7 +202,7 @@ def test_kubeconfig_flag_works_without_a_home_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(
         "os.path.expanduser", lambda p: (_ for _ in ()).throw(RuntimeError("no home"))
     )
-    assert Kube(ClientOptions(kubeconfig=str(cfg))).server == "https://127.0.0.1:9"
+    assert Kube(Config(kubeconfig=str(cfg))).server == "https://127.0.0.1:9"
 
 
 SELECTOR = {"RECONCILER_POD_REPORT_SELECTOR": "a=b"}

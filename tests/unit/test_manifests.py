@@ -20,7 +20,7 @@ import yaml
 
 from reconciler.cli import cli
 from reconciler.config import Config
-from reconciler.constants import REDIS_GROUP, REDIS_PLURAL, XCA_GROUP, XCA_PLURAL
+from reconciler.kinds import redis, xca
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"
@@ -36,11 +36,11 @@ EXPOSURE_MAX = 1.1
 # observe.py LISTs, apply.py patches, creates, deletes and GETs, events.py
 # creates, GETs and patches. redis/finalizers is for blockOwnerDeletion.
 RULES = {
-    (REDIS_GROUP, REDIS_PLURAL): {"list", "patch"},
-    (REDIS_GROUP, f"{REDIS_PLURAL}/status"): {"patch"},
-    (REDIS_GROUP, f"{REDIS_PLURAL}/finalizers"): {"update"},
-    (XCA_GROUP, XCA_PLURAL): {"list", "patch"},
-    (XCA_GROUP, f"{XCA_PLURAL}/status"): {"patch"},
+    (redis.GROUP, redis.RESOURCE.plural): {"list", "patch"},
+    (redis.GROUP, f"{redis.RESOURCE.plural}/status"): {"patch"},
+    (redis.GROUP, f"{redis.RESOURCE.plural}/finalizers"): {"update"},
+    (xca.GROUP, xca.RESOURCE.plural): {"list", "patch"},
+    (xca.GROUP, f"{xca.RESOURCE.plural}/status"): {"patch"},
     ("", "pods"): {"get", "list", "create", "delete"},
     ("", "events"): {"create", "get", "patch"},
 }

@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.actions import PatchStatus
-from reconciler.constants import FINALIZER
-from reconciler.model import ObjKey, Snapshot
-from reconciler.plan import plan, template_hash
-from reconciler.spec import validate_redis_spec
+from reconciler.kinds.redis import FINALIZER, template_hash, template_hash_of, validate_spec
+from reconciler.model import ObjKey
+from reconciler.plan import plan
+from reconciler.snapshot import Snapshot
 
 from . import sim
-from .builders import CONFIG, NOW, current_hash, pod, redis, xca
+from .builders import CONFIG, NOW, current_hash, pod, redis, snap, xca
 
 NAMES = ("a", "b", "c")
 HASHES = (current_hash(6379), current_hash(6380), "stale00000")
@@ -58,7 +58,7 @@ def snapshots(draw):
         xca(f"x{i}", active=draw(st.sampled_from([None, True, False])))
         for i in range(draw(st.integers(0, 2)))
     )
-    return Snapshot(tuple(redises), xcas, tuple(pods))
+    return snap(tuple(redises), xcas, tuple(pods))
 
 
 Work = tuple[int, int, int, int, int]
@@ -72,24 +72,24 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
     desired names without a pod, a missing finalizer or an orphan). Terminating
     pods count for nothing: they are the kubelet's work, not ours."""
     left: dict[ObjKey, Work] = {}
-    uids = {r.uid for r in snap.redis or ()}
+    uids = {r.uid for r in sim.redises(snap)}
     pods = [p for p in snap.pods or () if not p.terminating]
     for p in pods:
         if p.controller_uid and p.controller_uid not in uids:
             left[p.key] = (0, 0, 0, 0, 1)
-    for r in snap.redis or ():
+    for r in sim.redises(snap):
         owned = [p for p in pods if p.controller_uid == r.uid]
         if r.deletion_timestamp:
             left[r.key] = ((FINALIZER in r.finalizers) + len(owned), 0, 0, 0, 0)
             continue
         unguarded = int(FINALIZER not in r.finalizers)
-        spec, _ = validate_redis_spec(r.spec, CONFIG.image)
+        spec = validate_spec(r.spec, CONFIG.image).spec
         if spec is None:
             left[r.key] = (0, 0, 0, 0, unguarded)
             continue
         want = template_hash(spec)
         names = {f"{r.name}-{i}" for i in range(spec.num)}
-        stale = sum(1 for p in owned if p.name in names and p.template_hash != want)
+        stale = sum(1 for p in owned if p.name in names and template_hash_of(p) != want)
         extra = sum(1 for p in owned if p.name not in names)
         absent = len(names - {p.name for p in owned})
         left[r.key] = (0, stale, extra, absent, unguarded)
@@ -149,12 +149,12 @@ def test_plan_apply_converges_to_an_empty_plan(snap):
     else:
         raise AssertionError(f"no convergence; potentials {seen}")
     # Converged: every valid live Redis has exactly its desired, current pods.
-    for r in snap.redis or ():
+    for r in sim.redises(snap):
         owned = sorted(p.name for p in snap.pods if p.controller_uid == r.uid and not p.terminating)
         if r.deletion_timestamp:  # held only by someone else's finalizer now
             assert FINALIZER not in r.finalizers and owned == []
             continue
-        spec, _ = validate_redis_spec(r.spec, CONFIG.image)
+        spec = validate_spec(r.spec, CONFIG.image).spec
         if spec is None:
             continue
         foreign = {p.name for p in snap.pods if p.controller_uid != r.uid}
@@ -162,11 +162,11 @@ def test_plan_apply_converges_to_an_empty_plan(snap):
         assert owned == want
         assert FINALIZER in r.finalizers
         assert r.status["replicas"] == len(want)
-    live_uids = {r.uid for r in snap.redis or ()}
+    live_uids = {r.uid for r in sim.redises(snap)}
     assert all(
         p.controller_uid in live_uids or p.controller_uid == "foreign" for p in snap.pods
     )  # no orphans
-    assert all(x.status.get("active") is True for x in snap.xcas)
+    assert all(x.status.get("active") is True for x in sim.xcas(snap))
 
 
 @SETTINGS

@@ -1,8 +1,7 @@
 from reconciler.actions import PatchStatus
-from reconciler.model import Snapshot
-from reconciler.plan import plan, plan_xca
+from reconciler.plan import plan
 
-from .builders import CONFIG, NOW, xca
+from .builders import CONFIG, NOW, plan_xca, snap, xca
 
 
 def test_inactive_xca_is_activated_once_with_an_event():
@@ -27,4 +26,4 @@ def test_deleting_xca_is_left_alone():
 
 
 def test_failed_xca_list_means_no_xca_writes():
-    assert plan(Snapshot((), None, ()), CONFIG, NOW).actions == ()
+    assert plan(snap((), None, ()), CONFIG, NOW).actions == ()

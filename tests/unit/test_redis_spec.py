@@ -1,6 +1,13 @@
+"""Validation of a Redis spec, independent of the CRD schema."""
+
 import pytest
 
-from reconciler.spec import validate_redis_spec
+from reconciler.kinds.redis import validate_spec
+
+
+def validate_redis_spec(spec, default_image):
+    check = validate_spec(spec, default_image)
+    return check.spec, check.errors
 
 
 @pytest.mark.parametrize(

@@ -8,17 +8,13 @@ from datetime import timedelta
 import pytest
 
 from reconciler.actions import CreatePod, DeletePod, PatchFinalizers, PatchStatus
-from reconciler.constants import (
-    FINALIZER,
-    LABEL_INSTANCE,
-    LABEL_MANAGED_BY,
-    LABEL_NAME,
-    TEMPLATE_HASH_ANNOTATION,
-)
-from reconciler.model import Failure, Snapshot
-from reconciler.plan import plan, plan_redis, rfc3339
+from reconciler.backoff import Failure
+from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
+from reconciler.kinds.conditions import rfc3339
+from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION
+from reconciler.plan import plan
 
-from .builders import CONFIG, NOW, current_hash, pod, redis
+from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, snap
 
 
 def kinds(actions):
@@ -337,22 +333,22 @@ def test_orphans_deleted_only_with_complete_views():
     r = redis(num=1)
     orphan = pod(None, 0, name="gone-0", owner_uid="uid-of-deleted-redis")
     pods = (pod(r, 0), orphan)
-    snap = Snapshot((converged(r, [pods[0]]),), (), pods)
-    (action,) = plan(snap, CONFIG, NOW).actions
+    snapshot = snap((converged(r, [pods[0]]),), (), pods)
+    (action,) = plan(snapshot, CONFIG, NOW).actions
     assert isinstance(action, DeletePod) and action.name == "gone-0" and action.why == "owner gone"
     # Redis LIST failed: an orphan cannot be told apart from a pod of an unseen Redis.
-    assert plan(Snapshot(None, (), pods), CONFIG, NOW).actions == ()
+    assert plan(snap(None, (), pods), CONFIG, NOW).actions == ()
 
 
 def test_failed_pod_list_means_no_redis_writes():
-    snap = Snapshot((redis(finalizers=()),), (), None)
-    assert plan(snap, CONFIG, NOW).actions == ()
+    snapshot = snap((redis(finalizers=()),), (), None)
+    assert plan(snapshot, CONFIG, NOW).actions == ()
 
 
 def test_pods_are_matched_within_their_namespace():
     a, b = redis(ns="a"), redis(ns="b")
-    snap = Snapshot((a, b), (), tuple(pod(a, i) for i in range(3)))
-    creates = [x for x in plan(snap, CONFIG, NOW).actions if isinstance(x, CreatePod)]
+    snapshot = snap((a, b), (), tuple(pod(a, i) for i in range(3)))
+    creates = [x for x in plan(snapshot, CONFIG, NOW).actions if isinstance(x, CreatePod)]
     assert {c.target.namespace for c in creates} == {"b"}
 
 
@@ -373,12 +369,12 @@ def test_backing_off_object_gets_no_pod_writes_until_retry_time():
     r = redis()
     key = r.key
     retry_at = (NOW + timedelta(minutes=1)).timestamp()
-    snap = Snapshot((r,), (), (), {key: Failure(3, "boom", "ReconcileError", retry_at)})
-    result = plan(snap, CONFIG, NOW)
+    snapshot = snap((r,), (), (), {key: Failure(3, "boom", "ReconcileError", retry_at)})
+    result = plan(snapshot, CONFIG, NOW)
     assert result.backing_off == {key}
     assert not [a for a in result.actions if isinstance(a, CreatePod)]
     assert cond(status_of(result.actions).status, "Degraded")["reason"] == "BackingOff"
-    later = plan(snap, CONFIG, NOW + timedelta(minutes=2))
+    later = plan(snapshot, CONFIG, NOW + timedelta(minutes=2))
     assert later.backing_off == frozenset()
     assert len([a for a in later.actions if isinstance(a, CreatePod)]) == 3
 
@@ -398,6 +394,6 @@ def test_backing_off_object_gets_no_pod_writes_until_retry_time():
     ],
 )
 def test_pod_index_parsing(pod_name, index):
-    from reconciler.plan import _pod_index
+    from reconciler.kinds.redis import pod_index
 
-    assert _pod_index("r", pod_name) == index
+    assert pod_index("r", pod_name) == index

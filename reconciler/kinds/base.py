@@ -1,0 +1,64 @@
+"""What every kind provides, so that the client, observe, plan and apply can
+treat all kinds alike: where it lives in the API, how to decode it, and how to
+plan it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from reconciler.actions import Action, ObjRef
+from reconciler.backoff import Gate
+from reconciler.config import Config
+from reconciler.model import ObjKey, PodIndex, ResourceType
+
+
+class Object(Protocol):
+    """The fields every decoded object of our kinds has."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def key(self) -> ObjKey: ...
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """What a kind's planner may read about one object's world this pass."""
+
+    pods: PodIndex
+    config: Config
+    now: datetime
+    gate: Gate
+
+
+T = TypeVar("T", bound=Object)
+
+
+@dataclass(frozen=True)
+class Kind(Generic[T]):
+    """One of our kinds. ``reads_pods``: its planner needs the pod LIST, so it
+    writes nothing in a pass whose pod LIST failed. ``owns_pods``: managed pods
+    whose controlling object of this kind is gone are deleted as orphans."""
+
+    resource: ResourceType
+    component: str  # the source of its events
+    decode: Callable[[Mapping[str, Any]], T]
+    plan: Callable[[T, PlanInput], list[Action]]
+    reads_pods: bool = False
+    owns_pods: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.resource.kind
+
+    def ref(self, obj: Object) -> ObjRef:
+        """The involvedObject of events about ``obj``."""
+        res = self.resource
+        return ObjRef(res.api_version, res.kind, obj.namespace, obj.name, obj.uid)

@@ -1,0 +1,57 @@
+"""Status conditions as the API conventions describe them, for any kind.
+
+A condition's lastTransitionTime changes only when its status flips, so that
+a status rewritten with the same meaning compares equal and is not written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.model import Condition
+
+
+def rfc3339(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a condition says: is it true, and why."""
+
+    ok: bool
+    reason: str
+    message: str
+
+
+def observed_conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The stored conditions by type; malformed entries are ignored."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and isinstance(c.get("type"), str):
+            out[c["type"]] = c
+    return out
+
+
+def condition(
+    type_: str,
+    verdict: Verdict,
+    generation: int,
+    observed: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+) -> Condition:
+    """Build a condition, keeping lastTransitionTime unless the status flips."""
+    status = "True" if verdict.ok else "False"
+    old = observed.get(type_)
+    ltt = rfc3339(now)
+    if old is not None and old.get("status") == status and old.get("lastTransitionTime"):
+        ltt = str(old["lastTransitionTime"])
+    return Condition(type_, status, verdict.reason, verdict.message, ltt, generation)
+
+
+def status_differs(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """True when a merge patch of ``desired`` would change the stored status."""
+    return any(observed.get(k) != v for k, v in desired.items())

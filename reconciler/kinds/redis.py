@@ -1,0 +1,592 @@
+"""Redis: every rule of the kind, in the order a pass applies them.
+
+A Redis asks for ``spec.num`` pods named ``<name>-<index>``, each running one
+container with ``spec.image`` on ``spec.port``. For each object, a pass:
+  1. being deleted: deletes its pods, then drops the finalizer once none remain;
+  2. no finalizer yet: adds it before any pod exists;
+  3. invalid spec: touches no pod, and names the field in status and an event;
+  4. creates missing pods, deletes surplus ones, and replaces one stale pod at
+     a time while every other desired pod is Ready;
+  5. writes the status as the pods will be after those actions, only when it
+     differs from what is stored.
+Pods it does not own are never touched, even when they hold a desired name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciler.actions import (
+    Action,
+    CreatePod,
+    DeletePod,
+    EventSpec,
+    ObjRef,
+    PatchFinalizers,
+    PatchStatus,
+    pod_event,
+)
+from reconciler.backoff import BACKING_OFF, Gate
+from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
+from reconciler.kinds.base import Kind, PlanInput
+from reconciler.kinds.conditions import (
+    Verdict,
+    condition,
+    observed_conditions,
+    status_differs,
+)
+from reconciler.model import (
+    Condition,
+    ObjKey,
+    Pod,
+    PodIndex,
+    ResourceType,
+    generation_of,
+    mapping,
+    meta_of,
+)
+
+GROUP = "myapp.demo.kubebuilder.io"
+VERSION = "v1"
+RESOURCE = ResourceType(GROUP, VERSION, "Redis", "redis")
+COMPONENT = "redis-controller"
+FINALIZER = f"{GROUP}/pods"
+TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
+
+PORT_MIN = 6370
+PORT_MAX = 6380
+PORT_DEFAULT = 6379
+NUM_MAX = 100
+CONTAINER_NAME = "redis"
+APP_NAME = "redis"  # the app.kubernetes.io/name of its pods
+
+# A conservative image reference: [registry[:port]/]path[:tag][@digest].
+IMAGE_PATTERN = (
+    r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9._-]+)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+)
+_IMAGE_RE = re.compile(IMAGE_PATTERN)
+
+
+# ------------------------------------------------------------ the object
+
+
+@dataclass(frozen=True)
+class Redis:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
+    deletion_timestamp: str | None
+    finalizers: tuple[str, ...]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+
+    @property
+    def key(self) -> ObjKey:
+        return ObjKey(RESOURCE.kind, self.namespace, self.name)
+
+
+def from_api(obj: Mapping[str, Any]) -> Redis:
+    """Decode a Redis; the spec is kept raw and validated by `validate_spec`,
+    because objects can bypass the CRD schema."""
+    meta = meta_of(obj)
+    return Redis(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        generation=generation_of(meta),
+        deletion_timestamp=meta.get("deletionTimestamp"),
+        finalizers=tuple(f for f in meta.get("finalizers") or () if isinstance(f, str)),
+        spec=mapping(obj.get("spec")),
+        status=mapping(obj.get("status")),
+    )
+
+
+# ------------------------------------------------------------ the spec
+
+
+@dataclass(frozen=True)
+class RedisSpec:
+    port: int
+    num: int
+    image: str
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class SpecCheck:
+    """The typed spec, or the errors naming each bad field (then ``spec`` is None)."""
+
+    spec: RedisSpec | None
+    errors: tuple[FieldError, ...]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _port_error(port: Any) -> FieldError | None:
+    if not _is_int(port):
+        return FieldError("spec.port", f"must be an integer, got {port!r}")
+    if not PORT_MIN <= port <= PORT_MAX:
+        return FieldError("spec.port", f"must be between {PORT_MIN} and {PORT_MAX}, got {port}")
+    return None
+
+
+def _num_error(num: Any) -> FieldError | None:
+    if not _is_int(num):
+        return FieldError("spec.num", f"must be an integer, got {num!r}")
+    if not 0 <= num <= NUM_MAX:
+        return FieldError("spec.num", f"must be between 0 and {NUM_MAX}, got {num}")
+    return None
+
+
+def _image_error(image: Any) -> FieldError | None:
+    if not isinstance(image, str):
+        return FieldError("spec.image", f"must be a string, got {image!r}")
+    if not _IMAGE_RE.match(image):
+        return FieldError("spec.image", f"is not a valid image reference: {image!r}")
+    return None
+
+
+def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
+    """Re-check every field the rules rely on, independent of the CRD schema,
+    so a bad object gets a message naming its field instead of pods the
+    apiserver would reject."""
+    port = spec.get("port", PORT_DEFAULT)
+    num = spec.get("num", 0)
+    image = spec.get("image") or default_image
+    errors = tuple(
+        e for e in (_port_error(port), _num_error(num), _image_error(image)) if e is not None
+    )
+    if errors:
+        return SpecCheck(None, errors)
+    return SpecCheck(RedisSpec(port=port, num=num, image=image), ())
+
+
+# ------------------------------------------------------------ its pods
+
+
+def template_hash(spec: RedisSpec) -> str:
+    """Hash of everything in the pod template that the spec controls."""
+    doc = {"image": spec.image, "port": spec.port, "container": CONTAINER_NAME}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def template_hash_of(pod: Pod) -> str | None:
+    return pod.annotations.get(TEMPLATE_HASH_ANNOTATION)
+
+
+def pod_name(redis: Redis, index: int) -> str:
+    return f"{redis.name}-{index}"
+
+
+def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(redis, index),
+            "namespace": redis.namespace,
+            "labels": {
+                LABEL_NAME: APP_NAME,
+                LABEL_INSTANCE: redis.name,
+                LABEL_MANAGED_BY: MANAGED_BY,
+            },
+            "annotations": {TEMPLATE_HASH_ANNOTATION: template_hash(spec)},
+            "ownerReferences": [
+                {
+                    "apiVersion": RESOURCE.api_version,
+                    "kind": RESOURCE.kind,
+                    "name": redis.name,
+                    "uid": redis.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": CONTAINER_NAME,
+                    "image": spec.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "ports": [{"name": "redis", "containerPort": spec.port, "protocol": "TCP"}],
+                }
+            ]
+        },
+    }
+
+
+def pod_index(redis_name: str, name: str) -> int | None:
+    """The index in ``<redis>-<index>``, or None. Called per pod per pass: no regex."""
+    prefix_len = len(redis_name) + 1
+    if not name.startswith(redis_name) or name[prefix_len - 1 : prefix_len] != "-":
+        return None
+    tail = name[prefix_len:]
+    if not tail.isascii() or not tail.isdigit() or (tail[0] == "0" and len(tail) > 1):
+        return None
+    return int(tail)
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """A Redis's pods, sorted into the groups the rules talk about."""
+
+    owned: tuple[Pod, ...]  # controller ref is this Redis
+    by_index: Mapping[int, Pod]  # owned, with a name of the form <redis>-<index>
+    foreign: Mapping[str, Pod]  # holding a desired name, but controlled by another
+
+
+def _names_to_check(redis: Redis) -> int:
+    """How many desired names to check for foreign pods, before the spec is validated."""
+    num = redis.spec.get("num")
+    return min(num, NUM_MAX) if isinstance(num, int) and not isinstance(num, bool) else 0
+
+
+def pods_of(redis: Redis, index: PodIndex) -> PodSet:
+    owned = index.owned_by(redis.uid)
+    by_index: dict[int, Pod] = {}
+    for pod in owned:
+        idx = pod_index(redis.name, pod.name)
+        if idx is not None:
+            by_index[idx] = pod
+    foreign: dict[str, Pod] = {}
+    for i in range(_names_to_check(redis)):
+        holder = index.named(redis.namespace, pod_name(redis, i))
+        if holder is not None and holder.controller_uid != redis.uid:
+            foreign[holder.name] = holder
+    return PodSet(owned, by_index, foreign)
+
+
+# ------------------------------------------------------------ events
+
+
+def ref(redis: Redis) -> ObjRef:
+    return ObjRef(RESOURCE.api_version, RESOURCE.kind, redis.namespace, redis.name, redis.uid)
+
+
+def _pod_event(redis: Redis, reason: str, name: str, why: str) -> EventSpec:
+    return pod_event(ref(redis), reason, (name,), why, COMPONENT)
+
+
+def _delete(redis: Redis, pod: Pod, why: str, event_why: str) -> DeletePod:
+    event = _pod_event(redis, "DeletePod", pod.name, event_why)
+    return DeletePod(redis.key, pod.namespace, pod.name, pod.uid, why, event)
+
+
+# ------------------------------------------------------------ rule 1: deletion
+
+
+def plan_deletion(redis: Redis, podset: PodSet) -> list[Action]:
+    """Delete every pod it owns; release the finalizer once none is left."""
+    actions: list[Action] = [
+        _delete(redis, pod, "Redis deleted", "Redis deleted")
+        for pod in podset.owned
+        if not pod.terminating
+    ]
+    if not podset.owned and FINALIZER in redis.finalizers:
+        remaining = tuple(f for f in redis.finalizers if f != FINALIZER)
+        actions.append(
+            PatchFinalizers(redis.key, redis.resource_version, remaining, "all pods gone")
+        )
+    return actions
+
+
+# ------------------------------------------------------------ rule 2: finalizer
+
+
+def finalizer_patch(redis: Redis) -> list[Action]:
+    """Our finalizer first, so that no pod can exist unguarded."""
+    if FINALIZER in redis.finalizers:
+        return []
+    finalizers = (*redis.finalizers, FINALIZER)
+    why = "guard pods before creating them"
+    return [PatchFinalizers(redis.key, redis.resource_version, finalizers, why)]
+
+
+# ------------------------------------------------------------ rule 3: invalid spec
+
+
+def plan_invalid(
+    redis: Redis, errors: tuple[FieldError, ...], podset: PodSet, now: datetime
+) -> list[Action]:
+    """Leave the pods alone; say which field is wrong, once."""
+    message = "invalid spec: " + "; ".join(str(e) for e in errors)
+    invalid = Verdict(False, "InvalidSpec", message)
+    verdicts = {
+        "Ready": invalid,
+        "Progressing": invalid,
+        "Degraded": Verdict(True, "InvalidSpec", message),
+    }
+    live = [p for p in podset.by_index.values() if not p.terminating]
+    counts = {"replicas": len(live), "readyReplicas": sum(1 for p in live if p.ready)}
+    return _status_patch(redis, status_of(redis, counts, verdicts, now))
+
+
+# ------------------------------------------------------------ rule 4: pods
+
+
+def surplus_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> list[DeletePod]:
+    """Owned pods outside the desired set: beyond ``num``, or oddly named."""
+    surplus: list[DeletePod] = []
+    for pod in podset.owned:
+        idx = pod_index(redis.name, pod.name)
+        if pod.terminating or (idx is not None and idx < spec.num):
+            continue
+        surplus.append(_delete(redis, pod, "scale down", f"scale down to {spec.num}"))
+    return surplus
+
+
+def _create_reason(redis: Redis, index: int) -> str:
+    """Why a pod is created, for its event: a rollout, a deletion, or scaling up."""
+    progressing = observed_conditions(redis.status).get("Progressing") or {}
+    if progressing.get("reason") == "RollingUpdate":
+        return "spec changed"
+    recorded = redis.status.get("replicas")
+    if isinstance(recorded, int) and index < recorded:
+        return "deleted by hand"
+    return "scale up"
+
+
+@dataclass(frozen=True)
+class Missing:
+    creates: tuple[CreatePod, ...]
+    conflicts: tuple[str, ...]  # desired names held by a pod this Redis does not own
+
+
+def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
+    """Create each desired pod that does not exist, unless another holds its name
+    (an owned pod still terminating holds it too, until it is gone)."""
+    creates: list[CreatePod] = []
+    conflicts: list[str] = []
+    for idx in range(spec.num):
+        name = pod_name(redis, idx)
+        if name in podset.foreign:
+            conflicts.append(name)
+        elif idx not in podset.by_index:
+            event = _pod_event(redis, "CreatePod", name, _create_reason(redis, idx))
+            creates.append(CreatePod(redis.key, pod_manifest(redis, spec, idx), event))
+    return Missing(tuple(creates), tuple(conflicts))
+
+
+@dataclass(frozen=True)
+class Rollout:
+    stale: tuple[int, ...]  # desired indexes whose pod runs an older template
+    replace: DeletePod | None  # the one stale pod deleted this pass, if any
+
+
+def rolling_update(
+    redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod], blocked: bool
+) -> Rollout:
+    """Replace the lowest stale pod, only while every other desired pod is
+    Ready, so that at most one pod is down for the update at any time."""
+    want = template_hash(spec)
+    stale = tuple(
+        sorted(i for i, p in desired.items() if not p.terminating and template_hash_of(p) != want)
+    )
+    if not stale or blocked:
+        return Rollout(stale, None)
+    victim = stale[0]
+    others_ready = all(
+        i in desired and not desired[i].terminating and desired[i].ready
+        for i in range(spec.num)
+        if i != victim
+    )
+    if not others_ready:
+        return Rollout(stale, None)
+    return Rollout(stale, _delete(redis, desired[victim], "spec changed", "spec changed"))
+
+
+@dataclass(frozen=True)
+class PodChanges:
+    """The pod writes of one pass, and what the status needs to know of them."""
+
+    desired: Mapping[int, Pod]  # owned pods at desired indexes, before the changes
+    surplus: tuple[DeletePod, ...]
+    missing: Missing
+    rollout: Rollout
+
+    @property
+    def actions(self) -> list[Action]:
+        replace = [self.rollout.replace] if self.rollout.replace else []
+        return [*self.surplus, *self.missing.creates, *replace]
+
+    @property
+    def deleted(self) -> frozenset[str]:
+        replace = [self.rollout.replace] if self.rollout.replace else []
+        return frozenset(d.name for d in (*self.surplus, *replace))
+
+
+def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
+    missing = missing_pods(redis, spec, podset)
+    desired = {i: p for i, p in podset.by_index.items() if i < spec.num}
+    blocked = bool(missing.creates or missing.conflicts)
+    return PodChanges(
+        desired,
+        tuple(surplus_pods(redis, spec, podset)),
+        missing,
+        rolling_update(redis, spec, desired, blocked),
+    )
+
+
+# ------------------------------------------------------------ rule 5: status
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The desired pods as they will be once this pass's writes land."""
+
+    replicas: int
+    ready: int
+    updated: int
+
+
+def counts_after(spec: RedisSpec, changes: PodChanges) -> Counts:
+    want = template_hash(spec)
+    remaining = [
+        p for p in changes.desired.values() if not p.terminating and p.name not in changes.deleted
+    ]
+    created = len(changes.missing.creates)
+    return Counts(
+        replicas=len(remaining) + created,
+        ready=sum(1 for p in remaining if p.ready),
+        updated=sum(1 for p in remaining if template_hash_of(p) == want) + created,
+    )
+
+
+def ready_verdict(spec: RedisSpec, counts: Counts) -> Verdict:
+    ok = counts.ready == counts.updated == counts.replicas == spec.num
+    reason = "AllReplicasReady" if ok else "ReplicasNotReady"
+    return Verdict(ok, reason, f"{counts.ready}/{spec.num} replicas ready")
+
+
+def progressing_verdict(
+    redis: Redis, spec: RedisSpec, podset: PodSet, changes: PodChanges, counts: Counts
+) -> Verdict:
+    """The first unfinished step: rollout, scaling up or down, pods becoming Ready."""
+    num = spec.num
+    observed = observed_conditions(redis.status).get("Progressing") or {}
+    was_rolling = observed.get("reason") == "RollingUpdate"
+    if changes.rollout.stale or (was_rolling and counts.updated < num):
+        return Verdict(
+            True, "RollingUpdate", f"{counts.updated}/{num} pods updated to the current spec"
+        )
+    if counts.replicas < num:
+        return Verdict(True, "ScalingUp", f"{counts.replicas}/{num} pods exist")
+    if changes.surplus or any(p.terminating for p in podset.owned):
+        return Verdict(True, "ScalingDown", f"removing pods beyond {num}")
+    if counts.ready < num:
+        return Verdict(True, "WaitingForReady", f"{counts.ready}/{num} pods ready")
+    return Verdict(False, "Complete", f"all {num} replicas updated and ready")
+
+
+def degraded_verdict(conflicts: tuple[str, ...], gate: Gate) -> Verdict:
+    """A conflict first (it needs a person), then backoff, then the last failure."""
+    failure = gate.failure
+    if conflicts:
+        names = ", ".join(conflicts)
+        return Verdict(
+            True, "PodConflict", f"pods not owned by this Redis hold desired names: {names}"
+        )
+    if failure is not None and gate.holding:
+        message = f"{failure.count} consecutive failures, retrying later: {failure.message}"
+        return Verdict(True, BACKING_OFF, message)
+    if failure is not None:
+        return Verdict(True, failure.reason, failure.message)
+    return Verdict(False, "AsExpected", "no problems seen")
+
+
+@dataclass(frozen=True)
+class DesiredStatus:
+    body: dict[str, Any]
+    degraded: Condition
+
+
+def status_of(
+    redis: Redis, counts: Mapping[str, int], verdicts: Mapping[str, Verdict], now: datetime
+) -> DesiredStatus:
+    """The status to store: counts, then one condition per verdict."""
+    observed = observed_conditions(redis.status)
+    gen = redis.generation
+    conds = {t: condition(t, v, gen, observed, now) for t, v in verdicts.items()}
+    body = {
+        "observedGeneration": gen,
+        **counts,
+        "conditions": [c.to_dict() for c in conds.values()],
+    }
+    return DesiredStatus(body, conds["Degraded"])
+
+
+def _degraded_event(redis: Redis, degraded: Condition) -> tuple[EventSpec, ...]:
+    """Warn only when the Degraded condition changes, so a stuck object is not
+    re-announced every pass."""
+    if degraded.status != "True":
+        return ()
+    old = observed_conditions(redis.status).get("Degraded") or {}
+    if (old.get("status"), old.get("reason"), old.get("message")) == (
+        "True",
+        degraded.reason,
+        degraded.message,
+    ):
+        return ()
+    return (EventSpec(ref(redis), "Warning", degraded.reason, degraded.message, COMPONENT),)
+
+
+def _status_patch(redis: Redis, desired: DesiredStatus) -> list[Action]:
+    """Write the status only when it would change (a converged pass writes nothing)."""
+    if not status_differs(redis.status, desired.body):
+        return []
+    events = _degraded_event(redis, desired.degraded)
+    return [PatchStatus(redis.key, redis.resource_version, desired.body, events)]
+
+
+# ------------------------------------------------------------ the planner
+
+
+def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> list[Action]:
+    """Rules 4 and 5. While backing off, only the status is written."""
+    changes = pod_changes(redis, spec, podset)
+    counts = counts_after(spec, changes)
+    verdicts = {
+        "Ready": ready_verdict(spec, counts),
+        "Progressing": progressing_verdict(redis, spec, podset, changes, counts),
+        "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate),
+    }
+    fields = {
+        "replicas": counts.replicas,
+        "readyReplicas": counts.ready,
+        "updatedReplicas": counts.updated,
+    }
+    pod_actions = [] if inp.gate.holding else changes.actions
+    return pod_actions + _status_patch(redis, status_of(redis, fields, verdicts, inp.now))
+
+
+def plan(redis: Redis, inp: PlanInput) -> list[Action]:
+    podset = pods_of(redis, inp.pods)
+    if redis.deletion_timestamp:
+        return plan_deletion(redis, podset)
+    check = validate_spec(redis.spec, inp.config.image)
+    if check.spec is None:
+        return finalizer_patch(redis) + plan_invalid(redis, check.errors, podset, inp.now)
+    return finalizer_patch(redis) + plan_live(redis, check.spec, podset, inp)
+
+
+KIND: Kind[Redis] = Kind(RESOURCE, COMPONENT, from_api, plan, reads_pods=True, owns_pods=True)

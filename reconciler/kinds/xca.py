@@ -1,0 +1,60 @@
+"""Xca: activated once, with an event; an active Xca costs nothing.
+
+An Xca has no pods and no finalizer: its one write is the status patch that
+marks it active. While it is backing off after failed writes, it gets none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.actions import Action, EventSpec, PatchStatus
+from reconciler.kinds.base import Kind, PlanInput
+from reconciler.kinds.conditions import rfc3339
+from reconciler.model import ObjKey, ResourceType, generation_of, mapping, meta_of
+
+GROUP = "apps.xca.k8s.kb.cx"
+VERSION = "v1beta1"
+RESOURCE = ResourceType(GROUP, VERSION, "Xca", "xcas")
+COMPONENT = "xca-controller"
+
+
+@dataclass(frozen=True)
+class Xca:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
+    deletion_timestamp: str | None
+    status: Mapping[str, Any]
+
+    @property
+    def key(self) -> ObjKey:
+        return ObjKey(RESOURCE.kind, self.namespace, self.name)
+
+
+def from_api(obj: Mapping[str, Any]) -> Xca:
+    meta = meta_of(obj)
+    return Xca(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        generation=generation_of(meta),
+        deletion_timestamp=meta.get("deletionTimestamp"),
+        status=mapping(obj.get("status")),
+    )
+
+
+def plan(xca: Xca, inp: PlanInput) -> list[Action]:
+    if inp.gate.holding or xca.deletion_timestamp or xca.status.get("active") is True:
+        return []
+    event = EventSpec(KIND.ref(xca), "Normal", "Activated", f"Xca {xca.name} activated", COMPONENT)
+    status = {"active": True, "last_update_time": rfc3339(inp.now)}
+    return [PatchStatus(xca.key, xca.resource_version, status, (event,))]
+
+
+KIND: Kind[Xca] = Kind(RESOURCE, COMPONENT, from_api, plan)

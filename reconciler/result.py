@@ -1,0 +1,110 @@
+"""What a pass did, as plain values: each action's outcome and the pass summary.
+
+A leaf: the executor fills it in, and the CLI, daemon and metrics read it
+without importing the client, so serving metrics pulls in no HTTP library.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from reconciler.actions import Action, Plan
+from reconciler.backoff import DEFAULT_REASON, WriteError
+from reconciler.model import ObjKey
+
+
+class Result(StrEnum):
+    """The outcome of one action; its value is the word in logs and summaries."""
+
+    OK = "ok"
+    GONE = "gone"  # 404: the target went away; nothing left to do
+    CONFLICT = "conflict"  # 409: someone else wrote first; the next pass sees it
+    FAILED = "failed"
+    SKIPPED = "skipped"  # an earlier action of the same object did not succeed
+    DRY_RUN = "dry-run"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: Action
+    result: Result
+    error: str | None = None
+    reason: str = DEFAULT_REASON
+    conflict_pod: ObjKey | None = None  # a foreign pod that holds a desired name
+
+
+@dataclass
+class ApplyReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def counts(self) -> Counter[tuple[str, str, str]]:
+        return Counter((o.action.kind, o.action.verb, o.result) for o in self.outcomes)
+
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.result is Result.FAILED]
+
+    def write_errors(self) -> dict[ObjKey, WriteError]:
+        """The first failed write of each object (an object stops at its first)."""
+        errors: dict[ObjKey, WriteError] = {}
+        for o in self.failed():
+            errors.setdefault(o.action.owner, WriteError(o.error or "unknown error", o.reason))
+        return errors
+
+
+class PassOutcome(StrEnum):
+    OK = "ok"
+    ERRORS = "errors"  # some objects or LISTs failed; the others were reconciled
+    UNREACHABLE = "unreachable"  # no LIST reached the cluster
+
+
+@dataclass
+class PassResult:
+    pass_id: str
+    plan: Plan
+    applied: ApplyReport
+    errors: list[str] = field(default_factory=list)
+    unreachable: str | None = None
+    duration: float = 0.0
+    requests: int = 0
+    writes: int = 0
+    bytes_received: int = 0
+    by_code: dict[str, int] = field(default_factory=dict)
+    observed: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> PassOutcome:
+        if self.unreachable:
+            return PassOutcome.UNREACHABLE
+        return PassOutcome.ERRORS if self.errors else PassOutcome.OK
+
+    def action_counts(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for (kind, verb, result), n in self.applied.counts().items():
+            counts[f"{kind}/{verb}/{result}"] += n
+        return dict(sorted(counts.items()))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "pass_id": self.pass_id,
+            "result": str(self.outcome),
+            "duration_seconds": round(self.duration, 3),
+            "observed": self.observed,
+            "planned": len(self.plan.actions),
+            "actions": self.action_counts(),
+            "backing_off": sorted(str(k) for k in self.plan.backing_off),
+            "errors": self.errors,
+            "api_requests": self.requests,
+            "api_writes": self.writes,
+            "api_requests_by_code": self.by_code,
+            "bytes_received": self.bytes_received,
+        }
+
+    def one_line(self) -> str:
+        acts = ", ".join(f"{k}={v}" for k, v in self.action_counts().items()) or "no changes"
+        return (
+            f"pass {self.pass_id} {self.outcome} in {self.duration:.2f}s: "
+            f"{acts}; {len(self.errors)} errors; {self.requests} API requests"
+        )

@@ -1,0 +1,73 @@
+"""Where settings come from: defaults, then the YAML file, then RECONCILER_*
+environment variables, then flags. Each layer is checked by `config.coerce`,
+so a bad value names its source whichever layer it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.config import FIELDS, Config, ConfigError, coerce
+
+
+def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML config file; unknown keys are errors (a typo must not be silent)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{p}: the top level must be a mapping of keys to values")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in FIELDS:
+            raise ConfigError(f"{p}: {key}: unknown key (known: {', '.join(sorted(FIELDS))})")
+        out[key] = coerce(key, value, str(p))
+    return out
+
+
+def read_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in FIELDS:
+        name = f"RECONCILER_{key.upper()}"
+        if name in environ:
+            out[key] = coerce(key, environ[name], name)
+    return out
+
+
+def load(
+    config_file: str | None,
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Merge the layers; ``flags`` holds only options given on the command line."""
+    environ = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    config_file = config_file or environ.get("RECONCILER_CONFIG")
+    if config_file:
+        merged.update(read_file(config_file))
+    merged.update(read_env(environ))
+    for key, value in flags.items():
+        if key not in FIELDS:
+            raise ConfigError(f"--{key.replace('_', '-')}: unknown option")
+        merged[key] = coerce(key, value, f"--{key.replace('_', '-')}")
+    config = dataclasses.replace(Config(), **merged)
+    if not config.retry_period < config.renew_deadline < config.lease_duration:
+        raise ConfigError(
+            "leader election: need retry_period < renew_deadline < lease_duration, got "
+            f"{config.retry_period} < {config.renew_deadline} < {config.lease_duration}"
+        )
+    return config
