@@ -10,10 +10,14 @@ LOCAL_KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: venv
+venv: ## A venv with the package, its test and lint tools, and kubectl (no Go, no apt-get).
+	@bash hack/venv.sh
 
 .PHONY: deps
-deps: ## Install Debian packages, and a venv with the package, test tools and kubectl.
+deps: ## The venv, plus Debian packages (openssl, systemd) and a check for Go.
 	@bash hack/deps.sh
 
 .PHONY: cluster-build
@@ -45,12 +49,14 @@ sync: deps ## Run one pass against the current kubeconfig.
 	reconciler sync
 
 .PHONY: lint
-lint: deps ## ruff.
+lint: venv ## ruff, mypy (strict) and import-linter (the layers in docs/architecture.md).
 	ruff check reconciler tests hack bench
 	ruff format --check reconciler tests hack bench
+	mypy reconciler
+	lint-imports
 
 .PHONY: test-unit
-test-unit: deps ## Unit tests only (no cluster).
+test-unit: venv ## Unit tests only (no cluster, no Go, no apt-get).
 	python -m pytest tests/unit -q
 
 .PHONY: test-e2e
@@ -58,8 +64,15 @@ test-e2e: deps cluster-build ## End-to-end tests against the local control plane
 	python -m pytest tests/e2e -q -m e2e
 
 .PHONY: test
-test: deps cluster-build lint ## Unit and e2e tests (builds or reuses the local cluster).
-	python -m pytest tests -q
+test: deps cluster-build ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
+	$(MAKE) --no-print-directory lint
+	RECONCILER_REQUIRE_TOOLS=1 python -m pytest tests/unit -q
+	python -m pytest tests/e2e -q -m e2e
+
+.PHONY: mutate
+mutate: ## Mutation testing of the planner, kinds, apply and model (slow; not in `make test`).
+	@EXTRAS=test,mutate bash hack/venv.sh
+	python hack/mutate.py $(MUTATE_ARGS)
 
 .PHONY: bench
 bench: deps cluster-build ## Cost per pass and convergence at N=100,500,1000 vs the write limit and kopf.

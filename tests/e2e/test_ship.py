@@ -79,9 +79,16 @@ def test_samples_and_the_schema_edges_not_covered_elsewhere(kubectl: Kubectl, ns
         refused = dry_run(bad)
         assert refused.returncode != 0, f"{bad} was accepted"
         assert field in refused.stderr and why in refused.stderr, refused.stderr
+    # As JSON: kubectl reads a document that starts with "{" as JSON, not YAML.
     bad_xca = kubectl.apply(
-        f"{{apiVersion: {XCA_GROUP}/v1beta1, kind: Xca, metadata: {{name: x, namespace: {ns}}},"
-        " spec: {foo: 5}}",
+        json.dumps(
+            {
+                "apiVersion": f"{XCA_GROUP}/v1beta1",
+                "kind": "Xca",
+                "metadata": {"name": "x", "namespace": ns},
+                "spec": {"foo": 5},
+            }
+        ),
         check=False,
     )
     assert bad_xca.returncode != 0 and "spec.foo" in bad_xca.stderr

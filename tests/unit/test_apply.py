@@ -8,11 +8,16 @@ from reconciler.kube import ApiError, Unreachable
 from reconciler.plan import plan
 from reconciler.result import Result
 
-from .builders import CONFIG, NOW, plan_redis, redis, snap
+from .builders import CONFIG, NOW, plan_redis, pod, redis, snap, xca
 from .fakes import FakeKube, conflict
 
 OK, GONE, CONFLICT = Result.OK, Result.GONE, Result.CONFLICT
 FAILED, SKIPPED = Result.FAILED, Result.SKIPPED
+
+
+def status_of(actions):
+    (patch,) = [a for a in actions if a.verb == "patch-status"]
+    return patch
 
 
 def run(kube, actions):
@@ -92,8 +97,6 @@ def test_already_exists_for_a_foreign_pod_is_a_conflict_failure():
 
 
 def test_delete_of_a_gone_pod_is_not_an_error():
-    from .builders import pod
-
     r = redis(num=0)
     kube = FakeKube()
     kube.errors[("DELETE", "r-0")] = ApiError(404, "NotFound", "gone")
@@ -104,8 +107,6 @@ def test_delete_of_a_gone_pod_is_not_an_error():
 def test_unreachable_is_a_failure():
     kube = FakeKube()
     kube.errors[("PATCH/status", "x")] = Unreachable("connection refused")
-    from .builders import xca
-
     report = run(kube, plan(snap((), (xca(),), ()), CONFIG, NOW).actions)
     assert [o.result for o in report.outcomes] == [FAILED]
 
@@ -201,3 +202,132 @@ def test_events_of_successful_writes_are_posted_even_when_a_later_write_fails():
     run(kube, plan_redis(redis(num=3), [], CONFIG, NOW))
     events = [o["message"] for (k, _, _), o in kube.objects.items() if k == "Event"]
     assert events == ["Created pods r-0, r-1: scale up"]
+
+
+# ------------------------------------------------------------ each action, each answer
+
+
+def events_in(kube):
+    return [o for (k, _, _), o in kube.objects.items() if k == "Event"]
+
+
+def test_losing_the_lease_mid_pass_skips_every_later_object():
+    kube = FakeKube()
+    answers = iter([True, False, False])
+    actions = plan_redis(redis("a", num=1), [], CONFIG, NOW) + plan_redis(
+        redis("b", num=1), [], CONFIG, NOW
+    )
+    report = Executor(kube, concurrency=1, clock=lambda: NOW, keep_going=lambda: next(answers)).run(
+        Plan(tuple(actions))
+    )
+    by_owner = {}
+    for o in report.outcomes:
+        by_owner.setdefault(o.action.owner.name, []).append(o.result)
+    assert by_owner == {"a": [OK, OK], "b": [SKIPPED, SKIPPED]}
+    assert ("POST", "b-0") not in kube.calls
+
+
+def test_a_delete_error_other_than_not_found_is_a_failure():
+    r = redis(num=0)
+    kube = FakeKube()
+    kube.errors[("DELETE", "r-0")] = ApiError(403, "Forbidden", "no")
+    report = run(kube, plan_redis(r, [pod(r, 0)], CONFIG, NOW))
+    assert results(report) == [("delete", FAILED), ("patch-status", SKIPPED)]
+    (failed,) = report.failed()
+    assert failed.error == "403 Forbidden: no" and failed.reason == "ReconcileError"
+
+
+def test_a_successful_delete_is_ok_and_posts_its_event():
+    r = redis(num=0)
+    kube = FakeKube()
+    kube.objects[("Pod", "default", "r-0")] = {"metadata": {"name": "r-0"}}
+    report = run(kube, plan_redis(r, [pod(r, 0)], CONFIG, NOW))
+    assert results(report)[0] == ("delete", OK)
+    assert ("Pod", "default", "r-0") not in kube.objects
+    assert [e["message"] for e in events_in(kube)] == ["Deleted pod r-0: scale down to 0"]
+
+
+def test_a_delete_without_an_event_posts_none():
+    from reconciler.actions import DeletePod
+
+    kube = FakeKube()
+    orphan = DeletePod(redis().key, "default", "gone-0", "u", "owner gone")
+    assert results(run(kube, [orphan])) == [("delete", OK)]
+    assert events_in(kube) == []
+
+
+def test_events_attached_to_a_status_patch_are_posted_once_it_lands():
+    r = redis(num=2)
+    kube = FakeKube()
+    patch = status_of(plan_redis(r, [pod(r, 0), pod(r, 1, owner_uid="x")], CONFIG, NOW))
+    assert results(run(kube, [patch])) == [("patch-status", OK)]
+    assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "PodConflict")]
+    kube = FakeKube()
+    kube.errors[("PATCH/status", "r")] = conflict()
+    assert results(run(kube, [patch])) == [("patch-status", CONFLICT)]
+    assert events_in(kube) == []
+
+
+def test_already_exists_then_not_found_is_a_conflict_for_the_next_pass():
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    report = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW))
+    assert results(report) == [("create", CONFLICT), ("patch-status", SKIPPED)]
+    assert report.failed() == []
+
+
+def test_already_exists_then_a_failed_get_is_a_failure():
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    kube.errors[("GET", "r-0")] = ApiError(500, "InternalError", "etcd")
+    report = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW))
+    assert results(report)[0] == ("create", FAILED)
+
+
+def test_failure_events_carry_the_kind_of_the_object():
+    from reconciler.actions import ObjRef
+
+    x = xca()
+    kube = FakeKube()
+    kube.errors[("PATCH/status", "x")] = ApiError(422, "Invalid", "status.active: bad")
+    refs = {x.key: ObjRef("apps.xca.k8s.kb.cx/v1beta1", "Xca", "default", "x", x.uid)}
+    report = Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
+        plan(snap((), (x,), ()), CONFIG, NOW)
+    )
+    assert report.failed()[0].reason == "InvalidObject"
+    (event,) = events_in(kube)
+    assert (event["reason"], event["source"]["component"]) == (
+        "FailedUpdateStatus",
+        "xca-controller",
+    )
+    assert (
+        event["message"]
+        == f"patch xca {x.key} status (active, last_update_time): 422 Invalid: status.active: bad"
+    )
+
+
+def test_failure_reason_per_verb():
+    from reconciler.actions import ObjRef
+
+    r = redis(num=0, finalizers=())
+    kube = FakeKube()
+    kube.errors[("PATCH", "r")] = ApiError(500, "InternalError", "etcd")
+    refs = {r.key: ObjRef("v1", "Redis", "default", "r", r.uid)}
+    Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
+        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
+    )
+    (event,) = events_in(kube)
+    assert (event["reason"], event["source"]["component"]) == (
+        "FailedUpdateFinalizers",
+        "redis-controller",
+    )
+
+
+def test_a_patch_uses_the_resource_version_it_observed_and_the_status_subresource():
+    kube = FakeKube()
+    r = redis(num=0)
+    run(kube, plan_redis(r, [], CONFIG, NOW))
+    ((kind, name, body, sub),) = kube.patches
+    assert (kind, name, sub) == ("Redis", "r", "status")
+    assert body["metadata"] == {"resourceVersion": "10"}
+    assert body["status"]["replicas"] == 0

@@ -6,6 +6,7 @@ the pod) fails before anyone deploys it. tests/e2e/test_ship.py runs them."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -131,9 +132,16 @@ def value(u: dict[str, list[tuple[str, str]]], section: str, key: str) -> str:
 
 
 def tool(name: str) -> str:
-    """A tool from the venv (pip) or the system (apt); hack/deps.sh installs both."""
+    """A tool from the venv (pip) or the system (apt); hack/deps.sh installs both.
+
+    `make test-unit` needs no apt-get, so there a missing system tool skips the
+    test that needs it; `make test` installs the tools and sets
+    RECONCILER_REQUIRE_TOOLS=1, so there a missing tool fails.
+    """
     here = Path(sys.executable).parent / name
     path = str(here) if here.exists() else shutil.which(name)
+    if not path and not os.environ.get("RECONCILER_REQUIRE_TOOLS"):
+        pytest.skip(f"{name} not found; `bash hack/deps.sh` installs it")
     assert path, f"{name} not found; run `bash hack/deps.sh`"
     return path
 

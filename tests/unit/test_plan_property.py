@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.actions import PatchStatus
@@ -101,10 +101,6 @@ def potential(snap: Snapshot) -> list[int]:
     return [sum(column) for column in zip(NONE_LEFT, *work_left(snap).values(), strict=True)]
 
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@SETTINGS
 @given(snapshots())
 def test_second_plan_over_our_own_writes_is_empty(snap):
     """Only our own writes have landed, and they unblock no step of a
@@ -125,7 +121,6 @@ def test_second_plan_over_our_own_writes_is_empty(snap):
     )
 
 
-@SETTINGS
 @given(snapshots())
 def test_plan_apply_converges_to_an_empty_plan(snap):
     now = NOW
@@ -169,7 +164,6 @@ def test_plan_apply_converges_to_an_empty_plan(snap):
     assert all(x.status.get("active") is True for x in sim.xcas(snap))
 
 
-@SETTINGS
 @given(snapshots())
 def test_plan_is_deterministic_and_pure(snap):
     assert plan(snap, CONFIG, NOW) == plan(snap, CONFIG, NOW)

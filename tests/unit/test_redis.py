@@ -397,3 +397,192 @@ def test_pod_index_parsing(pod_name, index):
     from reconciler.kinds.redis import pod_index
 
     assert pod_index("r", pod_name) == index
+
+
+# ------------------------------------------------------------ pinned details
+
+
+def test_template_hash_is_pinned():
+    """Pods carry this hash; a new value would roll every pod on upgrade."""
+    from reconciler.kinds.redis import RedisSpec, template_hash
+
+    assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "f5dd121b51"
+    assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "444d23ee03"
+    # num is not part of the pod template: scaling never rolls pods.
+    assert template_hash(RedisSpec(6379, 1, "redis:5-alpine")) == "f5dd121b51"
+
+
+def test_pod_index_needs_the_dash_right_after_the_name():
+    from reconciler.kinds.redis import pod_index
+
+    assert pod_index("r", "rx1") is None
+    assert pod_index("ab", "a-1") is None
+
+
+def test_pod_at_the_recorded_count_is_a_scale_up_not_a_deletion_by_hand():
+    r = redis(status={"replicas": 2})
+    creates = [
+        a for a in plan_redis(r, [pod(r, 0), pod(r, 1)], CONFIG, NOW) if isinstance(a, CreatePod)
+    ]
+    assert [c.event.message for c in creates] == ["Created pod r-2: scale up"]
+
+
+# ------------------------------------------------------------ conditions, in full
+
+
+def conds(st):
+    return {c["type"]: (c["status"], c["reason"]) for c in st["conditions"]}
+
+
+def test_every_condition_carries_the_observed_generation():
+    r = redis(generation=7)
+    for pods in ([], [pod(r, i) for i in range(3)]):
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert [c["observedGeneration"] for c in st["conditions"]] == [7, 7, 7]
+    st = status_of(plan_redis(redis(generation=7, spec={"port": 1}), [], CONFIG, NOW)).status
+    assert [c["observedGeneration"] for c in st["conditions"]] == [7, 7, 7]
+    assert st["observedGeneration"] == 7
+
+
+def test_invalid_spec_conditions_in_full():
+    st = status_of(plan_redis(redis(spec={"port": 1, "num": 1}), [], CONFIG, NOW)).status
+    assert conds(st) == {
+        "Ready": ("False", "InvalidSpec"),
+        "Progressing": ("False", "InvalidSpec"),
+        "Degraded": ("True", "InvalidSpec"),
+    }
+    assert (st["replicas"], st["readyReplicas"]) == (0, 0)
+    assert "updatedReplicas" not in st
+
+
+def test_invalid_spec_counts_the_live_pods_it_leaves_alone():
+    r = redis(spec={"port": 1, "num": 3})
+    pods = [pod(r, 0), pod(r, 1, ready=False), pod(r, 2, terminating=True)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert (st["replicas"], st["readyReplicas"]) == (2, 1)
+
+
+def test_degraded_is_true_after_a_failure_and_while_backing_off():
+    r = redis()
+    pods = [pod(r, i) for i in range(3)]
+    fail = Failure(1, "500 InternalError: etcd", "ReconcileError", 0.0)
+    st = status_of(plan_redis(r, pods, CONFIG, NOW, fail)).status
+    assert conds(st)["Degraded"] == ("True", "ReconcileError")
+    assert cond(st, "Degraded")["message"] == "500 InternalError: etcd"
+    held = Failure(3, "500 InternalError: etcd", "ReconcileError", NOW.timestamp() + 60)
+    st = status_of(plan_redis(r, pods, CONFIG, NOW, held)).status
+    assert conds(st)["Degraded"] == ("True", "BackingOff")
+    assert cond(st, "Degraded")["message"] == (
+        "3 consecutive failures, retrying later: 500 InternalError: etcd"
+    )
+    # Past the retry time it is a plain failure again, and pods are written.
+    later = NOW + timedelta(minutes=2)
+    actions = plan_redis(r, [], CONFIG, later, held)
+    assert conds(status_of(actions).status)["Degraded"] == ("True", "ReconcileError")
+    assert len([a for a in actions if isinstance(a, CreatePod)]) == 3
+
+
+def test_backing_off_still_writes_status_but_no_pods():
+    r = redis()
+    held = Failure(3, "boom", "ReconcileError", NOW.timestamp() + 60)
+    actions = plan_redis(r, [], CONFIG, NOW, held)
+    assert kinds(actions) == ["PatchStatus"]
+    (event,) = actions[0].events
+    assert (event.type, event.reason) == ("Warning", "BackingOff")
+
+
+def test_a_conflict_outranks_a_failure_in_degraded():
+    r = redis(num=2)
+    fail = Failure(1, "boom", "ReconcileError", 0.0)
+    pods = [pod(r, 0), pod(r, 1, owner_uid="someone-else")]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW, fail)).status
+    assert conds(st)["Degraded"] == ("True", "PodConflict")
+
+
+@pytest.mark.parametrize("holder", ["terminating", "foreign"])
+def test_a_held_name_means_scaling_up(holder):
+    r = redis(num=2)
+    second = pod(r, 1, terminating=True) if holder == "terminating" else pod(r, 1, owner_uid="x")
+    st = status_of(plan_redis(r, [pod(r, 0), second], CONFIG, NOW)).status
+    assert conds(st)["Progressing"] == ("True", "ScalingUp")
+    assert cond(st, "Progressing")["message"] == "1/2 pods exist"
+    assert conds(st)["Ready"] == ("False", "ReplicasNotReady")
+
+
+def test_progressing_reasons_and_messages():
+    r = redis(num=2)
+    table = [
+        ([pod(r, 0), pod(r, 1)], ("False", "Complete"), "all 2 replicas updated and ready"),
+        ([pod(r, 0), pod(r, 1, ready=False)], ("True", "WaitingForReady"), "1/2 pods ready"),
+        ([pod(r, 0), pod(r, 1), pod(r, 2)], ("True", "ScalingDown"), "removing pods beyond 2"),
+        (
+            [pod(r, 0), pod(r, 1), pod(r, 2, terminating=True)],
+            ("True", "ScalingDown"),
+            "removing pods beyond 2",
+        ),
+        (
+            [pod(r, 0, hash_="old"), pod(r, 1)],
+            ("True", "RollingUpdate"),
+            "1/2 pods updated to the current spec",
+        ),
+    ]
+    for pods, expected, message in table:
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert conds(st)["Progressing"] == expected, pods
+        assert cond(st, "Progressing")["message"] == message
+
+
+def test_a_rollout_in_progress_stays_a_rollout_until_every_pod_is_updated():
+    rolling = {
+        "replicas": 2,
+        "conditions": [{"type": "Progressing", "status": "True", "reason": "RollingUpdate"}],
+    }
+    r = redis(num=2, status=rolling)
+    # r-0 is being replaced (terminating), r-1 is current: one of two is updated.
+    pods = [pod(r, 0, terminating=True, hash_="old"), pod(r, 1)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert conds(st)["Progressing"] == ("True", "RollingUpdate")
+    assert cond(st, "Progressing")["message"] == "1/2 pods updated to the current spec"
+    assert (st["replicas"], st["updatedReplicas"]) == (1, 1)
+    # Without the memory of a rollout, the same pods read as scaling up.
+    st = status_of(plan_redis(redis(num=2), pods, CONFIG, NOW)).status
+    assert conds(st)["Progressing"] == ("True", "ScalingUp")
+
+
+def test_ready_needs_every_pod_ready_updated_and_present():
+    r = redis(num=2)
+    table = [
+        ([pod(r, 0), pod(r, 1)], ("True", "AllReplicasReady")),
+        ([pod(r, 0), pod(r, 1, ready=False)], ("False", "ReplicasNotReady")),
+        ([pod(r, 0)], ("False", "ReplicasNotReady")),
+        ([pod(r, 0), pod(r, 1, hash_="old")], ("False", "ReplicasNotReady")),
+    ]
+    for pods, expected in table:
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert conds(st)["Ready"] == expected, pods
+    st = status_of(plan_redis(r, [pod(r, 0)], CONFIG, NOW)).status
+    assert cond(st, "Ready")["message"] == "1/2 replicas ready"
+
+
+def test_counts_while_a_stale_pod_is_replaced():
+    r = redis(num=3, port=6380)
+    old = current_hash(6379)
+    pods = [pod(r, 0, hash_=old), pod(r, 1), pod(r, 2, ready=False, hash_=current_hash(6380))]
+    pods = [pod(r, 0, hash_=old), pod(r, 1, hash_=current_hash(6380)), pods[2]]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    # r-2 is not Ready, so r-0 is not replaced yet.
+    assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"]) == (3, 2, 2)
+
+
+def test_degraded_warning_only_when_it_changes():
+    r = redis(num=2)
+    pods = [pod(r, 0), pod(r, 1, owner_uid="x")]
+    first = status_of(plan_redis(r, pods, CONFIG, NOW))
+    assert [e.reason for e in first.events] == ["PodConflict"]
+    # Same reason, new message (another name held): warned again.
+    r3 = dataclasses.replace(redis(num=3, status=first.status))
+    pods3 = [*pods, pod(r3, 2, owner_uid="x")]
+    again = status_of(plan_redis(r3, pods3, CONFIG, NOW))
+    assert [e.message for e in again.events] == [
+        "pods not owned by this Redis hold desired names: r-1, r-2"
+    ]
