@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 
 @dataclass(frozen=True, order=True)
@@ -116,6 +116,28 @@ def mapping(value: Any) -> Mapping[str, Any]:
 def generation_of(meta: Mapping[str, Any]) -> int:
     gen = meta.get("generation")
     return gen if isinstance(gen, int) else 0
+
+
+class ObjectFields(TypedDict):
+    """The metadata every object of our kinds is decoded with."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
+    deletion_timestamp: str | None
+
+
+def object_fields(meta: Mapping[str, Any]) -> ObjectFields:
+    return ObjectFields(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        generation=generation_of(meta),
+        deletion_timestamp=meta.get("deletionTimestamp"),
+    )
 
 
 @dataclass(frozen=True)

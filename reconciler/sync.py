@@ -11,19 +11,20 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 
 from reconciler import backoff
 from reconciler import report as pod_report
-from reconciler.actions import ObjRef
+from reconciler.actions import ObjRef, Plan
 from reconciler.apply import Executor
 from reconciler.config import Config
 from reconciler.events import post_event
 from reconciler.kinds.registry import KINDS, kind_of
 from reconciler.kube import Kube
 from reconciler.model import PODS, ObjKey, Pod
-from reconciler.observe import observe
+from reconciler.observe import Observation, observe
 from reconciler.plan import plan as make_plan
 from reconciler.result import ApplyReport, PassResult
 from reconciler.snapshot import Snapshot
@@ -95,6 +96,41 @@ def _report_pods(state: State, pods: tuple[Pod, ...], pass_id: str, *, update: b
         state.pod_views = current
 
 
+@dataclass(frozen=True)
+class _Pass:
+    """What the steps of one pass share."""
+
+    kube: Kube
+    config: Config
+    mode: Mode
+    clock: Callable[[], datetime]
+    keep_going: Callable[[], bool] | None
+    pass_id: str
+
+
+def _snapshot(obs: Observation, state: State) -> Snapshot:
+    """The planner's input: what was observed, and the failure memory."""
+    if obs.unreachable is None:
+        for err in obs.errors:
+            log.error("%s", err)
+    return dataclasses.replace(obs.snapshot, failures=state.failures)
+
+
+def _apply(p: _Pass, plan: Plan, refs: dict[ObjKey, ObjRef]) -> ApplyReport:
+    if p.mode is Mode.PLAN:
+        return ApplyReport()
+    executor = Executor(
+        p.kube,
+        concurrency=p.config.write_concurrency,
+        clock=p.clock,
+        dry_run=p.mode is Mode.DRY_RUN,
+        pass_id=p.pass_id,
+        refs=refs,
+        keep_going=p.keep_going,
+    )
+    return executor.run(plan)
+
+
 def run_pass(
     kube: Kube,
     config: Config,
@@ -108,37 +144,17 @@ def run_pass(
     errors; they are in the result, which decides the exit code."""
     started = time.monotonic()
     before = kube.stats.snapshot()
-    pass_id = uuid.uuid4().hex[:8]
+    p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8])
     selector = config.pod_report_selector if config.pod_report else None
 
     obs = observe(kube, config.namespaces, selector, state.conflict_pods)
-    if obs.unreachable is None:
-        for err in obs.errors:
-            log.error("%s", err)
-    now = clock()
-    snapshot = dataclasses.replace(obs.snapshot, failures=state.failures)
-    the_plan = make_plan(snapshot, config, now)
-    log.info(
-        "pass %s: %d actions planned over %s",
-        pass_id,
-        len(the_plan.actions),
-        ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed",
-    )
+    snapshot = _snapshot(obs, state)
+    the_plan = make_plan(snapshot, config, clock())
+    observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
+    log.info("pass %s: %d actions planned over %s", p.pass_id, len(the_plan.actions), observed)
 
-    applied = ApplyReport()
     refs = object_refs(snapshot)
-    if mode is not Mode.PLAN:
-        executor = Executor(
-            kube,
-            concurrency=config.write_concurrency,
-            clock=clock,
-            dry_run=mode is Mode.DRY_RUN,
-            pass_id=pass_id,
-            refs=refs,
-            keep_going=keep_going,
-        )
-        applied = executor.run(the_plan)
-
+    applied = _apply(p, the_plan, refs)
     errors = list(obs.errors)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
@@ -146,13 +162,12 @@ def run_pass(
         _remember_failures(kube, config, state, the_plan.backing_off, applied, refs, clock)
         state.conflict_pods -= obs.gone
         state.conflict_pods |= {o.conflict_pod for o in applied.failed() if o.conflict_pod}
-
     if config.pod_report and obs.report_pods is not None:
-        _report_pods(state, obs.report_pods, pass_id, update=mode is not Mode.DRY_RUN)
+        _report_pods(state, obs.report_pods, p.pass_id, update=mode is not Mode.DRY_RUN)
 
     used = kube.stats.snapshot() - before
-    result = PassResult(
-        pass_id,
+    return PassResult(
+        p.pass_id,
         the_plan,
         applied,
         errors,
@@ -164,4 +179,3 @@ def run_pass(
         bytes_received=used.bytes_received,
         observed=dict(obs.counts),
     )
-    return result

@@ -47,9 +47,9 @@ from reconciler.model import (
     Pod,
     PodIndex,
     ResourceType,
-    generation_of,
     mapping,
     meta_of,
+    object_fields,
 )
 
 GROUP = "myapp.demo.kubebuilder.io"
@@ -99,12 +99,7 @@ def from_api(obj: Mapping[str, Any]) -> Redis:
     because objects can bypass the CRD schema."""
     meta = meta_of(obj)
     return Redis(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        resource_version=str(meta.get("resourceVersion", "")),
-        generation=generation_of(meta),
-        deletion_timestamp=meta.get("deletionTimestamp"),
+        **object_fields(meta),
         finalizers=tuple(f for f in meta.get("finalizers") or () if isinstance(f, str)),
         spec=mapping(obj.get("spec")),
         status=mapping(obj.get("status")),

@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import rfc3339
-from reconciler.model import ObjKey, ResourceType, generation_of, mapping, meta_of
+from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields
 
 GROUP = "apps.xca.k8s.kb.cx"
 VERSION = "v1beta1"
@@ -37,16 +37,7 @@ class Xca:
 
 
 def from_api(obj: Mapping[str, Any]) -> Xca:
-    meta = meta_of(obj)
-    return Xca(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        resource_version=str(meta.get("resourceVersion", "")),
-        generation=generation_of(meta),
-        deletion_timestamp=meta.get("deletionTimestamp"),
-        status=mapping(obj.get("status")),
-    )
+    return Xca(**object_fields(meta_of(obj)), status=mapping(obj.get("status")))
 
 
 def plan(xca: Xca, inp: PlanInput) -> list[Action]:
