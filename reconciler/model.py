@@ -162,7 +162,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     status = mapping(obj.get("status"))
     conditions = tuple(
         PodCondition(
-            type=str(c.get("type", "")),
+            type=str(c["type"]),
             status=str(c.get("status", "Unknown")),
             reason=str(c.get("reason") or ""),
         )

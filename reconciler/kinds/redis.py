@@ -247,13 +247,7 @@ class PodSet:
 
     owned: tuple[Pod, ...]  # controller ref is this Redis
     by_index: Mapping[int, Pod]  # owned, with a name of the form <redis>-<index>
-    foreign: Mapping[str, Pod]  # holding a desired name, but controlled by another
-
-
-def _names_to_check(redis: Redis) -> int:
-    """How many desired names to check for foreign pods, before the spec is validated."""
-    num = redis.spec.get("num")
-    return min(num, NUM_MAX) if isinstance(num, int) and not isinstance(num, bool) else 0
+    index: PodIndex  # every pod, to see who holds a desired name
 
 
 def pods_of(redis: Redis, index: PodIndex) -> PodSet:
@@ -263,12 +257,12 @@ def pods_of(redis: Redis, index: PodIndex) -> PodSet:
         idx = pod_index(redis.name, pod.name)
         if idx is not None:
             by_index[idx] = pod
-    foreign: dict[str, Pod] = {}
-    for i in range(_names_to_check(redis)):
-        holder = index.named(redis.namespace, pod_name(redis, i))
-        if holder is not None and holder.controller_uid != redis.uid:
-            foreign[holder.name] = holder
-    return PodSet(owned, by_index, foreign)
+    return PodSet(owned, by_index, index)
+
+
+def _held_by_another(redis: Redis, podset: PodSet, name: str) -> bool:
+    holder = podset.index.named(redis.namespace, name)
+    return holder is not None and holder.controller_uid != redis.uid
 
 
 # ------------------------------------------------------------ events
@@ -374,7 +368,7 @@ def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
     conflicts: list[str] = []
     for idx in range(spec.num):
         name = pod_name(redis, idx)
-        if name in podset.foreign:
+        if _held_by_another(redis, podset, name):
             conflicts.append(name)
         elif idx not in podset.by_index:
             event = _pod_event(redis, "CreatePod", name, _create_reason(redis, idx))
@@ -388,17 +382,16 @@ class Rollout:
     replace: DeletePod | None  # the one stale pod deleted this pass, if any
 
 
-def rolling_update(
-    redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod], blocked: bool
-) -> Rollout:
-    """Replace the lowest stale pod, only while every other desired pod is
-    Ready, so that at most one pod is down for the update at any time."""
+def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) -> Rollout:
+    """Replace the lowest stale pod, only while every other desired pod exists
+    and is Ready, so that at most one pod is down for the update at any time
+    (a desired name that is missing or held by another pod waits for that)."""
     want = template_hash(spec)
     stale = tuple(
         sorted(i for i, p in desired.items() if not p.terminating and template_hash_of(p) != want)
     )
-    if not stale or blocked:
-        return Rollout(stale, None)
+    if not stale:
+        return Rollout((), None)
     victim = stale[0]
     others_ready = all(
         i in desired and not desired[i].terminating and desired[i].ready
@@ -431,14 +424,12 @@ class PodChanges:
 
 
 def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
-    missing = missing_pods(redis, spec, podset)
     desired = {i: p for i, p in podset.by_index.items() if i < spec.num}
-    blocked = bool(missing.creates or missing.conflicts)
     return PodChanges(
         desired,
         tuple(surplus_pods(redis, spec, podset)),
-        missing,
-        rolling_update(redis, spec, desired, blocked),
+        missing_pods(redis, spec, podset),
+        rolling_update(redis, spec, desired),
     )
 
 

@@ -22,10 +22,15 @@ class FakeKube:
         self.stats = Stats()
         self.patches: list[tuple[str, str, dict[str, Any], str]] = []
         self.on_call: Callable[[str, str], None] | None = None
+        # Every write with all its arguments: (verb, kind, namespace, name, detail).
+        self.writes: list[tuple[str, str, str | None, str, Any]] = []
+        self.patch_answer: dict[str, Any] | None = None  # None: a new resourceVersion
 
     def _maybe_fail(self, verb: str, name: str) -> None:
         self.calls.append((verb, name))
         self.stats.record(verb, "200", 0)
+        if self.on_call is not None:
+            self.on_call(verb, name)
         err = self.errors.get((verb, name))
         if err is not None:
             raise err
@@ -46,6 +51,7 @@ class FakeKube:
     def create(self, res: ResourceType, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
         self._maybe_fail("POST", name)
+        self.writes.append(("POST", res.kind, namespace, name, None))
         self.objects[(res.kind, namespace, name)] = body
         return body
 
@@ -57,6 +63,7 @@ class FakeKube:
 
     def delete(self, res: ResourceType, namespace: str, name: str, uid: str | None = None) -> None:
         self._maybe_fail("DELETE", name)
+        self.writes.append(("DELETE", res.kind, namespace, name, uid))
         self.objects.pop((res.kind, namespace, name), None)
 
     def merge_patch(
@@ -64,6 +71,9 @@ class FakeKube:
     ) -> dict[str, Any]:
         self._maybe_fail("PATCH" + (f"/{sub}" if sub else ""), name)
         self.patches.append((res.kind, name, body, sub))
+        self.writes.append(("PATCH", res.kind, namespace, name, sub))
+        if self.patch_answer is not None:
+            return self.patch_answer
         rv = str(int(body.get("metadata", {}).get("resourceVersion", "0") or 0) + 1)
         return {"metadata": {"resourceVersion": rv}}
 

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
+import time
+
+import pytest
+
 from reconciler.actions import Plan
-from reconciler.apply import Executor
+from reconciler.apply import Executor, merge_pod_events
+from reconciler.kinds.redis import FINALIZER
 from reconciler.kube import ApiError, Unreachable
+from reconciler.model import ObjKey
 from reconciler.plan import plan
 from reconciler.result import Result
 
@@ -331,3 +340,161 @@ def test_a_patch_uses_the_resource_version_it_observed_and_the_status_subresourc
     assert (kind, name, sub) == ("Redis", "r", "status")
     assert body["metadata"] == {"resourceVersion": "10"}
     assert body["status"]["replicas"] == 0
+
+
+# ------------------------------------------------------------ requests, logs, concurrency
+
+
+def test_each_write_names_its_namespace_uid_and_subresource():
+    r = redis("r", "team-a", num=1, finalizers=())
+    stale = pod(r, 1)
+    kube = FakeKube()
+    run(kube, plan_redis(r, [stale], CONFIG, NOW))
+    assert [w for w in kube.writes if w[1] != "Event"] == [
+        ("PATCH", "Redis", "team-a", "r", ""),
+        ("DELETE", "Pod", "team-a", "r-1", stale.uid),
+        ("POST", "Pod", "team-a", "r-0", None),
+        ("PATCH", "Redis", "team-a", "r", "status"),
+    ]
+    assert kube.patches[0][2]["metadata"] == {"finalizers": [FINALIZER], "resourceVersion": "10"}
+
+
+def test_a_later_patch_of_the_same_object_uses_the_version_our_last_patch_made():
+    from reconciler.actions import PatchFinalizers
+
+    r = redis(num=0)
+    status = status_of(plan_redis(r, [], CONFIG, NOW))
+    release = PatchFinalizers(r.key, r.resource_version, (), "test")
+    kube = FakeKube()
+    run(kube, [status, release])
+    assert [p[2]["metadata"]["resourceVersion"] for p in kube.patches] == ["10", "11"]
+    # An answer without a resourceVersion: keep the one we sent.
+    kube = FakeKube()
+    kube.patch_answer = {}
+    run(kube, [status, release])
+    assert [p[2]["metadata"]["resourceVersion"] for p in kube.patches] == ["10", "10"]
+
+
+def test_a_patch_of_something_not_of_our_kinds_is_a_bug():
+    from reconciler.actions import PatchStatus
+    from reconciler.model import ObjKey
+
+    with pytest.raises(TypeError, match="not one of our kinds: Pod"):
+        run(FakeKube(), [PatchStatus(ObjKey("Pod", "ns", "p"), "1", {})])
+
+
+def test_an_unreachable_apiserver_fails_the_object_with_its_message():
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = Unreachable("https://127.0.0.1:1: connection refused")
+    (failed,) = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW)).failed()
+    assert (failed.error, failed.reason) == (
+        "https://127.0.0.1:1: connection refused",
+        "ReconcileError",
+    )
+
+
+def test_already_exists_under_another_controller_is_a_pod_conflict_event():
+    from reconciler.actions import ObjRef
+
+    r = redis(num=1)
+    kube = FakeKube()
+    other = {"metadata": {"ownerReferences": [{"controller": True, "uid": "other"}]}}
+    kube.objects[("Pod", "default", "r-0")] = other
+    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    refs = {r.key: ObjRef("v1", "Redis", "default", "r", r.uid)}
+    report = Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
+        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
+    )
+    (failed,) = report.failed()
+    assert (failed.reason, failed.conflict_pod) == ("PodConflict", ObjKey("Pod", "default", "r-0"))
+    assert failed.error == "pod r-0 already exists and is not owned by this Redis"
+    (event,) = events_in(kube)
+    assert (event["type"], event["reason"]) == ("Warning", "PodConflict")
+
+
+def test_each_action_is_logged_with_its_object_result_and_pass(caplog):
+    caplog.set_level(logging.INFO, logger="reconciler.apply")
+    kube = FakeKube()
+    kube.errors[("POST", "r-1")] = ApiError(500, "InternalError", "etcd")
+    Executor(kube, concurrency=1, clock=lambda: NOW, pass_id="p1").run(
+        Plan(tuple(plan_redis(redis(num=2), [], CONFIG, NOW)))
+    )
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert lines == [
+        ("INFO", "[default/r] create pod default/r-0 (Created pod r-0: scale up) -> ok"),
+        (
+            "WARNING",
+            "[default/r] create pod default/r-1 (Created pod r-1: scale up):"
+            " 500 InternalError: etcd -> failed",
+        ),
+    ]
+    first = caplog.records[0]
+    assert (first.object, first.kind, first.action, first.result, first.pass_id) == (
+        "default/r",
+        "Redis",
+        "create",
+        "ok",
+        "p1",
+    )
+
+
+def test_dry_run_logs_each_action(caplog):
+    caplog.set_level(logging.INFO, logger="reconciler.apply")
+    Executor(FakeKube(), concurrency=1, clock=lambda: NOW, dry_run=True).run(
+        Plan(tuple(plan_redis(redis(num=0), [], CONFIG, NOW)))
+    )
+    (record,) = caplog.records
+    assert record.getMessage().endswith("-> dry-run") and record.pass_id == ""
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_objects_are_written_concurrently_up_to_the_bound(concurrency):
+    lock, state = threading.Lock(), {"now": 0, "most": 0, "threads": set()}
+
+    def slow(verb, name):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+            state["threads"].add(threading.current_thread().name)
+        time.sleep(0.05)
+        with lock:
+            state["now"] -= 1
+
+    kube = FakeKube()
+    kube.on_call = slow
+    actions = [a for i in range(6) for a in plan_redis(redis(f"r{i}", num=0), [], CONFIG, NOW)]
+    Executor(kube, concurrency=concurrency, clock=lambda: NOW).run(Plan(tuple(actions)))
+    assert state["most"] == concurrency
+    assert all(name.startswith("apply") for name in state["threads"])
+
+
+def test_a_long_pass_logs_its_progress(caplog, monkeypatch):
+    from reconciler import apply
+
+    caplog.set_level(logging.INFO, logger="reconciler.apply")
+    monkeypatch.setattr(apply._Progress, "EVERY", 0.0)
+    kube = FakeKube()
+    kube.on_call = lambda verb, name: time.sleep(0.01)
+    actions = [a for i in range(3) for a in plan_redis(redis(f"r{i}", num=0), [], CONFIG, NOW)]
+    Executor(kube, concurrency=1, clock=lambda: NOW, pass_id="p9").run(Plan(tuple(actions)))
+    progress = [r for r in caplog.records if "applied" in r.getMessage()]
+    assert [r.getMessage().split(" (")[0] for r in progress] == [
+        "pass p9: applied 1/3 objects",
+        "pass p9: applied 2/3 objects",
+    ]
+    assert all(r.pass_id == "p9" for r in progress)
+    rate, left = re.search(r"\((\d+)/s, about (\d+)s left\)", progress[0].getMessage()).groups()
+    # At most 100 objects a second (10 ms each), at least 1 unless the machine
+    # stalls for a second: the 2 left take a few seconds at most.
+    assert 1 <= int(rate) <= 150 and int(left) <= 5
+
+
+def test_merging_never_drops_an_event_that_carries_no_why():
+    from reconciler.actions import EventSpec, ObjRef
+
+    ref = ObjRef("v1", "Redis", "ns", "r", "u")
+    a = EventSpec(ref, "Normal", "Other", "a", "c", pods=("r-0",))
+    b = EventSpec(ref, "Normal", "Other", "b", "c", pods=("r-1",))
+    assert merge_pod_events([a, b]) == [a, b]
+    lone = EventSpec(ref, "Normal", "CreatePod", "custom text", "c", ("r-0",), "scale up")
+    assert merge_pod_events([lone]) == [lone]

@@ -167,3 +167,24 @@ def test_plan_apply_converges_to_an_empty_plan(snap):
 @given(snapshots())
 def test_plan_is_deterministic_and_pure(snap):
     assert plan(snap, CONFIG, NOW) == plan(snap, CONFIG, NOW)
+
+
+def test_a_failed_list_of_one_kind_leaves_the_others_planned():
+    x = xca(active=False)
+    assert [a.owner for a in plan(snap(None, (x,), ()), CONFIG, NOW).actions] == [x.key]
+
+
+def test_pods_controlled_by_a_kind_that_owns_none_are_never_orphans():
+    from reconciler.model import Pod
+
+    r = redis(num=0)
+    stray = pod(None, 0, name="stray", owner_uid="gone")
+    stray = Pod(**{**stray.__dict__, "controller_kind": "Xca"})
+    actions = plan(snap((sim_converged(r),), (), (stray,)), CONFIG, NOW).actions
+    assert actions == ()
+
+
+def sim_converged(r):
+    """r with the status the planner wants when it has no pods."""
+    first = plan(snap((r,), (), ()), CONFIG, NOW)
+    return sim.redis_named(sim.apply(snap((r,), (), ()), first.actions), r.name)

@@ -586,3 +586,133 @@ def test_degraded_warning_only_when_it_changes():
     assert [e.message for e in again.events] == [
         "pods not owned by this Redis hold desired names: r-1, r-2"
     ]
+
+
+# ------------------------------------------------------------ exact actions and messages
+
+
+def test_new_redis_actions_in_full():
+    from reconciler.actions import EventSpec, ObjRef
+
+    r = redis(num=1, finalizers=("a/b",))
+    fin, create, status = plan_redis(r, [], CONFIG, NOW)
+    assert fin == PatchFinalizers(
+        r.key, "10", ("a/b", FINALIZER), "guard pods before creating them"
+    )
+    assert (create.manifest["apiVersion"], create.manifest["kind"]) == ("v1", "Pod")
+    ref = ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", r.uid)
+    assert create.event == EventSpec(
+        ref,
+        "Normal",
+        "CreatePod",
+        "Created pod r-0: scale up",
+        "redis-controller",
+        ("r-0",),
+        "scale up",
+    )
+    assert status.owner == r.key and status.resource_version == "10"
+    assert cond(status.status, "Degraded") == {
+        "type": "Degraded",
+        "status": "False",
+        "reason": "AsExpected",
+        "message": "no problems seen",
+        "lastTransitionTime": rfc3339(NOW),
+        "observedGeneration": 1,
+    }
+
+
+def test_deletion_actions_in_full():
+    r = redis(deleting=True, finalizers=("a/b", FINALIZER))
+    (delete,) = plan_redis(r, [pod(r, 0)], CONFIG, NOW)
+    assert (delete.why, delete.event.message, delete.event.why) == (
+        "Redis deleted",
+        "Deleted pod r-0: Redis deleted",
+        "Redis deleted",
+    )
+    (release,) = plan_redis(r, [], CONFIG, NOW)
+    assert release == PatchFinalizers(r.key, "10", ("a/b",), "all pods gone")
+
+
+def test_rollout_delete_in_full():
+    r = redis(port=6380)
+    pods = [pod(r, i, hash_=current_hash(6379)) for i in range(3)]
+    (delete,) = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert (delete.name, delete.uid, delete.why) == ("r-0", pods[0].uid, "spec changed")
+    assert delete.event.message == "Deleted pod r-0: spec changed"
+
+
+def test_invalid_spec_message_in_full():
+    r = redis(spec={"port": 1, "num": "x"})
+    patch = status_of(plan_redis(r, [], CONFIG, NOW))
+    message = (
+        "invalid spec: spec.port: must be between 6370 and 6380, got 1; "
+        "spec.num: must be an integer, got 'x'"
+    )
+    assert {c["type"]: c["message"] for c in patch.status["conditions"]} == {
+        "Ready": message,
+        "Progressing": message,
+        "Degraded": message,
+    }
+    (event,) = patch.events
+    assert (event.type, event.reason, event.message, event.component) == (
+        "Warning",
+        "InvalidSpec",
+        message,
+        "redis-controller",
+    )
+    assert (event.involved.api_version, event.involved.namespace, event.involved.name) == (
+        "myapp.demo.kubebuilder.io/v1",
+        "default",
+        "r",
+    )
+
+
+def test_a_recorded_degraded_condition_is_not_announced_again_when_other_fields_change():
+    r = redis(num=2)
+    pods = [pod(r, 0), pod(r, 1, owner_uid="x")]
+    settled = converged(r, pods)
+    # r-0 becomes unready: the status changes, the conflict does not.
+    patch = status_of(plan_redis(settled, [pod(r, 0, ready=False), pods[1]], CONFIG, NOW))
+    assert patch.status["readyReplicas"] == 0
+    assert patch.events == ()
+    # The same conflict recorded with another reason or status is announced.
+    for field, value in (("reason", "Other"), ("status", "False"), ("message", "old")):
+        stored = [
+            {**c, field: value} if c["type"] == "Degraded" else c
+            for c in settled.status["conditions"]
+        ]
+        changed = dataclasses.replace(settled, status={**settled.status, "conditions": stored})
+        (event,) = status_of(plan_redis(changed, pods, CONFIG, NOW)).events
+        assert event.reason == "PodConflict", field
+
+
+def test_a_finished_rollout_moves_on_to_the_next_step():
+    rolling = {
+        "replicas": 2,
+        "conditions": [{"type": "Progressing", "status": "True", "reason": "RollingUpdate"}],
+    }
+    r = redis(num=2, status=rolling)
+    st = status_of(plan_redis(r, [pod(r, 0), pod(r, 1)], CONFIG, NOW)).status
+    assert conds(st)["Progressing"] == ("False", "Complete")
+
+
+def test_malformed_stored_conditions_are_ignored():
+    junk = {"conditions": ["junk", {"no": "type"}, {"type": 3}, None]}
+    r = redis(status=junk)
+    pods = [pod(r, i) for i in range(3)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert [c["type"] for c in st["conditions"]] == ["Ready", "Progressing", "Degraded"]
+
+
+def test_times_are_written_in_utc_whatever_the_local_zone(monkeypatch):
+    import time
+    from datetime import timezone
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        local = NOW.astimezone(timezone(timedelta(hours=2)))
+        assert rfc3339(local) == "2026-11-22T12:00:00Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -49,3 +49,24 @@ def test_port_bounds(value, ok):
 def test_all_errors_reported_at_once():
     _, errors = validate_redis_spec({"port": 1, "num": -1, "image": 3}, "redis")
     assert [e.path for e in errors] == ["spec.port", "spec.num", "spec.image"]
+
+
+def test_messages_in_full():
+    _, errors = validate_redis_spec({"port": "1", "num": True, "image": 3}, "redis")
+    assert [str(e) for e in errors] == [
+        "spec.port: must be an integer, got '1'",
+        "spec.num: must be an integer, got True",
+        "spec.image: must be a string, got 3",
+    ]
+    _, errors = validate_redis_spec({"port": 1, "num": 101, "image": "A"}, "redis")
+    assert [str(e) for e in errors] == [
+        "spec.port: must be between 6370 and 6380, got 1",
+        "spec.num: must be between 0 and 100, got 101",
+        "spec.image: is not a valid image reference: 'A'",
+    ]
+
+
+@pytest.mark.parametrize(("num", "ok"), [(-1, False), (0, True), (100, True), (101, False)])
+def test_num_bounds(num, ok):
+    spec, _ = validate_redis_spec({"num": num}, "redis")
+    assert (spec is not None) == ok

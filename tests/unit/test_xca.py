@@ -27,3 +27,14 @@ def test_deleting_xca_is_left_alone():
 
 def test_failed_xca_list_means_no_xca_writes():
     assert plan(snap((), None, ()), CONFIG, NOW).actions == ()
+
+
+def test_activation_event_in_full():
+    from reconciler.actions import EventSpec, ObjRef
+
+    x = xca(active=False)
+    (action,) = plan_xca(x, NOW)
+    ref = ObjRef("apps.xca.k8s.kb.cx/v1beta1", "Xca", "default", "x", x.uid)
+    assert action.events == (
+        EventSpec(ref, "Normal", "Activated", "Xca x activated", "xca-controller"),
+    )
