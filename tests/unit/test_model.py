@@ -74,8 +74,9 @@ def test_pod_fields():
 
 
 def test_a_bare_pod_decodes_to_safe_defaults():
-    p = pod_from_api({"metadata": {"name": "x"}})
-    assert (p.namespace, p.uid, p.resource_version, p.phase) == ("", "", "", "Unknown")
+    p = pod_from_api({})
+    assert (p.namespace, p.name, p.uid, p.resource_version) == ("", "", "", "")
+    assert p.phase == "Unknown"
     assert (p.labels, p.annotations, p.conditions) == ({}, {}, ())
     assert (p.controller_uid, p.controller_kind, p.deletion_timestamp) == (None, None, None)
     assert not p.terminating and not p.ready
@@ -129,8 +130,9 @@ def test_redis_fields():
     assert r.finalizers == ("a/b", "c/d")
     assert (r.spec, r.status) == ({"num": 1}, {"replicas": 1})
     assert r.key == ObjKey("Redis", "ns", "r")
-    bare = redis_kind.from_api({"metadata": {"name": "r"}, "spec": "junk"})
-    assert (bare.namespace, bare.uid, bare.resource_version, bare.generation) == ("", "", "", 0)
+    bare = redis_kind.from_api({"spec": "junk"})
+    assert (bare.namespace, bare.name, bare.uid, bare.resource_version) == ("", "", "", "")
+    assert bare.generation == 0
     assert (bare.finalizers, bare.spec, bare.status, bare.deletion_timestamp) == ((), {}, {}, None)
 
 
@@ -155,8 +157,9 @@ def test_xca_fields():
         {"active": True},
     )
     assert x.key == ObjKey("Xca", "ns", "x")
-    bare = xca_kind.from_api({"metadata": {"name": "x"}, "status": ["junk"]})
-    assert (bare.namespace, bare.uid, bare.resource_version, bare.generation) == ("", "", "", 0)
+    bare = xca_kind.from_api({"status": ["junk"]})
+    assert (bare.namespace, bare.name, bare.uid, bare.resource_version) == ("", "", "", "")
+    assert bare.generation == 0
     assert (bare.status, bare.deletion_timestamp) == ({}, None)
 
 

@@ -716,3 +716,14 @@ def test_times_are_written_in_utc_whatever_the_local_zone(monkeypatch):
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_stale_pod_beyond_the_desired_count_is_scaled_down_not_rolled():
+    r = redis(num=2, status={"replicas": 3})
+    pods = [pod(r, 0), pod(r, 1), pod(r, 2, hash_=current_hash(6380))]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    deletes = [(a.name, a.why) for a in actions if isinstance(a, DeletePod)]
+    assert deletes == [("r-2", "scale down")]
+    st = status_of(actions).status
+    assert conds(st)["Progressing"] == ("True", "ScalingDown")
+    assert (st["replicas"], st["updatedReplicas"]) == (2, 2)
