@@ -21,6 +21,7 @@ import hashlib
 import http.client
 import json
 import os
+import random
 import secrets
 import shlex
 import shutil
@@ -352,6 +353,9 @@ def _apiserver_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[s
         f"--bind-address={HOST}",
         f"--advertise-address={HOST}",
         f"--secure-port={ports['apiserver']}",
+        # SO_REUSEPORT: an apiserver restarted after a kill (the fault tests)
+        # binds its port again at once, past the old connections' TIME_WAIT.
+        "--permit-port-sharing=true",
         f"--cert-dir={pki}",
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -702,6 +706,12 @@ def _api(cluster: Cluster, method: str, path: str, body: object = None) -> tuple
 # ---------------------------------------------------------------- processes
 
 
+# The components this launcher process started, while it waits for them: a
+# child's own exit status is the one sure sign that it died (a look at /proc
+# through the pid file once took a live etcd for a dead one during start-up).
+_CHILDREN: dict[str, subprocess.Popen[bytes]] = {}
+
+
 def _spawn(lay: Layout, component: str, args: list[str]) -> int:
     """Start a component in its own session so it outlives us and dies as a group."""
     with open(lay.log(component), "wb") as log:
@@ -714,15 +724,27 @@ def _spawn(lay: Layout, component: str, args: list[str]) -> int:
             start_new_session=True,
         )
     lay.pid_file(component).write_text(f"{proc.pid}\n")
+    _CHILDREN[f"{lay.root}/{component}"] = proc
     return proc.pid
+
+
+def _exited(lay: Layout, component: str) -> int | None:
+    """The exit code of a component that died, or None while it runs."""
+    proc = _CHILDREN.get(f"{lay.root}/{component}")
+    if proc is not None:
+        return proc.poll()
+    return None if _pid_of(lay, component) is not None else -1
 
 
 def _wait(lay: Layout, component: str, what: str, check: Callable[[], bool]) -> None:
     """Poll check until true; fail fast if the component died, else after TIMEOUT."""
     deadline = time.monotonic() + TIMEOUT
     while not check():
-        if _pid_of(lay, component) is None:
-            raise ClusterError(f"{component} exited while waiting for {what}", lay.log(component))
+        code = _exited(lay, component)
+        if code is not None:
+            raise ClusterError(
+                f"{component} exited (code {code}) while waiting for {what}", lay.log(component)
+            )
         if time.monotonic() > deadline:
             raise ClusterError(
                 f"timed out after {TIMEOUT:.0f}s waiting for {what}", lay.log(component)
@@ -890,13 +912,39 @@ def _require_kubectl() -> str:
     return kubectl
 
 
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands out as a client's source port."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_ports(n: int) -> list[int]:
-    """Distinct free loopback ports (all held open together so none repeats)."""
+    """Distinct free loopback ports below the ephemeral range (all held open
+    together so none repeats).
+
+    A port the kernel picks for us (bind to 0) is an ephemeral one, which any
+    client may also get as its source port: a component restarted on it then
+    found it taken ("address already in use"), and a client retrying a dead
+    apiserver can even connect to itself on it. Below the range, only a
+    listener can hold a port, and the bind below sees that.
+    """
+    low, high = 20000, min(_ephemeral_floor(), 32768)
+    rng = random.Random()
     with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind((HOST, 0))
-        return [s.getsockname()[1] for s in socks]
+        ports: list[int] = []
+        while len(ports) < n:
+            port = rng.randrange(low, high)
+            if port in ports:
+                continue
+            sock = stack.enter_context(socket.socket())
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            ports.append(port)
+        return ports
 
 
 def _tail(path: Path, n: int = LOG_TAIL) -> str:
