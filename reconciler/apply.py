@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,7 +29,7 @@ from reconciler.actions import (
     Verb,
     pod_event_message,
 )
-from reconciler.backoff import DEFAULT_REASON
+from reconciler.backoff import DEFAULT_REASON, WriteError
 from reconciler.events import post_event
 from reconciler.kinds.registry import kind_of
 from reconciler.kube import ApiError, Kube, KubeError
@@ -46,6 +46,17 @@ FAILURE_REASONS = {
 }
 POD_CONFLICT = "PodConflict"
 INVALID_OBJECT = "InvalidObject"
+QUOTA_EXCEEDED = "QuotaExceeded"
+FORBIDDEN = "Forbidden"
+
+
+def failure_reason(exc: ApiError) -> str:
+    """The Degraded reason for a refused write: what a user must act on."""
+    if exc.status == 422:
+        return INVALID_OBJECT
+    if exc.status == 403:
+        return QUOTA_EXCEEDED if "exceeded quota" in exc.message else FORBIDDEN
+    return DEFAULT_REASON
 
 
 class _Failed(Exception):
@@ -108,8 +119,11 @@ class Executor:
         pass_id: str = "",
         refs: Mapping[ObjKey, ObjRef] | None = None,
         keep_going: Callable[[], bool] | None = None,
+        after_failure: Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]] | None = None,
     ) -> None:
         self.kube = kube
+        # The object's status after one of its writes failed (plan.status_after_failure).
+        self.after_failure = after_failure
         self.refs = refs or {}
         # Checked before each object: a replica that lost its lease mid-pass
         # must stop writing at once (another may have taken over).
@@ -179,14 +193,39 @@ class Executor:
                 outcomes.append(
                     Outcome(action, Result.FAILED, str(exc), exc.reason, exc.conflict_pod)
                 )
-                self._warn(owner, action, str(exc), exc.reason)
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
+                error = WriteError(str(exc), exc.reason)
+                if not self._status_after_failure(owner, error, outcomes, run):
+                    self._warn(owner, action, str(exc), exc.reason)
                 return
             self._log(owner, action, result)
             outcomes.append(Outcome(action, result))
             if result is Result.CONFLICT:
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 return
+
+    def _status_after_failure(
+        self, owner: ObjKey, error: WriteError, outcomes: list[Outcome], run: _ObjectRun
+    ) -> bool:
+        """Write the status that says what failed, in the same run of the object
+        (so with its latest resourceVersion). Tried once: its own failure is
+        logged and counted, not retried. True if it posted the Warning (the
+        Degraded event), so the failure is not announced twice."""
+        warned = False
+        landed = [o.action for o in outcomes if o.result is Result.OK]
+        for action in self.after_failure(owner, error, landed) if self.after_failure else ():
+            try:
+                result = self._do(action, run)
+            except _Failed as exc:
+                self._log(owner, action, Result.FAILED, str(exc))
+                outcomes.append(Outcome(action, Result.FAILED, str(exc), exc.reason))
+                return warned
+            self._log(owner, action, result)
+            outcomes.append(Outcome(action, result))
+            warned |= (
+                result is Result.OK and isinstance(action, PatchStatus) and bool(action.events)
+            )
+        return warned
 
     def _warn(self, owner: ObjKey, action: Action, error: str, reason: str) -> None:
         """Failures are reported on the object too, where `kubectl describe` shows them."""
@@ -217,8 +256,9 @@ class Executor:
                 case _:
                     assert_never(action)
         except ApiError as exc:
-            reason = INVALID_OBJECT if exc.status == 422 else DEFAULT_REASON
-            raise _Failed(f"{exc.status} {exc.reason}: {exc.message}", reason) from None
+            raise _Failed(
+                f"{exc.status} {exc.reason}: {exc.message}", failure_reason(exc)
+            ) from None
         except KubeError as exc:
             raise _Failed(str(exc), DEFAULT_REASON) from None
 

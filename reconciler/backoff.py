@@ -1,28 +1,28 @@
 """Failure memory and the backoff schedule, in one place.
 
 An object whose writes keep failing is retried less and less often, never
-dropped. The memory is an input of the planner (like the cluster itself), so
-that backoff and the Degraded condition stay pure functions of what a pass
-observed. Every time here comes from the caller's clock: the planner's ``now``
-and the retry times it is compared with are read from the same clock.
+dropped. The memory lives in the object's own status (``status.backoff``), so
+every mode (the daemon, `sync` from cron, the CronJob) reads the same record
+back, and the planner stays a pure function of what a pass observed. Every time
+here comes from the caller's clock.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-
-from reconciler.actions import EventSpec, ObjRef
-from reconciler.model import ObjKey
+from datetime import UTC, datetime
+from typing import Any
 
 DEFAULT_REASON = "ReconcileError"
 BACKING_OFF = "BackingOff"
+STATUS_FIELD = "backoff"  # status.backoff: the record below, as the API stores it
 
 
 @dataclass(frozen=True)
 class Failure:
-    """Consecutive failed writes of one object, and when to try it again."""
+    """Consecutive failed passes of one object, and when to try it again."""
 
     count: int
     message: str
@@ -41,20 +41,28 @@ class Policy:
 
 @dataclass(frozen=True)
 class Gate:
-    """What the planner may do with one object this pass. ``holding``: it is
-    backing off, so only its status may be written."""
+    """What the planner may do with one object this pass.
+
+    ``hold``: write only its status (it is backing off, or a write of it just
+    failed). ``backing_off``: say so in the status.
+    """
 
     failure: Failure | None
-    holding: bool
+    hold: bool
+    backing_off: bool
+
+
+OPEN = Gate(None, False, False)
 
 
 def gate(failure: Failure | None, policy: Policy, now: datetime) -> Gate:
-    holding = (
+    """The gate of an object with this record at the start of a pass."""
+    waiting = (
         failure is not None
         and failure.count >= policy.threshold
         and now.timestamp() < failure.retry_at
     )
-    return Gate(failure, holding)
+    return Gate(failure, waiting, waiting)
 
 
 def delay(count: int, policy: Policy) -> float:
@@ -67,56 +75,50 @@ def delay(count: int, policy: Policy) -> float:
 
 @dataclass(frozen=True)
 class WriteError:
-    """The first failed write of one object in a pass."""
+    """The failed write of one object in a pass (an object stops at its first)."""
 
     message: str
     reason: str
 
 
-@dataclass(frozen=True)
-class Memory:
-    """Failure memory after a pass. ``announce``: the objects at or past the
-    threshold, each of which gets a Warning naming the count and the next try."""
-
-    failures: dict[ObjKey, Failure]
-    announce: tuple[tuple[ObjKey, Failure], ...]
-
-
-def remember(
-    previous: Mapping[ObjKey, Failure],
-    held: frozenset[ObjKey],
-    failed: Mapping[ObjKey, WriteError],
-    now: float,
-    policy: Policy,
-) -> Memory:
-    """Carry failure counts across passes; never drop an object.
-
-    A failed object's count goes up by one; an object held back this pass keeps
-    its record as it was (only a status write may have run); every other
-    object's record is cleared, since its writes succeeded. Every failed retry
-    under backoff is announced: retries are rare by then, so the events are too.
-    """
-    failures: dict[ObjKey, Failure] = {}
-    announce: list[tuple[ObjKey, Failure]] = []
-    for key, error in failed.items():
-        count = (previous[key].count if key in previous else 0) + 1
-        record = Failure(count, error.message, error.reason, now + delay(count, policy))
-        failures[key] = record
-        if count >= policy.threshold:
-            announce.append((key, record))
-    for key, record in previous.items():
-        if key in held and key not in failed:
-            failures[key] = record
-    return Memory(failures, tuple(announce))
+def after_failure(previous: Failure | None, error: WriteError, now: float, policy: Policy) -> Gate:
+    """The gate for the status written right after a failed write: one more
+    failure, and the time of the next try (whole seconds, rounded up, as the
+    status stores them)."""
+    count = (previous.count if previous is not None else 0) + 1
+    retry_at = float(math.ceil(now + delay(count, policy)))
+    failure = Failure(count, error.message, error.reason, retry_at)
+    return Gate(failure, True, count >= policy.threshold)
 
 
-def backoff_event(ref: ObjRef, component: str, failure: Failure, now: float) -> EventSpec:
-    """A Warning saying the object is now retried less often (never dropped)."""
-    wait = max(0, round(failure.retry_at - now))
-    return EventSpec(
-        ref,
-        "Warning",
-        BACKING_OFF,
-        f"{failure.count} consecutive failures; next attempt in {wait}s: {failure.message}",
-        component,
-    )
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_status(failure: Failure | None) -> dict[str, Any] | None:
+    """The record as stored in ``status.backoff``; None removes it (merge patch)."""
+    if failure is None:
+        return None
+    return {
+        "failures": failure.count,
+        "reason": failure.reason,
+        "message": failure.message,
+        "retryAfter": _rfc3339(failure.retry_at),
+    }
+
+
+def from_status(status: Mapping[str, Any]) -> Failure | None:
+    """Read the record back; a malformed one is no record (the next failure
+    starts counting again), never an error."""
+    record = status.get(STATUS_FIELD)
+    if not isinstance(record, Mapping):
+        return None
+    count, retry = record.get("failures"), record.get("retryAfter")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        return None
+    try:
+        retry_at = datetime.fromisoformat(str(retry)).timestamp() if retry else 0.0
+    except ValueError:
+        retry_at = 0.0
+    message = str(record.get("message") or "")
+    return Failure(count, message, str(record.get("reason") or DEFAULT_REASON), retry_at)

@@ -8,12 +8,12 @@ kind's rules; then it deletes the kind's orphan pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.actions import Action, DeletePod, Plan
-from reconciler.backoff import gate
+from reconciler.actions import Action, DeletePod, PatchStatus, Plan
+from reconciler.backoff import WriteError, after_failure, gate
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.kinds.base import Kind, Object, PlanInput
@@ -51,10 +51,36 @@ def plan(snapshot: Snapshot, config: Config, now: datetime) -> Plan:
         if objects is None or (kind.reads_pods and snapshot.pods is None):
             continue
         for obj in sorted(objects, key=lambda o: o.key):
-            obj_gate = gate(snapshot.failures.get(obj.key), config.backoff, now)
-            if obj_gate.holding:
+            obj_gate = gate(obj.failure, config.backoff, now)
+            if obj_gate.backing_off:
                 held.add(obj.key)
             actions.extend(kind.plan(obj, PlanInput(index, config, now, obj_gate)))
         if kind.owns_pods and snapshot.pods is not None:
             actions.extend(orphan_pods(kind, objects, snapshot.pods))
     return Plan(tuple(actions), frozenset(held))
+
+
+StatusAfterFailure = Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]]
+
+
+def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> StatusAfterFailure:
+    """For the executor: the status of an object right after one of its writes
+    failed, so that the failure shows in the status in the same pass, in every
+    mode. It is the kind's own status rule, held to status only, with the
+    failure counted (the record the next pass reads back) and the writes that
+    landed before it counted too."""
+    index = PodIndex(snapshot.pods or ())
+    found: dict[ObjKey, tuple[Kind[Any], Any]] = {
+        obj.key: (kind, obj) for kind in KINDS for obj in snapshot.of(kind.name) or ()
+    }
+
+    def status_of(key: ObjKey, error: WriteError, landed: Sequence[Action]) -> list[Action]:
+        if key not in found:
+            return []  # not one of our objects (an orphan pod)
+        kind, obj = found[key]
+        held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
+        done = frozenset((a.verb, a.target) for a in landed)
+        actions = kind.plan(obj, PlanInput(index, config, now, held, done))
+        return [a for a in actions if isinstance(a, PatchStatus)]
+
+    return status_of

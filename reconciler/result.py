@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.actions import Action, Plan
-from reconciler.backoff import DEFAULT_REASON, WriteError
+from reconciler.backoff import DEFAULT_REASON
 from reconciler.model import ObjKey
 
 
@@ -45,13 +45,6 @@ class ApplyReport:
 
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.result is Result.FAILED]
-
-    def write_errors(self) -> dict[ObjKey, WriteError]:
-        """The first failed write of each object (an object stops at its first)."""
-        errors: dict[ObjKey, WriteError] = {}
-        for o in self.failed():
-            errors.setdefault(o.action.owner, WriteError(o.error or "unknown error", o.reason))
-        return errors
 
 
 class PassOutcome(StrEnum):

@@ -1,13 +1,15 @@
-"""One pass's view of the cluster: the planner's whole input besides config and time."""
+"""One pass's view of the cluster: the planner's whole input besides config and time.
+
+The failure memory is part of it: each object carries its own record, read
+from its status, so the view and the memory come from the same LIST."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from reconciler.backoff import Failure
-from reconciler.model import ObjKey, Pod
+from reconciler.model import Pod
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,6 @@ class Snapshot:
 
     objects: Mapping[str, tuple[Any, ...] | None]
     pods: tuple[Pod, ...] | None
-    failures: Mapping[ObjKey, Failure] = field(default_factory=dict)
 
     def of(self, kind: str) -> tuple[Any, ...] | None:
         return self.objects.get(kind)

@@ -1,7 +1,9 @@
-"""What a pass remembers for the next one: pod views and failure counts.
+"""What a pass remembers for the next one that the cluster does not hold: the
+pod report's previous view, and pods known to hold a desired name.
 
 The daemon keeps it in memory; one-shot runs keep it in ``--state-file`` so
-that cron-driven passes still report transitions and back off. Written
+that cron-driven passes still report transitions. Failure counts are not here:
+they live in each object's status, so every mode backs off alike. Written
 atomically (rename) because a pass may be killed at any point.
 """
 
@@ -14,7 +16,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.backoff import Failure
 from reconciler.model import PODS, ObjKey
 from reconciler.report import PodView
 
@@ -25,7 +26,6 @@ VERSION = 1
 @dataclass
 class State:
     pod_views: dict[str, PodView] | None = None
-    failures: dict[ObjKey, Failure] = field(default_factory=dict)
     # Pods that hold a desired name but are not ours and carry no label we
     # list by; fetched by name each pass until they are gone.
     conflict_pods: set[ObjKey] = field(default_factory=set)
@@ -39,18 +39,11 @@ def load(path: str | None) -> State:
         if data.get("version") != VERSION:
             raise ValueError(f"unsupported version {data.get('version')!r}")
         views = data.get("pod_views")
-        failures = {
-            ObjKey(f["kind"], f["namespace"], f["name"]): Failure(
-                int(f["count"]), str(f["message"]), str(f["reason"]), float(f["retry_at"])
-            )
-            for f in data.get("failures") or ()
-        }
         conflicts = {
             ObjKey(PODS.kind, c["namespace"], c["name"]) for c in data.get("conflict_pods") or ()
         }
         return State(
             None if views is None else {k: PodView.from_json(v) for k, v in views.items()},
-            failures,
             conflicts,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -68,18 +61,6 @@ def save(path: str | None, state: State) -> None:
         "pod_views": None
         if state.pod_views is None
         else {k: v.to_json() for k, v in state.pod_views.items()},
-        "failures": [
-            {
-                "kind": k.kind,
-                "namespace": k.namespace,
-                "name": k.name,
-                "count": f.count,
-                "message": f.message,
-                "reason": f.reason,
-                "retry_at": f.retry_at,
-            }
-            for k, f in sorted(state.failures.items())
-        ],
         "conflict_pods": [
             {"namespace": k.namespace, "name": k.name} for k in sorted(state.conflict_pods)
         ],

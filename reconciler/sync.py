@@ -6,7 +6,6 @@ Shared by `reconciler sync`, `reconciler plan` and each tick of
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 import uuid
@@ -20,12 +19,12 @@ from reconciler import report as pod_report
 from reconciler.actions import ObjRef, Plan
 from reconciler.apply import Executor
 from reconciler.config import Config
-from reconciler.events import post_event
-from reconciler.kinds.registry import KINDS, kind_of
+from reconciler.kinds.registry import KINDS
 from reconciler.kube import Kube
 from reconciler.model import PODS, ObjKey, Pod
-from reconciler.observe import Observation, observe
+from reconciler.observe import observe
 from reconciler.plan import plan as make_plan
+from reconciler.plan import status_after_failure
 from reconciler.result import ApplyReport, PassResult
 from reconciler.snapshot import Snapshot
 from reconciler.state import State
@@ -50,25 +49,20 @@ def object_refs(snapshot: Snapshot) -> dict[ObjKey, ObjRef]:
     return {obj.key: kind.ref(obj) for kind in KINDS for obj in snapshot.of(kind.name) or ()}
 
 
-def _remember_failures(
-    kube: Kube,
-    config: Config,
-    state: State,
-    held: frozenset[ObjKey],
-    applied: ApplyReport,
-    refs: dict[ObjKey, ObjRef],
-    clock: Callable[[], datetime],
-) -> None:
-    """Count failures for backoff, and announce each object backing off."""
-    now = clock().timestamp()
-    memory = backoff.remember(state.failures, held, applied.write_errors(), now, config.backoff)
-    state.failures = memory.failures
-    for key, failure in memory.announce:
-        log.warning("[%s] %d consecutive failures; backing off", key, failure.count)
-        ref, kind = refs.get(key), kind_of(key)
-        if ref is not None and kind is not None:
-            event = backoff.backoff_event(ref, kind.component, failure, now)
-            post_event(kube, event, clock)
+def _backing_off(snapshot: Snapshot, plan: Plan) -> list[str]:
+    """A line for each object the pass held back: cron and CI must not read a
+    pass that left objects failing as a success."""
+    lines = []
+    for kind in KINDS:
+        for obj in snapshot.of(kind.name) or ():
+            failure = obj.failure
+            if obj.key in plan.backing_off and failure is not None:
+                retry = (backoff.to_status(failure) or {})["retryAfter"]
+                lines.append(
+                    f"[{obj.key}] {kind.name} backing off until {retry} after "
+                    f"{failure.count} consecutive failures: {failure.message}"
+                )
+    return lines
 
 
 def _report_pods(state: State, pods: tuple[Pod, ...], pass_id: str, *, update: bool) -> None:
@@ -108,15 +102,7 @@ class _Pass:
     pass_id: str
 
 
-def _snapshot(obs: Observation, state: State) -> Snapshot:
-    """The planner's input: what was observed, and the failure memory."""
-    if obs.unreachable is None:
-        for err in obs.errors:
-            log.error("%s", err)
-    return dataclasses.replace(obs.snapshot, failures=state.failures)
-
-
-def _apply(p: _Pass, plan: Plan, refs: dict[ObjKey, ObjRef]) -> ApplyReport:
+def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyReport:
     if p.mode is Mode.PLAN:
         return ApplyReport()
     executor = Executor(
@@ -125,8 +111,9 @@ def _apply(p: _Pass, plan: Plan, refs: dict[ObjKey, ObjRef]) -> ApplyReport:
         clock=p.clock,
         dry_run=p.mode is Mode.DRY_RUN,
         pass_id=p.pass_id,
-        refs=refs,
+        refs=object_refs(snapshot),
         keep_going=p.keep_going,
+        after_failure=status_after_failure(snapshot, p.config, now),
     )
     return executor.run(plan)
 
@@ -148,18 +135,19 @@ def run_pass(
     selector = config.pod_report_selector if config.pod_report else None
 
     obs = observe(kube, config.namespaces, selector, state.conflict_pods)
-    snapshot = _snapshot(obs, state)
-    the_plan = make_plan(snapshot, config, clock())
+    if obs.unreachable is None:
+        for err in obs.errors:
+            log.error("%s", err)
+    snapshot, now = obs.snapshot, clock()
+    the_plan = make_plan(snapshot, config, now)
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
     log.info("pass %s: %d actions planned over %s", p.pass_id, len(the_plan.actions), observed)
 
-    refs = object_refs(snapshot)
-    applied = _apply(p, the_plan, refs)
-    errors = list(obs.errors)
+    applied = _apply(p, the_plan, snapshot, now)
+    errors = list(obs.errors) + _backing_off(snapshot, the_plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
     if mode is Mode.APPLY:
-        _remember_failures(kube, config, state, the_plan.backing_off, applied, refs, clock)
         state.conflict_pods -= obs.gone
         state.conflict_pods |= {o.conflict_pod for o in applied.failed() if o.conflict_pod}
     if config.pod_report and obs.report_pods is not None:

@@ -50,7 +50,7 @@ LOG_TAIL = 30
 PORTS = ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 KCM_CONTROLLERS = (
-    "garbage-collector-controller,namespace-controller,"
+    "garbage-collector-controller,namespace-controller,resourcequota-controller,"
     "serviceaccount-controller,serviceaccount-token-controller"
 )
 SERVICE_CIDR = "10.96.0.0/16"  # config only: nothing routes there

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from reconciler.actions import Action, ObjRef
-from reconciler.backoff import Gate
+from reconciler.backoff import Failure, Gate
 from reconciler.config import Config
 from reconciler.model import ObjKey, PodIndex, ResourceType
 
@@ -26,6 +26,8 @@ class Object(Protocol):
     def uid(self) -> str: ...
     @property
     def key(self) -> ObjKey: ...
+    @property
+    def failure(self) -> Failure | None: ...
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,9 @@ class PlanInput:
     config: Config
     now: datetime
     gate: Gate
+    # While held after a failed write: the writes of this object that landed
+    # before it, so the status counts them (nothing else is planned then).
+    landed: frozenset[tuple[str, ObjKey]] = frozenset()  # (verb, target)
 
 
 T = TypeVar("T", bound=Object)

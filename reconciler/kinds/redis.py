@@ -19,7 +19,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from reconciler.actions import (
@@ -32,7 +31,7 @@ from reconciler.actions import (
     PatchStatus,
     pod_event,
 )
-from reconciler.backoff import BACKING_OFF, Gate
+from reconciler.backoff import BACKING_OFF, STATUS_FIELD, Failure, Gate, from_status, to_status
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import (
@@ -88,6 +87,7 @@ class Redis:
     finalizers: tuple[str, ...]
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
+    failure: Failure | None = None  # status.backoff: consecutive failed passes
 
     @property
     def key(self) -> ObjKey:
@@ -98,11 +98,13 @@ def from_api(obj: Mapping[str, Any]) -> Redis:
     """Decode a Redis; the spec is kept raw and validated by `validate_spec`,
     because objects can bypass the CRD schema."""
     meta = meta_of(obj)
+    status = mapping(obj.get("status"))
     return Redis(
         **object_fields(meta),
         finalizers=tuple(f for f in meta.get("finalizers") or () if isinstance(f, str)),
         spec=mapping(obj.get("spec")),
-        status=mapping(obj.get("status")),
+        status=status,
+        failure=from_status(status),
     )
 
 
@@ -315,7 +317,7 @@ def finalizer_patch(redis: Redis) -> list[Action]:
 
 
 def plan_invalid(
-    redis: Redis, errors: tuple[FieldError, ...], podset: PodSet, now: datetime
+    redis: Redis, errors: tuple[FieldError, ...], podset: PodSet, inp: PlanInput
 ) -> list[Action]:
     """Leave the pods alone; say which field is wrong, once."""
     message = "invalid spec: " + "; ".join(str(e) for e in errors)
@@ -327,7 +329,7 @@ def plan_invalid(
     }
     live = [p for p in podset.by_index.values() if not p.terminating]
     counts = {"replicas": len(live), "readyReplicas": sum(1 for p in live if p.ready)}
-    return _status_patch(redis, status_of(redis, counts, verdicts, now))
+    return _status_patch(redis, status_of(redis, counts, verdicts, inp))
 
 
 # ------------------------------------------------------------ rule 4: pods
@@ -485,15 +487,18 @@ def progressing_verdict(
 
 
 def degraded_verdict(conflicts: tuple[str, ...], gate: Gate) -> Verdict:
-    """A conflict first (it needs a person), then backoff, then the last failure."""
-    failure = gate.failure
+    """A conflict first (it needs a person), then backoff, then a failure of
+    this pass. Otherwise the status is planned as it will be once this pass's
+    writes land: if one fails, the status written after it says so."""
+    failure = gate.failure if gate.hold else None
     if conflicts:
         names = ", ".join(conflicts)
         return Verdict(
             True, "PodConflict", f"pods not owned by this Redis hold desired names: {names}"
         )
-    if failure is not None and gate.holding:
-        message = f"{failure.count} consecutive failures, retrying later: {failure.message}"
+    if failure is not None and gate.backing_off:
+        retry = (to_status(failure) or {})["retryAfter"]
+        message = f"{failure.count} consecutive failures; next try after {retry}: {failure.message}"
         return Verdict(True, BACKING_OFF, message)
     if failure is not None:
         return Verdict(True, failure.reason, failure.message)
@@ -507,17 +512,21 @@ class DesiredStatus:
 
 
 def status_of(
-    redis: Redis, counts: Mapping[str, int], verdicts: Mapping[str, Verdict], now: datetime
+    redis: Redis, counts: Mapping[str, int], verdicts: Mapping[str, Verdict], inp: PlanInput
 ) -> DesiredStatus:
-    """The status to store: counts, then one condition per verdict."""
+    """The status to store: counts, one condition per verdict, and the failure
+    record while the object is held (cleared, by a null in the merge patch,
+    once its writes are planned again)."""
     observed = observed_conditions(redis.status)
     gen = redis.generation
-    conds = {t: condition(t, v, gen, observed, now) for t, v in verdicts.items()}
-    body = {
+    conds = {t: condition(t, v, gen, observed, inp.now) for t, v in verdicts.items()}
+    body: dict[str, Any] = {
         "observedGeneration": gen,
         **counts,
         "conditions": [c.to_dict() for c in conds.values()],
     }
+    if inp.gate.hold or redis.failure is not None:
+        body[STATUS_FIELD] = to_status(inp.gate.failure if inp.gate.hold else None)
     return DesiredStatus(body, conds["Degraded"])
 
 
@@ -548,8 +557,11 @@ def _status_patch(redis: Redis, desired: DesiredStatus) -> list[Action]:
 
 
 def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> list[Action]:
-    """Rules 4 and 5. While backing off, only the status is written."""
+    """Rules 4 and 5. While held (backing off, or after a failed write), only
+    the status is written, counting the pods as they are."""
     changes = pod_changes(redis, spec, podset)
+    if inp.gate.hold:
+        changes = _landed(changes, inp.landed)
     counts = counts_after(spec, changes)
     verdicts = {
         "Ready": ready_verdict(spec, counts),
@@ -561,8 +573,24 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         "readyReplicas": counts.ready,
         "updatedReplicas": counts.updated,
     }
-    pod_actions = [] if inp.gate.holding else changes.actions
-    return pod_actions + _status_patch(redis, status_of(redis, fields, verdicts, inp.now))
+    pod_actions = [] if inp.gate.hold else changes.actions
+    return pod_actions + _status_patch(redis, status_of(redis, fields, verdicts, inp))
+
+
+def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodChanges:
+    """The pod changes that already happened this pass: counted, not planned."""
+
+    def done(action: Action | None) -> bool:
+        return action is not None and (action.verb, action.target) in landed
+
+    creates = tuple(c for c in changes.missing.creates if done(c))
+    replace = changes.rollout.replace
+    return PodChanges(
+        changes.desired,
+        tuple(d for d in changes.surplus if done(d)),
+        Missing(creates, changes.missing.conflicts),
+        Rollout(changes.rollout.stale, replace if done(replace) else None),
+    )
 
 
 def plan(redis: Redis, inp: PlanInput) -> list[Action]:
@@ -571,7 +599,7 @@ def plan(redis: Redis, inp: PlanInput) -> list[Action]:
         return plan_deletion(redis, podset)
     check = validate_spec(redis.spec, inp.config.image)
     if check.spec is None:
-        return finalizer_patch(redis) + plan_invalid(redis, check.errors, podset, inp.now)
+        return finalizer_patch(redis) + plan_invalid(redis, check.errors, podset, inp)
     return finalizer_patch(redis) + plan_live(redis, check.spec, podset, inp)
 
 

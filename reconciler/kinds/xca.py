@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.actions import Action, EventSpec, PatchStatus
+from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
 from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import rfc3339
 from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields
@@ -30,6 +31,7 @@ class Xca:
     generation: int
     deletion_timestamp: str | None
     status: Mapping[str, Any]
+    failure: Failure | None = None  # status.backoff: consecutive failed passes
 
     @property
     def key(self) -> ObjKey:
@@ -37,14 +39,29 @@ class Xca:
 
 
 def from_api(obj: Mapping[str, Any]) -> Xca:
-    return Xca(**object_fields(meta_of(obj)), status=mapping(obj.get("status")))
+    status = mapping(obj.get("status"))
+    return Xca(**object_fields(meta_of(obj)), status=status, failure=from_status(status))
+
+
+def _record(xca: Xca, failure: Failure | None) -> list[Action]:
+    """Write the failure record (None clears it) unless it is stored already."""
+    record = to_status(failure)
+    if xca.status.get(STATUS_FIELD) == record:
+        return []
+    return [PatchStatus(xca.key, xca.resource_version, {STATUS_FIELD: record})]
 
 
 def plan(xca: Xca, inp: PlanInput) -> list[Action]:
-    if inp.gate.holding or xca.deletion_timestamp or xca.status.get("active") is True:
+    if xca.deletion_timestamp:
         return []
+    if inp.gate.hold:
+        return _record(xca, inp.gate.failure)
+    if xca.status.get("active") is True:
+        return _record(xca, None)
     event = EventSpec(KIND.ref(xca), "Normal", "Activated", f"Xca {xca.name} activated", COMPONENT)
-    status = {"active": True, "last_update_time": rfc3339(inp.now)}
+    status: dict[str, Any] = {"active": True, "last_update_time": rfc3339(inp.now)}
+    if xca.failure is not None:
+        status[STATUS_FIELD] = None
     return [PatchStatus(xca.key, xca.resource_version, status, (event,))]
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.actions import Action
-from reconciler.backoff import Failure, gate
+from reconciler.backoff import STATUS_FIELD, Failure, gate, to_status
 from reconciler.config import Config
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.kinds import redis as redis_kind
@@ -15,7 +16,7 @@ from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.base import PlanInput
 from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION, Redis, RedisSpec
 from reconciler.kinds.xca import Xca
-from reconciler.model import ObjKey, Pod, PodCondition, PodIndex
+from reconciler.model import Pod, PodCondition, PodIndex
 from reconciler.snapshot import Snapshot
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -101,14 +102,19 @@ def snap(
     redis: Sequence[Redis] | None = (),
     xcas: Sequence[Xca] | None = (),
     pods: Sequence[Pod] | None = (),
-    failures: Mapping[ObjKey, Failure] | None = None,
 ) -> Snapshot:
     """A snapshot; ``None`` for a kind means its LIST failed."""
     objects = {
         redis_kind.RESOURCE.kind: None if redis is None else tuple(redis),
         xca_kind.RESOURCE.kind: None if xcas is None else tuple(xcas),
     }
-    return Snapshot(objects, None if pods is None else tuple(pods), failures or {})
+    return Snapshot(objects, None if pods is None else tuple(pods))
+
+
+def failing(obj: Any, failure: Failure) -> Any:
+    """The object with this failure record in its status, as a pass wrote it."""
+    status = {**obj.status, STATUS_FIELD: to_status(failure)}
+    return dataclasses.replace(obj, status=status, failure=failure)
 
 
 def plan_input(
@@ -129,8 +135,12 @@ def plan_redis(
     failure: Failure | None = None,
 ) -> list[Action]:
     """The Redis rules for one object, as a pass would run them."""
-    return redis_kind.plan(r, plan_input(pods, config, now, failure))
+    if failure is not None:
+        r = failing(r, failure)
+    return redis_kind.plan(r, plan_input(pods, config, now, r.failure))
 
 
 def plan_xca(x: Xca, now: datetime = NOW, failure: Failure | None = None) -> list[Action]:
-    return xca_kind.plan(x, plan_input((), CONFIG, now, failure))
+    if failure is not None:
+        x = failing(x, failure)
+    return xca_kind.plan(x, plan_input((), CONFIG, now, x.failure))

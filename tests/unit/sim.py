@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from reconciler.actions import Action, CreatePod, DeletePod, PatchFinalizers, PatchStatus
+from reconciler.backoff import from_status
 from reconciler.kinds.redis import Redis
 from reconciler.kinds.xca import Xca
 from reconciler.model import Pod, PodCondition, pod_from_api
@@ -54,14 +55,19 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
                 redis[action.owner] = dataclasses.replace(r, finalizers=action.finalizers)
         elif isinstance(action, PatchStatus):
             if action.owner in redis:
-                r = redis[action.owner]
-                redis[action.owner] = dataclasses.replace(r, status={**r.status, **action.status})
+                redis[action.owner] = merged(redis[action.owner], action.status)
             elif action.owner in xca:
-                x = xca[action.owner]
-                xca[action.owner] = dataclasses.replace(x, status={**x.status, **action.status})
+                xca[action.owner] = merged(xca[action.owner], action.status)
     # The apiserver drops an object being deleted once it has no finalizers.
     live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
-    return snap(live_redis, tuple(xca.values()), tuple(pods.values()), snapshot.failures)
+    return snap(live_redis, tuple(xca.values()), tuple(pods.values()))
+
+
+def merged(obj, patch):
+    """A status merge patch: a null removes the field; the record is read back."""
+    status = {**obj.status, **patch}
+    status = {k: v for k, v in status.items() if v is not None}
+    return dataclasses.replace(obj, status=status, failure=from_status(status))
 
 
 def kubelet(snapshot: Snapshot) -> Snapshot:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from reconciler.actions import Plan
+from reconciler.actions import PatchStatus, Plan
 from reconciler.apply import Executor, merge_pod_events
 from reconciler.kinds.redis import FINALIZER
 from reconciler.kube import ApiError, Unreachable
@@ -242,7 +242,7 @@ def test_a_delete_error_other_than_not_found_is_a_failure():
     report = run(kube, plan_redis(r, [pod(r, 0)], CONFIG, NOW))
     assert results(report) == [("delete", FAILED), ("patch-status", SKIPPED)]
     (failed,) = report.failed()
-    assert failed.error == "403 Forbidden: no" and failed.reason == "ReconcileError"
+    assert failed.error == "403 Forbidden: no" and failed.reason == "Forbidden"
 
 
 def test_a_successful_delete_is_ok_and_posts_its_event():
@@ -495,3 +495,62 @@ def test_merging_never_drops_an_event_that_carries_no_why():
     assert merge_pod_events([a, b]) == [a, b]
     lone = EventSpec(ref, "Normal", "CreatePod", "custom text", "c", ("r-0",), "scale up")
     assert merge_pod_events([lone]) == [lone]
+
+
+def test_refusals_are_named_for_what_a_user_must_do():
+    from reconciler.apply import failure_reason
+
+    quota = 'pods "r-2" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2'
+    assert failure_reason(ApiError(403, "Forbidden", quota)) == "QuotaExceeded"
+    assert failure_reason(ApiError(403, "Forbidden", "cannot create pods")) == "Forbidden"
+    assert failure_reason(ApiError(422, "Invalid", "bad")) == "InvalidObject"
+    assert failure_reason(ApiError(500, "InternalError", "etcd")) == "ReconcileError"
+
+
+def test_one_warning_per_failure_the_status_event_when_there_is_one():
+    from reconciler.actions import EventSpec, ObjRef
+
+    r = redis(num=1)
+    ref = ObjRef("v1", "Redis", "default", "r", r.uid)
+    degraded = EventSpec(ref, "Warning", "QuotaExceeded", "exceeded quota", "redis-controller")
+
+    def status_after(key, error, landed):
+        return [PatchStatus(key, "10", {"replicas": 0}, (degraded,))]
+
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
+    Executor(
+        kube, concurrency=1, clock=lambda: NOW, refs={r.key: ref}, after_failure=status_after
+    ).run(Plan(tuple(plan_redis(r, [], CONFIG, NOW))))
+    assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "QuotaExceeded")]
+    # Without a status event, the executor's own Warning names the failed write.
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
+    Executor(
+        kube, concurrency=1, clock=lambda: NOW, refs={r.key: ref}, after_failure=lambda k, e, d: []
+    ).run(Plan(tuple(plan_redis(r, [], CONFIG, NOW))))
+    assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "FailedCreatePod")]
+
+
+def test_the_status_after_a_failure_runs_with_the_objects_latest_version():
+    r = redis(num=1, finalizers=())
+    seen = []
+
+    def status_after(key, error, landed):
+        seen.append((key, error.reason, [a.verb for a in landed]))
+        return [PatchStatus(key, r.resource_version, {"replicas": 0})]
+
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
+    report = Executor(kube, concurrency=1, clock=lambda: NOW, after_failure=status_after).run(
+        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
+    )
+    assert seen == [(r.key, "QuotaExceeded", ["patch-finalizers"])]
+    assert results(report) == [
+        ("patch-finalizers", OK),
+        ("create", FAILED),
+        ("patch-status", SKIPPED),
+        ("patch-status", OK),
+    ]
+    # The finalizer patch moved the version to 11; the status after the failure uses it.
+    assert kube.patches[-1][2]["metadata"]["resourceVersion"] == "11"

@@ -1,82 +1,168 @@
-"""Failure memory and the backoff schedule, alone and driven by the planner
-and executor pass by pass."""
+"""Failure memory and the backoff schedule: the record kept in status, and the
+planner and executor driving it pass by pass, each pass reading back only what
+the previous one wrote to the object (as a cron `sync` with no state file does)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
-from reconciler.actions import Plan
+from reconciler.actions import PatchStatus, Plan
 from reconciler.apply import Executor
-from reconciler.backoff import Policy, delay, remember
+from reconciler.backoff import (
+    Failure,
+    Policy,
+    WriteError,
+    after_failure,
+    delay,
+    from_status,
+    gate,
+    to_status,
+)
+from reconciler.kinds.redis import Redis
+from reconciler.kinds.redis import from_api as redis_from_api
 from reconciler.kube import ApiError
-from reconciler.plan import plan
+from reconciler.plan import plan, status_after_failure
 
-from .builders import CONFIG, NOW, plan_redis, redis, snap
+from .builders import CONFIG, NOW, redis, snap
 from .fakes import FakeKube
 
 POLICY = Policy(threshold=3, base=30, cap=600)
 
 
-def run(kube, actions):
-    return Executor(kube, concurrency=4, clock=lambda: NOW).run(Plan(tuple(actions)))
-
-
 def test_backoff_grows_and_is_capped():
-    policy = Policy(threshold=3, base=30, cap=600)
-    assert [delay(n, policy) for n in (1, 2, 3, 4, 5, 9)] == [0, 0, 30, 60, 120, 600]
+    assert [delay(n, POLICY) for n in (1, 2, 3, 4, 5, 9)] == [0, 0, 30, 60, 120, 600]
+    assert delay(10_000, POLICY) == 600
 
 
-def test_failures_are_counted_kept_while_backing_off_and_cleared_on_success():
-    r = redis(num=1)
-    kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
-    prev = {}
-    for expected in (1, 2, 3):
-        p = plan_redis(r, [], CONFIG, NOW, prev.get(r.key))
-        report = run(kube, p)
-        memory = remember(prev, frozenset(), report.write_errors(), 1000.0, POLICY)
-        prev, newly = memory.failures, memory.announce
-        assert prev[r.key].count == expected
-    assert newly and newly[0][1].retry_at == 1030.0  # third failure: back off
-    held = frozenset({r.key})
-    kept = remember(prev, held, run(kube, []).write_errors(), 1001.0, POLICY).failures
-    assert kept[r.key].count == 3  # never dropped while backing off
-    kube.errors.clear()
-    p = plan_redis(r, [], CONFIG, NOW, None)
-    cleared = remember(kept, frozenset(), run(kube, p).write_errors(), 2000.0, POLICY).failures
-    assert cleared == {}
+def test_the_record_round_trips_through_status():
+    failure = Failure(4, "403 Forbidden: exceeded quota", "QuotaExceeded", 1_795_000_000.0)
+    stored = to_status(failure)
+    assert stored == {
+        "failures": 4,
+        "reason": "QuotaExceeded",
+        "message": "403 Forbidden: exceeded quota",
+        "retryAfter": "2026-11-18T11:06:40Z",
+    }
+    assert from_status({"backoff": stored}) == failure
+    assert to_status(None) is None
 
 
-def test_failure_memory_across_passes_names_the_error_and_doubles_the_wait():
-    """Planner, executor and failure memory pass by pass, each pass at the time
-    the planner next allows a retry."""
+def test_a_malformed_record_is_no_record():
+    for record in (None, "x", {}, {"failures": 0}, {"failures": True}, {"failures": "2"}):
+        assert from_status({"backoff": record}) is None
+    odd = from_status({"backoff": {"failures": 2, "retryAfter": "soon"}})
+    assert odd == Failure(2, "", "ReconcileError", 0.0)
+
+
+def test_the_gate_holds_only_inside_the_wait_past_the_threshold():
+    t = NOW.timestamp()
+    assert not gate(None, POLICY, NOW).hold
+    assert not gate(Failure(2, "m", retry_at=t + 60), POLICY, NOW).hold  # below the threshold
+    held = gate(Failure(3, "m", retry_at=t + 60), POLICY, NOW)
+    assert held.hold and held.backing_off
+    assert not gate(Failure(3, "m", retry_at=t), POLICY, NOW).hold  # the wait is over
+
+
+def test_after_a_failure_the_count_goes_up_and_the_retry_is_in_whole_seconds():
+    error = WriteError("500 InternalError: etcd", "ReconcileError")
+    first = after_failure(None, error, 1000.5, POLICY)
+    assert first.failure == Failure(1, "500 InternalError: etcd", "ReconcileError", 1001.0)
+    assert first.hold and not first.backing_off
+    third = after_failure(Failure(2, "old", retry_at=1.0), error, 1000.0, POLICY)
+    assert third.failure == Failure(3, "500 InternalError: etcd", "ReconcileError", 1030.0)
+    assert third.backing_off
+
+
+def land(r: Redis, kube: FakeKube) -> Redis:
+    """What the next LIST returns: the status merge patches applied, in order."""
+    status = dict(r.status)
+    for kind, name, body, sub in kube.patches:
+        if (kind, name, sub) == ("Redis", r.name, "status"):
+            for key, value in body["status"].items():
+                if value is None:
+                    status.pop(key, None)
+                else:
+                    status[key] = value
+    kube.patches.clear()
+    return dataclasses.replace(r, status=status, failure=from_status(status))
+
+
+def one_pass(r: Redis, kube: FakeKube, t: float) -> tuple[Plan, Redis]:
+    now = datetime.fromtimestamp(t, UTC)
+    snapshot = snap((r,), (), ())
+    p = plan(snapshot, CONFIG, now)
+    Executor(
+        kube,
+        concurrency=1,
+        clock=lambda: now,
+        after_failure=status_after_failure(snapshot, CONFIG, now),
+    ).run(p)
+    return p, land(r, kube)
+
+
+def degraded(r: Redis) -> tuple[str, str]:
+    c = next(c for c in r.status["conditions"] if c["type"] == "Degraded")
+    return c["status"], c["reason"]
+
+
+def test_failure_memory_across_passes_lives_in_the_status():
     r = redis(num=1)
     kube = FakeKube()
     kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
-    failures: dict = {}
-
-    def one_pass(t):
-        p = plan(snap((r,), (), (), failures), CONFIG, datetime.fromtimestamp(t, UTC))
-        report = run(kube, p.actions)
-        memory = remember(failures, p.backing_off, report.write_errors(), t, CONFIG.backoff)
-        return p, (memory.failures, memory.announce)
-
-    t, waits, announced = NOW.timestamp(), [], []
+    t, waits, reasons = NOW.timestamp(), [], []
     for _ in range(5):
-        _, (failures, newly) = one_pass(t)
-        rec = failures[r.key]
-        waits.append(rec.retry_at - t)
-        announced.append(bool(newly))
+        _, r = one_pass(r, kube, t)
+        rec = r.failure
+        assert rec is not None
         assert (rec.message, rec.reason) == (
             "422 Invalid: spec.containers[0].image: bad",
             "InvalidObject",
         )
+        assert r.status["observedGeneration"] == r.generation
+        waits.append(rec.retry_at - t)
+        reasons.append(degraded(r))
         if rec.retry_at > t:
-            # Inside the wait: no pod write, and the record stands as it is.
-            held, (kept, _) = one_pass(t + 1)
+            # Inside the wait: no write at all, and the record stands as it is.
+            writes = len(kube.calls)
+            held, after = one_pass(r, kube, t + 1)
             assert held.backing_off == {r.key}
-            assert not [a for a in held.actions if a.verb == "create"]
-            assert kept == failures
+            assert held.actions == () and len(kube.calls) == writes
+            assert after.failure == rec
         t = max(rec.retry_at, t + 1)
-    assert [failures[r.key].count, *waits] == [5, 0, 0, 30, 60, 120]  # defaults: 3, 30s
-    assert announced[:3] == [False, False, True]
+    assert [r.failure.count, *waits] == [5, 0, 0, 30, 60, 120]  # defaults: 3, 30s
+    assert reasons[:3] == [
+        ("True", "InvalidObject"),
+        ("True", "InvalidObject"),
+        ("True", "BackingOff"),
+    ]
+    # The write succeeds again: the record goes, and Degraded with it.
+    kube.errors.clear()
+    _, r = one_pass(r, kube, t)
+    assert r.failure is None and "backoff" not in r.status
+    assert degraded(r) == ("False", "AsExpected")
+
+
+def test_the_status_after_a_failure_counts_pods_as_they_are():
+    r = redis_from_api(
+        {
+            "metadata": {"name": "r", "namespace": "default", "uid": "u", "resourceVersion": "10"},
+            "spec": {"num": 2},
+        }
+    )
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: pods")
+    p, after = one_pass(r, kube, NOW.timestamp())
+    (status,) = [a for a in p.actions if isinstance(a, PatchStatus)]
+    assert status.status["replicas"] == 2  # as planned, had the creates landed
+    assert after.status["replicas"] == 0  # as written after the create failed
+    assert after.failure is not None and after.failure.count == 1
+
+
+def test_the_status_after_a_failure_counts_the_writes_that_landed_before_it():
+    r = redis(num=3)
+    kube = FakeKube()
+    kube.errors[("POST", "r-2")] = ApiError(403, "Forbidden", "exceeded quota: pods")
+    _, after = one_pass(r, kube, NOW.timestamp())
+    assert (after.status["replicas"], after.status["updatedReplicas"]) == (2, 2)
+    assert degraded(after) == ("True", "QuotaExceeded")

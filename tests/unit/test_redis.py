@@ -355,21 +355,52 @@ def test_pods_are_matched_within_their_namespace():
 # ------------------------------------------------------------ failures and backoff
 
 
-def test_recent_failure_shows_as_degraded_but_still_retries():
+def held(r, failure, pods=(), now=NOW):
+    """The Redis rules right after a failed write: status only, failure counted."""
+    from reconciler.backoff import Gate
+    from reconciler.kinds import redis as redis_kind
+    from reconciler.kinds.base import PlanInput
+    from reconciler.model import PodIndex
+
+    gate = Gate(failure, True, failure.count >= CONFIG.failure_threshold)
+    return redis_kind.plan(r, PlanInput(PodIndex(pods), CONFIG, now, gate))
+
+
+def test_a_retry_is_planned_as_it_will_be_once_it_lands():
     r = redis()
     fail = Failure(1, "422 Invalid: spec.containers[0].image", "InvalidObject", 0.0)
     actions = plan_redis(r, [], CONFIG, NOW, fail)
     assert len([a for a in actions if isinstance(a, CreatePod)]) == 3
-    degraded = cond(status_of(actions).status, "Degraded")
-    assert degraded["reason"] == "InvalidObject"
-    assert "spec.containers[0].image" in degraded["message"]
+    st = status_of(actions).status
+    assert cond(st, "Degraded")["reason"] == "AsExpected"
+    assert st["backoff"] is None  # the merge patch removes the record
+
+
+def test_the_status_after_a_failed_write_names_it_and_counts_it():
+    r = redis()
+    fail = Failure(1, "422 Invalid: spec.containers[0].image", "InvalidObject", 1e9)
+    (patch,) = held(r, fail)
+    degraded = cond(patch.status, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidObject")
+    assert degraded["message"] == "422 Invalid: spec.containers[0].image"
+    assert patch.status["backoff"] == {
+        "failures": 1,
+        "reason": "InvalidObject",
+        "message": "422 Invalid: spec.containers[0].image",
+        "retryAfter": "2001-09-09T01:46:40Z",
+    }
+    assert patch.status["replicas"] == 0  # no pod was created
+    (event,) = patch.events
+    assert (event.type, event.reason) == ("Warning", "InvalidObject")
 
 
 def test_backing_off_object_gets_no_pod_writes_until_retry_time():
-    r = redis()
-    key = r.key
+    from .builders import failing
+
     retry_at = (NOW + timedelta(minutes=1)).timestamp()
-    snapshot = snap((r,), (), (), {key: Failure(3, "boom", "ReconcileError", retry_at)})
+    r = failing(redis(), Failure(3, "boom", "ReconcileError", retry_at))
+    key = r.key
+    snapshot = snap((r,), (), ())
     result = plan(snapshot, CONFIG, NOW)
     assert result.backing_off == {key}
     assert not [a for a in result.actions if isinstance(a, CreatePod)]
@@ -466,19 +497,19 @@ def test_degraded_is_true_after_a_failure_and_while_backing_off():
     r = redis()
     pods = [pod(r, i) for i in range(3)]
     fail = Failure(1, "500 InternalError: etcd", "ReconcileError", 0.0)
-    st = status_of(plan_redis(r, pods, CONFIG, NOW, fail)).status
+    st = status_of(held(r, fail, pods)).status
     assert conds(st)["Degraded"] == ("True", "ReconcileError")
     assert cond(st, "Degraded")["message"] == "500 InternalError: etcd"
-    held = Failure(3, "500 InternalError: etcd", "ReconcileError", NOW.timestamp() + 60)
-    st = status_of(plan_redis(r, pods, CONFIG, NOW, held)).status
+    third = Failure(3, "500 InternalError: etcd", "ReconcileError", NOW.timestamp() + 60)
+    st = status_of(plan_redis(r, pods, CONFIG, NOW, third)).status
     assert conds(st)["Degraded"] == ("True", "BackingOff")
     assert cond(st, "Degraded")["message"] == (
-        "3 consecutive failures, retrying later: 500 InternalError: etcd"
+        "3 consecutive failures; next try after 2026-11-22T12:01:00Z: 500 InternalError: etcd"
     )
-    # Past the retry time it is a plain failure again, and pods are written.
+    # Past the retry time the pods are written again, planned as they will land.
     later = NOW + timedelta(minutes=2)
-    actions = plan_redis(r, [], CONFIG, later, held)
-    assert conds(status_of(actions).status)["Degraded"] == ("True", "ReconcileError")
+    actions = plan_redis(r, [], CONFIG, later, third)
+    assert conds(status_of(actions).status)["Degraded"] == ("False", "AsExpected")
     assert len([a for a in actions if isinstance(a, CreatePod)]) == 3
 
 
@@ -495,7 +526,7 @@ def test_a_conflict_outranks_a_failure_in_degraded():
     r = redis(num=2)
     fail = Failure(1, "boom", "ReconcileError", 0.0)
     pods = [pod(r, 0), pod(r, 1, owner_uid="someone-else")]
-    st = status_of(plan_redis(r, pods, CONFIG, NOW, fail)).status
+    st = status_of(held(r, fail, pods)).status
     assert conds(st)["Degraded"] == ("True", "PodConflict")
 
 

@@ -1,0 +1,83 @@
+"""The status tells the truth in one-shot mode (cron, the CronJob: `sync` with no
+state file), under refused writes: conflicts, quotas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import Kubectl, Reconciler, wait_for
+from .test_redis import pods, redis, redis_yaml
+
+pytestmark = pytest.mark.e2e
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
+
+
+def test_one_shot_sync_shows_a_conflict_in_status_and_backs_off(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str
+):
+    kubectl.apply(redis_yaml(ns, num=2))
+    reconciler.sync(ns)
+    # A pod the Redis does not own (and that carries none of our labels) on a
+    # name the Redis is about to want.
+    kubectl.run("run", "redis-sample-2", "-n", ns, "--image=nginx", "--restart=Never")
+    kubectl.run(
+        "patch", "redis", "redis-sample", "-n", ns, "--type=merge", "-p", '{"spec":{"num":3}}'
+    )
+
+    first = reconciler.sync(ns, expect=1)
+    assert first.summary["actions"].get("Redis/patch-status/ok") == 1
+    r = redis(kubectl, ns)
+    degraded = condition(r, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "PodConflict")
+    assert "redis-sample-2" in degraded["message"]
+    assert r["status"]["observedGeneration"] == r["metadata"]["generation"]
+    assert r["status"]["backoff"]["failures"] == 1
+
+    reconciler.sync(ns, expect=1)
+    reconciler.sync(ns, expect=1)
+    r = redis(kubectl, ns)
+    assert r["status"]["backoff"]["failures"] == 3
+    assert condition(r, "Degraded")["reason"] == "BackingOff"
+    # Backing off: no write at all, and the pass still says what is wrong.
+    held = reconciler.sync(ns, expect=1)
+    assert held.writes == 0
+    assert held.summary["backing_off"] == [f"{ns}/redis-sample"]
+    assert any("backing off until" in e for e in held.summary["errors"])
+    assert "nginx" in pods(kubectl, ns)["redis-sample-2"]["spec"]["containers"][0]["image"]
+
+
+def test_quota_refusal_is_degraded_then_converges_when_raised(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str
+):
+    kubectl.run("create", "quota", "pods", "-n", ns, "--hard=pods=2")
+    # Admission enforces a quota once its controller has computed the usage.
+    wait_for(
+        lambda: kubectl.json("get", "quota", "pods", "-n", ns).get("status", {}).get("hard"),
+        what="the quota controller",
+    )
+    kubectl.apply(redis_yaml(ns, num=3))
+    failed = reconciler.sync(ns, expect=1)
+    assert any("exceeded quota" in e for e in failed.summary["errors"])
+    r = redis(kubectl, ns)
+    degraded = condition(r, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "QuotaExceeded")
+    assert "exceeded quota" in degraded["message"]
+    assert r["status"]["replicas"] == 2
+    warnings = kubectl.json(
+        "get", "events", "-n", ns, "--field-selector", "type=Warning,involvedObject.kind=Redis"
+    )["items"]
+    assert [e["reason"] for e in warnings] == ["QuotaExceeded"]
+
+    kubectl.run(
+        "patch", "quota", "pods", "-n", ns, "--type=merge", "-p", '{"spec":{"hard":{"pods":"3"}}}'
+    )
+    reconciler.sync(ns)
+    assert sorted(pods(kubectl, ns)) == [f"redis-sample-{i}" for i in range(3)]
+    r = redis(kubectl, ns)
+    assert condition(r, "Degraded")["status"] == "False"
+    assert "backoff" not in r["status"]
