@@ -62,6 +62,7 @@ PORT_MIN = 6370
 PORT_MAX = 6380
 PORT_DEFAULT = 6379
 NUM_MAX = 100
+NAME_MAX = 63  # the name is each pod's app.kubernetes.io/instance label value
 CONTAINER_NAME = "redis"
 APP_NAME = "redis"  # the app.kubernetes.io/name of its pods
 
@@ -161,6 +162,26 @@ def _image_error(image: Any) -> FieldError | None:
     if not _IMAGE_RE.match(image):
         return FieldError("spec.image", f"is not a valid image reference: {image!r}")
     return None
+
+
+def _name_error(name: str) -> FieldError | None:
+    if len(name) <= NAME_MAX:
+        return None
+    return FieldError(
+        "metadata.name",
+        f"must be at most {NAME_MAX} characters, got {len(name)}: it is the "
+        f"{LABEL_INSTANCE} label value of each pod",
+    )
+
+
+def validate(redis: Redis, default_image: str) -> SpecCheck:
+    """The spec's check, and the name's: the CRD refuses a name too long for a
+    label value, but an object created before that rule can still exist."""
+    check = validate_spec(redis.spec, default_image)
+    name_error = _name_error(redis.name)
+    if name_error is None:
+        return check
+    return SpecCheck(None, (name_error, *check.errors))
 
 
 def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
@@ -597,7 +618,7 @@ def plan(redis: Redis, inp: PlanInput) -> list[Action]:
     podset = pods_of(redis, inp.pods)
     if redis.deletion_timestamp:
         return plan_deletion(redis, podset)
-    check = validate_spec(redis.spec, inp.config.image)
+    check = validate(redis, inp.config.image)
     if check.spec is None:
         return finalizer_patch(redis) + plan_invalid(redis, check.errors, podset, inp)
     return finalizer_patch(redis) + plan_live(redis, check.spec, podset, inp)

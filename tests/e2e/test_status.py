@@ -81,3 +81,11 @@ def test_quota_refusal_is_degraded_then_converges_when_raised(
     r = redis(kubectl, ns)
     assert condition(r, "Degraded")["status"] == "False"
     assert "backoff" not in r["status"]
+
+
+def test_admission_refuses_a_name_too_long_for_a_label_value(kubectl: Kubectl, ns: str):
+    refused = kubectl.apply(redis_yaml(ns, name="r" * 64, num=1), check=False)
+    assert refused.returncode != 0
+    assert "metadata.name must be at most 63 characters" in refused.stderr
+    assert "app.kubernetes.io/instance" in refused.stderr
+    kubectl.apply(redis_yaml(ns, name="r" * 63, num=1))

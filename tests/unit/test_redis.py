@@ -758,3 +758,18 @@ def test_a_stale_pod_beyond_the_desired_count_is_scaled_down_not_rolled():
     st = status_of(actions).status
     assert conds(st)["Progressing"] == ("True", "ScalingDown")
     assert (st["replicas"], st["updatedReplicas"]) == (2, 2)
+
+
+def test_a_name_too_long_for_a_label_value_is_an_invalid_spec():
+    r = redis(name="r" * 64, num=1)
+    actions = plan_redis(r, [], CONFIG, NOW)
+    assert not [a for a in actions if isinstance(a, CreatePod | DeletePod)]
+    degraded = cond(status_of(actions).status, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+    assert degraded["message"] == (
+        "invalid spec: metadata.name: must be at most 63 characters, got 64: "
+        "it is the app.kubernetes.io/instance label value of each pod"
+    )
+    # 63 is fine.
+    ok = plan_redis(redis(name="r" * 63, num=1), [], CONFIG, NOW)
+    assert [a.target.name for a in ok if isinstance(a, CreatePod)] == ["r" * 63 + "-0"]
