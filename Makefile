@@ -66,7 +66,7 @@ test-e2e: deps cluster-build ## End-to-end tests against the local control plane
 .PHONY: test
 test: deps cluster-build ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
 	$(MAKE) --no-print-directory lint
-	RECONCILER_REQUIRE_TOOLS=1 python -m pytest tests/unit -q
+	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit -q
 	python -m pytest tests/e2e -q -m e2e
 
 .PHONY: mutate

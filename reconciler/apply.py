@@ -120,8 +120,11 @@ class Executor:
         refs: Mapping[ObjKey, ObjRef] | None = None,
         keep_going: Callable[[], bool] | None = None,
         after_failure: Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]] | None = None,
+        quiet: frozenset[str] = frozenset(),
     ) -> None:
         self.kube = kube
+        # Namespaces being deleted: an event there would be refused.
+        self.quiet = quiet
         # The object's status after one of its writes failed (plan.status_after_failure).
         self.after_failure = after_failure
         self.refs = refs or {}
@@ -235,11 +238,12 @@ class Executor:
             return
         why = reason if reason == POD_CONFLICT else FAILURE_REASONS[action.verb]
         message = f"{action.describe()}: {error}"
-        post_event(self.kube, EventSpec(ref, "Warning", why, message, kind.component), self.clock)
+        self._events([EventSpec(ref, "Warning", why, message, kind.component)])
 
     def _events(self, events: list[EventSpec] | tuple[EventSpec, ...]) -> None:
         for ev in events:
-            post_event(self.kube, ev, self.clock)
+            if ev.involved.namespace not in self.quiet:
+                post_event(self.kube, ev, self.clock)
 
     def _do(self, action: Action, run: _ObjectRun) -> Result:
         """One write; API errors other than the expected ones become _Failed."""

@@ -44,6 +44,7 @@ class ResourceType:
 
 
 PODS = ResourceType("", "v1", "Pod", "pods")
+NAMESPACES = ResourceType("", "v1", "Namespace", "namespaces")
 
 
 @dataclass(frozen=True)

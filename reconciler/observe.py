@@ -8,14 +8,23 @@ never mistaken for an orphan because its owner appeared mid-pass.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import ApiError, Kube, Unreachable
-from reconciler.model import PODS, ObjKey, Pod, ResourceType, pod_from_api
+from reconciler.model import (
+    NAMESPACES,
+    PODS,
+    ObjKey,
+    Pod,
+    ResourceType,
+    mapping,
+    meta_of,
+    pod_from_api,
+)
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -29,6 +38,7 @@ class Observation:
     unreachable: str | None = None  # set when no LIST could reach the cluster
     counts: dict[str, int] = field(default_factory=dict)
     gone: frozenset[ObjKey] = frozenset()  # remembered conflict pods that no longer exist
+    warnings: tuple[str, ...] = ()  # worth a look, but no object failed: a typo in the scope
 
 
 def _list_all(
@@ -108,6 +118,48 @@ class _Lister:
         return self.failed_to_reach[0] if everything_failed else None
 
 
+@dataclass(frozen=True)
+class Namespaces:
+    terminating: frozenset[str]
+    warnings: tuple[str, ...]
+
+
+def _terminating(obj: Mapping[str, Any]) -> bool:
+    phase = mapping(obj.get("status")).get("phase")
+    return phase == "Terminating" or bool(meta_of(obj).get("deletionTimestamp"))
+
+
+def _namespaces(kube: Kube, scope: Sequence[str]) -> Namespaces:
+    """Which namespaces are being deleted (nothing can be created there), and
+    which configured ones do not exist (a typo must not pass in silence).
+
+    Read from the namespaces themselves rather than learnt from refused
+    creates: a pass then never plans a write it knows will be refused, and the
+    same read checks the scope. One LIST, or one GET per configured namespace.
+    """
+    try:
+        if not scope:
+            found = kube.list(NAMESPACES)
+            return Namespaces(
+                frozenset(n["metadata"]["name"] for n in found if _terminating(n)), ()
+            )
+        terminating, missing = set(), []
+        for ns in scope:
+            try:
+                if _terminating(kube.get(NAMESPACES, "", ns)):
+                    terminating.add(ns)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                missing.append(f"namespace {ns} does not exist (is it a typo in the scope?)")
+        return Namespaces(frozenset(terminating), tuple(missing))
+    except (ApiError, Unreachable) as exc:
+        why = (
+            f"cannot read namespaces ({exc}); creates are not held back in namespaces being deleted"
+        )
+        return Namespaces(frozenset(), (why,))
+
+
 def observe(
     kube: Kube,
     namespaces: Sequence[str],
@@ -134,11 +186,15 @@ def observe(
     if report_selector is not None and report_selector != MANAGED_POD_SELECTOR:
         report_pods = lister.list(PODS, report_selector or None, pod_from_api)
     objects = {kind.name: lister.list(kind.resource, None, kind.decode) for kind in KINDS}
+    seen = _namespaces(kube, namespaces)
+    for warning in seen.warnings:
+        log.warning("%s", warning)
     return Observation(
-        Snapshot(objects, pods),
+        Snapshot(objects, pods, seen.terminating),
         report_pods,
         tuple(lister.errors),
         lister.unreachable,
         lister.counts,
         gone,
+        seen.warnings,
     )

@@ -54,7 +54,9 @@ def plan(snapshot: Snapshot, config: Config, now: datetime) -> Plan:
             obj_gate = gate(obj.failure, config.backoff, now)
             if obj_gate.backing_off:
                 held.add(obj.key)
-            actions.extend(kind.plan(obj, PlanInput(index, config, now, obj_gate)))
+            closing = obj.namespace in snapshot.terminating
+            inp = PlanInput(index, config, now, obj_gate, namespace_terminating=closing)
+            actions.extend(kind.plan(obj, inp))
         if kind.owns_pods and snapshot.pods is not None:
             actions.extend(orphan_pods(kind, objects, snapshot.pods))
     return Plan(tuple(actions), frozenset(held))
@@ -80,7 +82,8 @@ def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> S
         kind, obj = found[key]
         held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
-        actions = kind.plan(obj, PlanInput(index, config, now, held, done))
+        closing = obj.namespace in snapshot.terminating
+        actions = kind.plan(obj, PlanInput(index, config, now, held, done, closing))
         return [a for a in actions if isinstance(a, PatchStatus)]
 
     return status_of

@@ -66,6 +66,7 @@ class PassResult:
     bytes_received: int = 0
     by_code: dict[str, int] = field(default_factory=dict)
     observed: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> PassOutcome:
@@ -89,6 +90,7 @@ class PassResult:
             "actions": self.action_counts(),
             "backing_off": sorted(str(k) for k in self.plan.backing_off),
             "errors": self.errors,
+            "warnings": self.warnings,
             "api_requests": self.requests,
             "api_writes": self.writes,
             "api_requests_by_code": self.by_code,

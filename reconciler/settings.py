@@ -39,12 +39,24 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
+ENV_PREFIX = "RECONCILER_"
+CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG"
+
+
 def read_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """RECONCILER_<KEY> for each key; any other RECONCILER_ variable is an
+    error, as an unknown key in the file is (RECONCILER_NAMESPACE, singular,
+    must not silently reconcile every namespace)."""
+    known = {f"{ENV_PREFIX}{key.upper()}": key for key in FIELDS}
     out: dict[str, Any] = {}
-    for key in FIELDS:
-        name = f"RECONCILER_{key.upper()}"
-        if name in environ:
-            out[key] = coerce(key, environ[name], name)
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
+            continue
+        if name not in known:
+            raise ConfigError(
+                f"{name}: unknown variable (known: {CONFIG_FILE_ENV}, {', '.join(sorted(known))})"
+            )
+        out[known[name]] = coerce(known[name], environ[name], name)
     return out
 
 
@@ -56,7 +68,7 @@ def load(
     """Merge the layers; ``flags`` holds only options given on the command line."""
     environ = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
-    config_file = config_file or environ.get("RECONCILER_CONFIG")
+    config_file = config_file or environ.get(CONFIG_FILE_ENV)
     if config_file:
         merged.update(read_file(config_file))
     merged.update(read_env(environ))

@@ -23,6 +23,8 @@ class Snapshot:
 
     objects: Mapping[str, tuple[Any, ...] | None]
     pods: tuple[Pod, ...] | None
+    # Namespaces being deleted: nothing can be created there any more.
+    terminating: frozenset[str] = frozenset()
 
     def of(self, kind: str) -> tuple[Any, ...] | None:
         return self.objects.get(kind)

@@ -114,6 +114,7 @@ def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyRepo
         refs=object_refs(snapshot),
         keep_going=p.keep_going,
         after_failure=status_after_failure(snapshot, p.config, now),
+        quiet=snapshot.terminating,
     )
     return executor.run(plan)
 
@@ -166,4 +167,5 @@ def run_pass(
         writes=used.writes,
         bytes_received=used.bytes_received,
         observed=dict(obs.counts),
+        warnings=list(obs.warnings),
     )

@@ -14,7 +14,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/versions.env"
 
 key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
-cache="${RECONCILER_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/reconciler/cluster}/$key"
+cache="${CLUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/reconciler/cluster}/$key"
 bin="$cache/bin"
 want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 

@@ -41,6 +41,8 @@ class PlanInput:
     # While held after a failed write: the writes of this object that landed
     # before it, so the status counts them (nothing else is planned then).
     landed: frozenset[tuple[str, ObjKey]] = frozenset()  # (verb, target)
+    # Its namespace is being deleted: nothing can be created there any more.
+    namespace_terminating: bool = False
 
 
 T = TypeVar("T", bound=Object)

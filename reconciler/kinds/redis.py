@@ -583,6 +583,8 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     changes = pod_changes(redis, spec, podset)
     if inp.gate.hold:
         changes = _landed(changes, inp.landed)
+    elif inp.namespace_terminating:
+        changes = _nothing_created(changes)
     counts = counts_after(spec, changes)
     verdicts = {
         "Ready": ready_verdict(spec, counts),
@@ -596,6 +598,14 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     }
     pod_actions = [] if inp.gate.hold else changes.actions
     return pod_actions + _status_patch(redis, status_of(redis, fields, verdicts, inp))
+
+
+def _nothing_created(changes: PodChanges) -> PodChanges:
+    """In a namespace being deleted: deletes only (a rollout would need a create)."""
+    missing = Missing((), changes.missing.conflicts)
+    return PodChanges(
+        changes.desired, changes.surplus, missing, Rollout(changes.rollout.stale, None)
+    )
 
 
 def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodChanges:
@@ -619,9 +629,10 @@ def plan(redis: Redis, inp: PlanInput) -> list[Action]:
     if redis.deletion_timestamp:
         return plan_deletion(redis, podset)
     check = validate(redis, inp.config.image)
+    guard = [] if inp.namespace_terminating else finalizer_patch(redis)
     if check.spec is None:
-        return finalizer_patch(redis) + plan_invalid(redis, check.errors, podset, inp)
-    return finalizer_patch(redis) + plan_live(redis, check.spec, podset, inp)
+        return guard + plan_invalid(redis, check.errors, podset, inp)
+    return guard + plan_live(redis, check.spec, podset, inp)
 
 
 KIND: Kind[Redis] = Kind(RESOURCE, COMPONENT, from_api, plan, reads_pods=True, owns_pods=True)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ def cluster() -> Any:
     was_up = launcher.status() is not None
     c = launcher.up()
     yield c
-    if not was_up and not os.environ.get("RECONCILER_E2E_KEEP"):
+    if not was_up and not os.environ.get("KEEP_E2E_CLUSTER"):
         launcher.down()
 
 
@@ -70,11 +70,24 @@ def kubectl(cluster: Any) -> Kubectl:
 
 
 @pytest.fixture
-def ns(kubectl: Kubectl) -> str:
+def ns(kubectl: Kubectl, reconciler: Reconciler) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     kubectl.run("create", "namespace", name)
     yield name
+    delete_namespace(kubectl, reconciler, name)
+
+
+def delete_namespace(kubectl: Kubectl, reconciler: Reconciler, name: str) -> None:
+    """Delete a test namespace and run passes until it is gone: its Redis
+    objects hold our finalizer, which only a pass releases. Leaves nothing
+    behind in a cluster the suite did not start."""
     kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+    def gone() -> bool:
+        reconciler.sync(name, expect=None)
+        return kubectl.run("get", "namespace", name, check=False).returncode != 0
+
+    wait_for(gone, what=f"namespace {name} to be deleted", timeout=120, interval=0.5)
 
 
 @dataclass

@@ -31,7 +31,7 @@ import yaml
 
 from hack.cluster import cluster as launcher
 
-from .conftest import ROOT, Kubectl, Reconciler, wait_for
+from .conftest import ROOT, Kubectl, Reconciler, delete_namespace, wait_for
 
 STATE_DIR = ROOT / ".cluster-faults"
 REPORT = STATE_DIR / "fault-report.json"
@@ -46,7 +46,7 @@ def fcluster() -> Iterator[Any]:
     yield cluster
     STATE_DIR.mkdir(exist_ok=True)
     REPORT.write_text(json.dumps(FIGURES, indent=2) + "\n")
-    if not was_up and not os.environ.get("RECONCILER_E2E_KEEP"):
+    if not was_up and not os.environ.get("KEEP_E2E_CLUSTER"):
         launcher.down(STATE_DIR)
 
 
@@ -61,11 +61,11 @@ def frec(fcluster: Any) -> Reconciler:
 
 
 @pytest.fixture
-def fns(fk: Kubectl) -> Iterator[str]:
+def fns(fk: Kubectl, frec: Reconciler) -> Iterator[str]:
     name = f"fault-{uuid.uuid4().hex[:8]}"
     fk.run("create", "namespace", name)
     yield name
-    fk.run("delete", "namespace", name, "--wait=false", check=False)
+    delete_namespace(fk, frec, name)
 
 
 def many_redis(ns: str, count: int, num: int = 3, prefix: str = "r") -> str:

@@ -89,3 +89,32 @@ def test_admission_refuses_a_name_too_long_for_a_label_value(kubectl: Kubectl, n
     assert "metadata.name must be at most 63 characters" in refused.stderr
     assert "app.kubernetes.io/instance" in refused.stderr
     kubectl.apply(redis_yaml(ns, name="r" * 63, num=1))
+
+
+def test_a_namespace_being_deleted_gets_no_creates_and_goes_away(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str
+):
+    kubectl.apply(redis_yaml(ns, num=2))
+    reconciler.sync(ns)
+    assert len(pods(kubectl, ns)) == 2
+    kubectl.run("delete", "namespace", ns, "--wait=false")
+    # The namespace controller deletes the pods; the passes recreate none, fail
+    # nothing, and release the Redis's finalizer so the namespace can go.
+    passes = []
+
+    def gone() -> bool:
+        passes.append(reconciler.sync(ns))  # exit 0, or this raises
+        return kubectl.run("get", "namespace", ns, check=False).returncode != 0
+
+    wait_for(gone, what="the namespace to go", timeout=120, interval=0.5)
+    for result in passes:
+        assert not [k for k in result.summary["actions"] if k.startswith("Pod/create")]
+        assert result.summary["errors"] == []
+        assert "could not post event" not in result.stderr
+
+
+def test_a_namespace_in_scope_that_does_not_exist_is_reported(reconciler: Reconciler):
+    result = reconciler.sync("nosuch-namespace")
+    warning = "namespace nosuch-namespace does not exist (is it a typo in the scope?)"
+    assert result.summary["warnings"] == [warning]
+    assert warning in result.stderr

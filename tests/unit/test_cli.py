@@ -254,3 +254,10 @@ def test_first_view_of_few_pods_and_later_changes_stay_at_info(kube, caplog, tmp
     )
     added = [r for r in caplog.records if "pod added" in r.getMessage()]
     assert len(added) == 7 and {r.levelname for r in added} == {"INFO"}
+
+
+def test_an_unknown_reconciler_variable_exits_2_naming_it(kube):
+    result = invoke("sync", env={"RECONCILER_NAMESPACE": "x"})
+    assert result.exit_code == 2
+    assert "RECONCILER_NAMESPACE: unknown variable" in result.output
+    assert kube.calls == []

@@ -34,8 +34,9 @@ UID = 65532
 EXPOSURE_MAX = 1.1
 
 # (API group, resource) -> verbs. Each one is a request the code makes:
-# observe.py LISTs, apply.py patches, creates, deletes and GETs, events.py
-# creates, GETs and patches. redis/finalizers is for blockOwnerDeletion.
+# observe.py LISTs (and GETs namespaces in scope), apply.py patches, creates,
+# deletes and GETs, events.py creates, GETs and patches. redis/finalizers is for
+# blockOwnerDeletion.
 RULES = {
     (redis.GROUP, redis.RESOURCE.plural): {"list", "patch"},
     (redis.GROUP, f"{redis.RESOURCE.plural}/status"): {"patch"},
@@ -44,6 +45,7 @@ RULES = {
     (xca.GROUP, f"{xca.RESOURCE.plural}/status"): {"patch"},
     ("", "pods"): {"get", "list", "create", "delete"},
     ("", "events"): {"create", "get", "patch"},
+    ("", "namespaces"): {"get", "list"},
 }
 
 
@@ -136,11 +138,11 @@ def tool(name: str) -> str:
 
     `make test-unit` needs no apt-get, so there a missing system tool skips the
     test that needs it; `make test` installs the tools and sets
-    RECONCILER_REQUIRE_TOOLS=1, so there a missing tool fails.
+    REQUIRE_SYSTEM_TOOLS=1, so there a missing tool fails.
     """
     here = Path(sys.executable).parent / name
     path = str(here) if here.exists() else shutil.which(name)
-    if not path and not os.environ.get("RECONCILER_REQUIRE_TOOLS"):
+    if not path and not os.environ.get("REQUIRE_SYSTEM_TOOLS"):
         pytest.skip(f"{name} not found; `bash hack/deps.sh` installs it")
     assert path, f"{name} not found; run `bash hack/deps.sh`"
     return path

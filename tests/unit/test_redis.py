@@ -773,3 +773,19 @@ def test_a_name_too_long_for_a_label_value_is_an_invalid_spec():
     # 63 is fine.
     ok = plan_redis(redis(name="r" * 63, num=1), [], CONFIG, NOW)
     assert [a.target.name for a in ok if isinstance(a, CreatePod)] == ["r" * 63 + "-0"]
+
+
+def test_in_a_namespace_being_deleted_nothing_is_created_but_pods_still_go():
+    from reconciler.snapshot import Snapshot
+
+    r = redis(num=2, finalizers=())
+    base = snap((r,), (), (pod(r, 0), pod(r, 5)))
+    closing = Snapshot(base.objects, base.pods, frozenset({"default"}))
+    actions = plan(closing, CONFIG, NOW).actions
+    assert [(a.verb, a.target.name) for a in actions if a.verb != "patch-status"] == [
+        ("delete", "r-5")
+    ]
+    # Elsewhere the same Redis gets its finalizer and its missing pod.
+    other = Snapshot(base.objects, base.pods, frozenset({"other"}))
+    verbs = [a.verb for a in plan(other, CONFIG, NOW).actions]
+    assert verbs[:3] == ["patch-finalizers", "delete", "create"]

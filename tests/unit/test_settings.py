@@ -92,3 +92,11 @@ def test_shipped_config_file_documents_the_defaults():
 
     for f in fields(Config):
         assert f"\n{f.name}:" in text, f"{f.name} is not documented in {shipped.name}"
+
+
+def test_an_unknown_reconciler_variable_is_an_error_naming_it():
+    with pytest.raises(ConfigError, match="RECONCILER_NAMESPACE: unknown variable") as err:
+        load(None, {}, {"RECONCILER_NAMESPACE": "x"})
+    assert "RECONCILER_NAMESPACES" in str(err.value)
+    # Other variables, and the config file's own, are not ours to judge.
+    assert load(None, {}, {"RECONCILERX": "1", "HOME": "/"}) == Config()
