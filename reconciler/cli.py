@@ -174,7 +174,7 @@ def _finish(result: PassResult, output: str) -> None:
     "--state-file",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Keep the pod report and failure counts across runs in this file.",
+    help="Keep the pod report's previous view across runs in this file.",
 )
 @global_options
 @click.pass_context
