@@ -82,8 +82,7 @@ def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> S
         kind, obj = found[key]
         held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
-        closing = obj.namespace in snapshot.terminating
-        actions = kind.plan(obj, PlanInput(index, config, now, held, done, closing))
+        actions = kind.plan(obj, PlanInput(index, config, now, held, done))
         return [a for a in actions if isinstance(a, PatchStatus)]
 
     return status_of

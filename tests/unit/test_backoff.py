@@ -166,3 +166,110 @@ def test_the_status_after_a_failure_counts_the_writes_that_landed_before_it():
     _, after = one_pass(r, kube, NOW.timestamp())
     assert (after.status["replicas"], after.status["updatedReplicas"]) == (2, 2)
     assert degraded(after) == ("True", "QuotaExceeded")
+
+
+def test_the_record_is_decoded_with_each_object():
+    from reconciler.kinds.xca import from_api as xca_from_api
+
+    record = {
+        "failures": 2,
+        "reason": "Forbidden",
+        "message": "m",
+        "retryAfter": "2026-11-22T12:00:00Z",
+    }
+    expected = Failure(2, "m", "Forbidden", NOW.timestamp())
+    body = {"metadata": {"name": "o"}, "status": {"backoff": record}}
+    assert redis_from_api(body).failure == expected
+    assert xca_from_api(body).failure == expected
+
+
+def test_an_xca_keeps_its_record_in_status_and_clears_it():
+    from reconciler.backoff import Gate
+    from reconciler.kinds import xca as xca_kind
+    from reconciler.kinds.base import PlanInput
+    from reconciler.model import PodIndex
+
+    from .builders import failing, xca
+
+    fail = Failure(1, "500 InternalError: etcd", "ReconcileError", NOW.timestamp())
+    held = PlanInput(PodIndex(()), CONFIG, NOW, Gate(fail, True, False))
+    (patch,) = xca_kind.plan(xca(active=False), held)
+    assert patch.status == {"backoff": to_status(fail)}
+    assert xca_kind.plan(failing(xca(active=False), fail), held) == []  # stored already
+    open_gate = PlanInput(PodIndex(()), CONFIG, NOW, gate(None, POLICY, NOW))
+    (clear,) = xca_kind.plan(failing(xca(active=True), fail), open_gate)
+    assert clear.status == {"backoff": None}
+    (activate,) = xca_kind.plan(failing(xca(active=False), fail), open_gate)
+    assert activate.status["backoff"] is None and activate.status["active"] is True
+
+
+def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
+    from reconciler.backoff import Gate
+    from reconciler.kinds import redis as redis_kind
+    from reconciler.kinds.base import PlanInput
+    from reconciler.model import ObjKey, PodIndex
+
+    from .builders import current_hash, pod
+
+    fail = Failure(1, "boom", "ReconcileError", 0.0)
+    r = redis(num=2, port=6380)
+    pods = [pod(r, 0, hash_=current_hash(6379)), pod(r, 1, hash_=current_hash(6380)), pod(r, 2)]
+
+    def held_status(landed):
+        inp = PlanInput(PodIndex(pods), CONFIG, NOW, Gate(fail, True, False), frozenset(landed))
+        (patch,) = redis_kind.plan(r, inp)  # status only, whatever landed
+        return patch.status
+
+    none = held_status([])
+    both = held_status(
+        [("delete", ObjKey("Pod", "default", "r-2")), ("delete", ObjKey("Pod", "default", "r-0"))]
+    )
+    assert (none["replicas"], none["updatedReplicas"]) == (2, 1)
+    assert (both["replicas"], both["updatedReplicas"]) == (1, 1)
+    progressing = {c["type"]: c["reason"] for c in both["conditions"]}["Progressing"]
+    assert progressing == "RollingUpdate"
+
+
+def test_a_landed_create_is_counted_not_planned_again():
+    from reconciler.backoff import Gate
+    from reconciler.kinds import redis as redis_kind
+    from reconciler.kinds.base import PlanInput
+    from reconciler.model import ObjKey, PodIndex
+
+    fail = Failure(1, "boom", "ReconcileError", 0.0)
+    landed = frozenset({("create", ObjKey("Pod", "default", "r-0"))})
+    inp = PlanInput(PodIndex(()), CONFIG, NOW, Gate(fail, True, False), landed)
+    (patch,) = redis_kind.plan(redis(num=2), inp)
+    assert isinstance(patch, PatchStatus) and patch.status["replicas"] == 1
+
+
+def test_a_failed_status_after_a_failure_is_reported_and_the_write_warned_about():
+    from reconciler.actions import ObjRef
+
+    r = redis(num=1)
+    ref = ObjRef("v1", "Redis", "default", "r", r.uid)
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
+    kube.errors[("PATCH/status", "r")] = ApiError(403, "Forbidden", "no status for you")
+    plain = PatchStatus(r.key, "10", {"replicas": 0})  # no event of its own
+    report = Executor(
+        kube,
+        concurrency=1,
+        clock=lambda: NOW,
+        refs={r.key: ref},
+        after_failure=lambda k, e, d: [plain],
+    ).run(Plan(tuple(snap_actions(r))))
+    last = report.outcomes[-1]
+    assert (last.result, last.error, last.reason) == (
+        "failed",
+        "403 Forbidden: no status for you",
+        "Forbidden",
+    )
+    events = [o for (k, _, _), o in kube.objects.items() if k == "Event"]
+    assert [e["reason"] for e in events] == ["FailedCreatePod"]
+
+
+def snap_actions(r):
+    from .builders import plan_redis
+
+    return plan_redis(r, [], CONFIG, NOW)
