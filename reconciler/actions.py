@@ -22,6 +22,7 @@ class Verb(StrEnum):
     DELETE = "delete"
     PATCH_FINALIZERS = "patch-finalizers"
     PATCH_STATUS = "patch-status"
+    PATCH_METADATA = "patch-metadata"
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,44 @@ class PatchStatus:
         return f"patch {self.owner.kind.lower()} {self.owner} status ({keys})"
 
 
-Action = CreatePod | DeletePod | PatchFinalizers | PatchStatus
+@dataclass(frozen=True)
+class PatchPodMetadata:
+    """Put back what was changed by hand on a pod's metadata: the labels and
+    annotations we set (others are left alone) and, if it drifted, the
+    controller reference (the list is replaced whole, so the patch is guarded
+    by resourceVersion)."""
+
+    owner: ObjKey
+    namespace: str
+    name: str
+    resource_version: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owner_references: tuple[Mapping[str, Any], ...] | None
+    why: str
+    event: EventSpec | None = None
+    verb: Verb = field(default=Verb.PATCH_METADATA, init=False)
+    kind: str = field(default=PODS.kind, init=False)
+
+    @property
+    def target(self) -> ObjKey:
+        return ObjKey(PODS.kind, self.namespace, self.name)
+
+    def body(self, resource_version: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": resource_version}
+        if self.labels:
+            meta["labels"] = dict(self.labels)
+        if self.annotations:
+            meta["annotations"] = dict(self.annotations)
+        if self.owner_references is not None:
+            meta["ownerReferences"] = [dict(r) for r in self.owner_references]
+        return {"metadata": meta}
+
+    def describe(self) -> str:
+        return f"patch pod {self.target} metadata ({self.why})"
+
+
+Action = CreatePod | DeletePod | PatchFinalizers | PatchStatus | PatchPodMetadata
 
 
 @dataclass(frozen=True)

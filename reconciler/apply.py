@@ -24,6 +24,7 @@ from reconciler.actions import (
     EventSpec,
     ObjRef,
     PatchFinalizers,
+    PatchPodMetadata,
     PatchStatus,
     Plan,
     Verb,
@@ -43,6 +44,7 @@ FAILURE_REASONS = {
     Verb.DELETE: "FailedDeletePod",
     Verb.PATCH_FINALIZERS: "FailedUpdateFinalizers",
     Verb.PATCH_STATUS: "FailedUpdateStatus",
+    Verb.PATCH_METADATA: "FailedUpdatePod",
 }
 POD_CONFLICT = "PodConflict"
 INVALID_OBJECT = "InvalidObject"
@@ -60,10 +62,9 @@ def failure_reason(exc: ApiError) -> str:
 
 
 class _Failed(Exception):
-    def __init__(self, message: str, reason: str, conflict_pod: ObjKey | None = None) -> None:
+    def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
-        self.conflict_pod = conflict_pod
 
 
 class _Progress:
@@ -193,9 +194,7 @@ class Executor:
                 result = self._do(action, run)
             except _Failed as exc:
                 self._log(owner, action, Result.FAILED, str(exc))
-                outcomes.append(
-                    Outcome(action, Result.FAILED, str(exc), exc.reason, exc.conflict_pod)
-                )
+                outcomes.append(Outcome(action, Result.FAILED, str(exc), exc.reason))
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 error = WriteError(str(exc), exc.reason)
                 if not self._status_after_failure(owner, error, outcomes, run):
@@ -257,6 +256,8 @@ class Executor:
                     return self._patch_finalizers(action, run)
                 case PatchStatus():
                     return self._patch_status(action, run)
+                case PatchPodMetadata():
+                    return self._patch_pod(action, run)
                 case _:
                     assert_never(action)
         except ApiError as exc:
@@ -293,7 +294,6 @@ class Executor:
         raise _Failed(
             f"pod {target.name} already exists and is not owned by this {action.owner.kind}",
             POD_CONFLICT,
-            target,
         )
 
     def _delete_pod(self, action: DeletePod, run: _ObjectRun) -> Result:
@@ -320,12 +320,26 @@ class Executor:
             self._events(action.events)
         return result
 
+    def _patch_pod(self, action: PatchPodMetadata, run: _ObjectRun) -> Result:
+        body = action.body(action.resource_version)
+        result = self._patch(action.target, action.resource_version, body, "", run, PODS)
+        if result is Result.OK and action.event:
+            self._events([action.event])
+        return result
+
     def _patch(
-        self, key: ObjKey, observed_rv: str, body: dict[str, Any], sub: str, run: _ObjectRun
+        self,
+        key: ObjKey,
+        observed_rv: str,
+        body: dict[str, Any],
+        sub: str,
+        run: _ObjectRun,
+        res: ResourceType | None = None,
     ) -> Result:
         """A merge patch guarded by resourceVersion; 409 and 404 mean "next pass"."""
+        res = res or _resource(key)
         try:
-            out = self.kube.merge_patch(_resource(key), key.namespace, key.name, body, sub)
+            out = self.kube.merge_patch(res, key.namespace, key.name, body, sub)
         except ApiError as exc:
             if exc.status == 404:
                 return Result.GONE

@@ -77,6 +77,35 @@ class PodCondition:
 
 
 @dataclass(frozen=True)
+class Container:
+    """The parts of a container a pod's owner decides, to see drift."""
+
+    name: str
+    image: str
+    ports: tuple[int, ...] = ()  # containerPort of each declared port
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = False
+    block_owner_deletion: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": self.controller,
+            "blockOwnerDeletion": self.block_owner_deletion,
+        }
+
+
+@dataclass(frozen=True)
 class Pod:
     namespace: str
     name: str
@@ -89,6 +118,8 @@ class Pod:
     phase: str
     controller_kind: str | None = None
     conditions: tuple[PodCondition, ...] = ()
+    containers: tuple[Container, ...] = ()
+    owner_refs: tuple[OwnerRef, ...] = ()
 
     @property
     def key(self) -> ObjKey:
@@ -156,6 +187,37 @@ def controller_of(meta: Mapping[str, Any]) -> Controller:
     return Controller(None, None)
 
 
+def owner_refs_of(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
+    return tuple(
+        OwnerRef(
+            str(r.get("apiVersion", "")),
+            str(r.get("kind", "")),
+            str(r.get("name", "")),
+            str(r.get("uid", "")),
+            r.get("controller") is True,
+            r.get("blockOwnerDeletion") is True,
+        )
+        for r in meta.get("ownerReferences") or ()
+        if isinstance(r, Mapping)
+    )
+
+
+def containers_of(spec: Mapping[str, Any]) -> tuple[Container, ...]:
+    return tuple(
+        Container(
+            str(c.get("name", "")),
+            str(c.get("image", "")),
+            tuple(
+                p["containerPort"]
+                for p in c.get("ports") or ()
+                if isinstance(p, Mapping) and isinstance(p.get("containerPort"), int)
+            ),
+        )
+        for c in spec.get("containers") or ()
+        if isinstance(c, Mapping)
+    )
+
+
 def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     """Decode a pod; an absent or partial status is normal (a pod not yet
     scheduled has no conditions), so every field has a fallback."""
@@ -183,6 +245,8 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         deletion_timestamp=meta.get("deletionTimestamp"),
         phase=str(status.get("phase") or "Unknown"),
         conditions=conditions,
+        containers=containers_of(mapping(obj.get("spec"))),
+        owner_refs=owner_refs_of(meta),
     )
 
 

@@ -3,22 +3,26 @@
 Pods are listed before our objects: an owner always exists before its pods,
 so every owner of a listed pod is in the later LIST of its kind, and a pod is
 never mistaken for an orphan because its owner appeared mid-pass.
+
+Every pod in scope is listed, not only those labelled as ours: a label removed
+by hand must not hide our pod (it is put back), and a foreign pod holding a
+desired name is seen before any create is refused for it. This is what a
+watch-based controller that owns pods caches too.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.constants import MANAGED_POD_SELECTOR
+from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import ApiError, Kube, Unreachable
 from reconciler.model import (
     NAMESPACES,
     PODS,
-    ObjKey,
     Pod,
     ResourceType,
     mapping,
@@ -37,7 +41,6 @@ class Observation:
     errors: tuple[str, ...] = ()
     unreachable: str | None = None  # set when no LIST could reach the cluster
     counts: dict[str, int] = field(default_factory=dict)
-    gone: frozenset[ObjKey] = frozenset()  # remembered conflict pods that no longer exist
     warnings: tuple[str, ...] = ()  # worth a look, but no object failed: a typo in the scope
 
 
@@ -62,28 +65,6 @@ def _why(res: ResourceType, exc: Exception) -> str:
     if isinstance(exc, ApiError) and exc.status == 404 and res.group:
         return f"LIST {kind}: the {kind} CRD is not installed (404); apply crds/ (`make install`)"
     return f"LIST {kind}: {exc}"
-
-
-@dataclass(frozen=True)
-class Fetched:
-    found: tuple[Pod, ...]
-    gone: frozenset[ObjKey]
-
-
-def _fetch(kube: Kube, keys: Iterable[ObjKey]) -> Fetched | None:
-    """GET pods by name; None if any GET failed (the pod view would be partial)."""
-    found: list[Pod] = []
-    gone: set[ObjKey] = set()
-    for key in sorted(keys):
-        try:
-            found.append(pod_from_api(kube.get(PODS, key.namespace, key.name)))
-        except ApiError as exc:
-            if exc.status != 404:
-                return None
-            gone.add(key)
-        except Unreachable:
-            return None
-    return Fetched(tuple(found), frozenset(gone))
 
 
 class _Lister:
@@ -160,29 +141,15 @@ def _namespaces(kube: Kube, scope: Sequence[str]) -> Namespaces:
         return Namespaces(frozenset(), (why,))
 
 
-def observe(
-    kube: Kube,
-    namespaces: Sequence[str],
-    report_selector: str | None,
-    conflict_pods: Iterable[ObjKey] = (),
-) -> Observation:
+def _ours(pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
+    return tuple(p for p in pods if p.labels.get(LABEL_MANAGED_BY) == MANAGED_BY)
+
+
+def observe(kube: Kube, namespaces: Sequence[str], report_selector: str | None) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial."""
     lister = _Lister(kube, namespaces)
-    pods = lister.list(PODS, MANAGED_POD_SELECTOR, pod_from_api)
-    report_pods = pods
-    gone: frozenset[ObjKey] = frozenset()
-    wanted = [k for k in conflict_pods if not namespaces or k.namespace in namespaces]
-    if pods is not None and wanted:
-        fetched = _fetch(kube, wanted)
-        if fetched is None:
-            lister.errors.append(
-                "GET of pods known to conflict failed; no writes that depend on pods this pass"
-            )
-            pods = None
-        else:
-            listed = {p.key for p in pods}
-            pods = pods + tuple(p for p in fetched.found if p.key not in listed)
-            gone = fetched.gone
+    pods = lister.list(PODS, None, pod_from_api)
+    report_pods = None if pods is None else _ours(pods)
     if report_selector is not None and report_selector != MANAGED_POD_SELECTOR:
         report_pods = lister.list(PODS, report_selector or None, pod_from_api)
     objects = {kind.name: lister.list(kind.resource, None, kind.decode) for kind in KINDS}
@@ -195,6 +162,5 @@ def observe(
         tuple(lister.errors),
         lister.unreachable,
         lister.counts,
-        gone,
         seen.warnings,
     )

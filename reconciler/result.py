@@ -13,7 +13,6 @@ from typing import Any
 
 from reconciler.actions import Action, Plan
 from reconciler.backoff import DEFAULT_REASON
-from reconciler.model import ObjKey
 
 
 class Result(StrEnum):
@@ -33,7 +32,6 @@ class Outcome:
     result: Result
     error: str | None = None
     reason: str = DEFAULT_REASON
-    conflict_pod: ObjKey | None = None  # a foreign pod that holds a desired name
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """What a pass remembers for the next one that the cluster does not hold: the
-pod report's previous view, and pods known to hold a desired name.
+pod report's previous view, and nothing else.
 
 The daemon keeps it in memory; one-shot runs keep it in ``--state-file`` so
 that cron-driven passes still report transitions. Failure counts are not here:
@@ -13,10 +13,9 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.model import PODS, ObjKey
 from reconciler.report import PodView
 
 log = logging.getLogger(__name__)
@@ -26,9 +25,6 @@ VERSION = 1
 @dataclass
 class State:
     pod_views: dict[str, PodView] | None = None
-    # Pods that hold a desired name but are not ours and carry no label we
-    # list by; fetched by name each pass until they are gone.
-    conflict_pods: set[ObjKey] = field(default_factory=set)
 
 
 def load(path: str | None) -> State:
@@ -39,13 +35,7 @@ def load(path: str | None) -> State:
         if data.get("version") != VERSION:
             raise ValueError(f"unsupported version {data.get('version')!r}")
         views = data.get("pod_views")
-        conflicts = {
-            ObjKey(PODS.kind, c["namespace"], c["name"]) for c in data.get("conflict_pods") or ()
-        }
-        return State(
-            None if views is None else {k: PodView.from_json(v) for k, v in views.items()},
-            conflicts,
-        )
+        return State(None if views is None else {k: PodView.from_json(v) for k, v in views.items()})
     except (OSError, ValueError, KeyError, TypeError) as exc:
         # A corrupt state file must not stop reconciling; it only costs a
         # report of every pod as added.
@@ -61,9 +51,6 @@ def save(path: str | None, state: State) -> None:
         "pod_views": None
         if state.pod_views is None
         else {k: v.to_json() for k, v in state.pod_views.items()},
-        "conflict_pods": [
-            {"namespace": k.namespace, "name": k.name} for k in sorted(state.conflict_pods)
-        ],
     }
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

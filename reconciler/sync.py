@@ -135,7 +135,7 @@ def run_pass(
     p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8])
     selector = config.pod_report_selector if config.pod_report else None
 
-    obs = observe(kube, config.namespaces, selector, state.conflict_pods)
+    obs = observe(kube, config.namespaces, selector)
     if obs.unreachable is None:
         for err in obs.errors:
             log.error("%s", err)
@@ -148,9 +148,6 @@ def run_pass(
     errors = list(obs.errors) + _backing_off(snapshot, the_plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
-    if mode is Mode.APPLY:
-        state.conflict_pods -= obs.gone
-        state.conflict_pods |= {o.conflict_pod for o in applied.failed() if o.conflict_pod}
     if config.pod_report and obs.report_pods is not None:
         _report_pods(state, obs.report_pods, p.pass_id, update=mode is not Mode.DRY_RUN)
 

@@ -5,8 +5,10 @@ container with ``spec.image`` on ``spec.port``. For each object, a pass:
   1. being deleted: deletes its pods, then drops the finalizer once none remain;
   2. no finalizer yet: adds it before any pod exists;
   3. invalid spec: touches no pod, and names the field in status and an event;
-  4. creates missing pods, deletes surplus ones, and replaces one stale pod at
-     a time while every other desired pod is Ready;
+  4. creates missing pods, deletes surplus ones, replaces one stale pod at a
+     time while every other desired pod is Ready (stale: its containers differ
+     from the spec's, whatever its annotation says), and puts back labels,
+     annotation and controller reference changed by hand;
   5. writes the status as the pods will be after those actions, only when it
      differs from what is stored.
 Pods it does not own are never touched, even when they hold a desired name.
@@ -28,6 +30,7 @@ from reconciler.actions import (
     EventSpec,
     ObjRef,
     PatchFinalizers,
+    PatchPodMetadata,
     PatchStatus,
     pod_event,
 )
@@ -42,7 +45,9 @@ from reconciler.kinds.conditions import (
 )
 from reconciler.model import (
     Condition,
+    Container,
     ObjKey,
+    OwnerRef,
     Pod,
     PodIndex,
     ResourceType,
@@ -62,6 +67,7 @@ PORT_MIN = 6370
 PORT_MAX = 6380
 PORT_DEFAULT = 6379
 NUM_MAX = 100
+DRIFT = "Drift"  # the reason of the event that says a pod was put back
 NAME_MAX = 63  # the name is each pod's app.kubernetes.io/instance label value
 CONTAINER_NAME = "redis"
 APP_NAME = "redis"  # the app.kubernetes.io/name of its pods
@@ -216,41 +222,67 @@ def pod_name(redis: Redis, index: int) -> str:
     return f"{redis.name}-{index}"
 
 
+def pod_labels(redis: Redis) -> dict[str, str]:
+    return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: redis.name, LABEL_MANAGED_BY: MANAGED_BY}
+
+
+def controller_ref(redis: Redis) -> OwnerRef:
+    return OwnerRef(RESOURCE.api_version, RESOURCE.kind, redis.name, redis.uid, True, True)
+
+
+def desired_container(spec: RedisSpec) -> Container:
+    return Container(CONTAINER_NAME, spec.image, (spec.port,))
+
+
 def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
+    container = desired_container(spec)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": pod_name(redis, index),
             "namespace": redis.namespace,
-            "labels": {
-                LABEL_NAME: APP_NAME,
-                LABEL_INSTANCE: redis.name,
-                LABEL_MANAGED_BY: MANAGED_BY,
-            },
+            "labels": pod_labels(redis),
             "annotations": {TEMPLATE_HASH_ANNOTATION: template_hash(spec)},
-            "ownerReferences": [
-                {
-                    "apiVersion": RESOURCE.api_version,
-                    "kind": RESOURCE.kind,
-                    "name": redis.name,
-                    "uid": redis.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controller_ref(redis).to_dict()],
         },
         "spec": {
             "containers": [
                 {
-                    "name": CONTAINER_NAME,
-                    "image": spec.image,
+                    "name": container.name,
+                    "image": container.image,
                     "imagePullPolicy": "IfNotPresent",
-                    "ports": [{"name": "redis", "containerPort": spec.port, "protocol": "TCP"}],
+                    "ports": [
+                        {"name": "redis", "containerPort": port, "protocol": "TCP"}
+                        for port in container.ports
+                    ],
                 }
             ]
         },
     }
+
+
+def spec_drift(pod: Pod, spec: RedisSpec) -> str | None:
+    """How the pod's containers differ from the spec's, or None if they match.
+
+    Read from the pod itself, not from its template-hash annotation: an image
+    set by hand (`kubectl set image`) leaves the annotation as it was, and an
+    annotation edited by hand says nothing about what runs.
+    """
+    want = desired_container(spec)
+    if len(pod.containers) != 1:
+        return f"{len(pod.containers)} containers, want 1"
+    have = pod.containers[0]
+    diffs = [
+        f"{what} is {got}, want {wanted}"
+        for what, got, wanted in (
+            ("container name", have.name, want.name),
+            ("image", have.image, want.image),
+            ("ports", list(have.ports), list(want.ports)),
+        )
+        if got != wanted
+    ]
+    return "; ".join(diffs) or None
 
 
 def pod_index(redis_name: str, name: str) -> int | None:
@@ -401,18 +433,24 @@ def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
 
 @dataclass(frozen=True)
 class Rollout:
-    stale: tuple[int, ...]  # desired indexes whose pod runs an older template
+    stale: tuple[int, ...]  # desired indexes whose pod's containers differ from the spec's
     replace: DeletePod | None  # the one stale pod deleted this pass, if any
+
+
+def _why_stale(pod: Pod, spec: RedisSpec, drift: str) -> str:
+    """ "spec changed" when the pod was made for another spec; "drift" when it
+    was made for this one and changed since (by hand)."""
+    if template_hash_of(pod) == template_hash(spec):
+        return f"drift ({drift})"
+    return "spec changed"
 
 
 def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) -> Rollout:
     """Replace the lowest stale pod, only while every other desired pod exists
     and is Ready, so that at most one pod is down for the update at any time
     (a desired name that is missing or held by another pod waits for that)."""
-    want = template_hash(spec)
-    stale = tuple(
-        sorted(i for i, p in desired.items() if not p.terminating and template_hash_of(p) != want)
-    )
+    drifts = {i: spec_drift(p, spec) for i, p in desired.items() if not p.terminating}
+    stale = tuple(sorted(i for i, d in drifts.items() if d is not None))
     if not stale:
         return Rollout((), None)
     victim = stale[0]
@@ -423,7 +461,39 @@ def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) ->
     )
     if not others_ready:
         return Rollout(stale, None)
-    return Rollout(stale, _delete(redis, desired[victim], "spec changed", "spec changed"))
+    why = _why_stale(desired[victim], spec, drifts[victim] or "")
+    return Rollout(stale, _delete(redis, desired[victim], why, why))
+
+
+def metadata_repair(redis: Redis, spec: RedisSpec, pod: Pod) -> PatchPodMetadata | None:
+    """Put back our labels, our controller reference and, on a pod whose
+    containers match the spec, the template-hash annotation. Labels and
+    annotations of others are left alone."""
+    labels = {k: v for k, v in pod_labels(redis).items() if pod.labels.get(k) != v}
+    want_hash = template_hash(spec)
+    fix_hash = spec_drift(pod, spec) is None and template_hash_of(pod) != want_hash
+    annotations = {TEMPLATE_HASH_ANNOTATION: want_hash} if fix_hash else {}
+    want_ref = controller_ref(redis)
+    refs = None
+    if want_ref not in pod.owner_refs:
+        others = [r.to_dict() for r in pod.owner_refs if not r.controller]
+        refs = (*others, want_ref.to_dict())
+    what = [*labels, *annotations] + (["ownerReferences"] if refs is not None else [])
+    if not what:
+        return None
+    why = f"drift: {', '.join(what)} changed by hand"
+    event = EventSpec(ref(redis), "Normal", DRIFT, f"Restored pod {pod.name}: {why}", COMPONENT)
+    return PatchPodMetadata(
+        redis.key,
+        pod.namespace,
+        pod.name,
+        pod.resource_version,
+        labels,
+        annotations,
+        refs,
+        why,
+        event,
+    )
 
 
 @dataclass(frozen=True)
@@ -434,11 +504,12 @@ class PodChanges:
     surplus: tuple[DeletePod, ...]
     missing: Missing
     rollout: Rollout
+    repairs: tuple[PatchPodMetadata, ...] = ()
 
     @property
     def actions(self) -> list[Action]:
         replace = [self.rollout.replace] if self.rollout.replace else []
-        return [*self.surplus, *self.missing.creates, *replace]
+        return [*self.surplus, *self.missing.creates, *replace, *self.repairs]
 
     @property
     def deleted(self) -> frozenset[str]:
@@ -448,11 +519,19 @@ class PodChanges:
 
 def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
     desired = {i: p for i, p in podset.by_index.items() if i < spec.num}
+    rollout = rolling_update(redis, spec, desired)
+    replaced = rollout.replace.name if rollout.replace else None
+    repairs = (
+        metadata_repair(redis, spec, p)
+        for _, p in sorted(desired.items())
+        if not p.terminating and p.name != replaced
+    )
     return PodChanges(
         desired,
         tuple(surplus_pods(redis, spec, podset)),
         missing_pods(redis, spec, podset),
-        rolling_update(redis, spec, desired),
+        rollout,
+        tuple(r for r in repairs if r is not None),
     )
 
 
@@ -469,7 +548,6 @@ class Counts:
 
 
 def counts_after(spec: RedisSpec, changes: PodChanges) -> Counts:
-    want = template_hash(spec)
     remaining = [
         p for p in changes.desired.values() if not p.terminating and p.name not in changes.deleted
     ]
@@ -477,7 +555,7 @@ def counts_after(spec: RedisSpec, changes: PodChanges) -> Counts:
     return Counts(
         replicas=len(remaining) + created,
         ready=sum(1 for p in remaining if p.ready),
-        updated=sum(1 for p in remaining if template_hash_of(p) == want) + created,
+        updated=sum(1 for p in remaining if spec_drift(p, spec) is None) + created,
     )
 
 
@@ -603,9 +681,8 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
 def _nothing_created(changes: PodChanges) -> PodChanges:
     """In a namespace being deleted: deletes only (a rollout would need a create)."""
     missing = Missing((), changes.missing.conflicts)
-    return PodChanges(
-        changes.desired, changes.surplus, missing, Rollout(changes.rollout.stale, None)
-    )
+    rollout = Rollout(changes.rollout.stale, None)
+    return PodChanges(changes.desired, changes.surplus, missing, rollout, changes.repairs)
 
 
 def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodChanges:
@@ -621,6 +698,7 @@ def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodCh
         tuple(d for d in changes.surplus if done(d)),
         Missing(creates, changes.missing.conflicts),
         Rollout(changes.rollout.stale, replace if done(replace) else None),
+        tuple(r for r in changes.repairs if done(r)),
     )
 
 

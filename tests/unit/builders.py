@@ -16,11 +16,12 @@ from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.base import PlanInput
 from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION, Redis, RedisSpec
 from reconciler.kinds.xca import Xca
-from reconciler.model import Pod, PodCondition, PodIndex
+from reconciler.model import Container, OwnerRef, Pod, PodCondition, PodIndex
 from reconciler.snapshot import Snapshot
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 CONFIG = Config()
+REDIS_API = redis_kind.RESOURCE.api_version
 
 
 def redis(
@@ -67,12 +68,22 @@ def pod(
     name: str | None = None,
     owner_uid: str | None = None,
     phase: str | None = None,
+    port: int = 6379,
+    image: str = "redis:5-alpine",
 ) -> Pod:
+    """A pod as a pass created it for a spec with ``port`` and ``image``;
+    ``hash_`` overrides its template-hash annotation (as if edited by hand)."""
     owner_name = owner.name if owner else "x"
     ns = owner.namespace if owner else "default"
     conds = (
         PodCondition("PodScheduled", "True"),
         PodCondition("Ready", "True" if ready else "False", "" if ready else "ContainersNotReady"),
+    )
+    controller = owner_uid if owner_uid is not None else (owner.uid if owner else None)
+    refs = (
+        ()
+        if controller is None
+        else (OwnerRef(REDIS_API, "Redis", owner_name, controller, True, True),)
     )
     return Pod(
         namespace=ns,
@@ -80,12 +91,16 @@ def pod(
         uid=f"pod-uid-{owner_name}-{index}",
         resource_version="5",
         labels={LABEL_NAME: "redis", LABEL_INSTANCE: owner_name, LABEL_MANAGED_BY: MANAGED_BY},
-        annotations={TEMPLATE_HASH_ANNOTATION: hash_ if hash_ is not None else current_hash()},
-        controller_uid=owner_uid if owner_uid is not None else (owner.uid if owner else None),
+        annotations={
+            TEMPLATE_HASH_ANNOTATION: hash_ if hash_ is not None else current_hash(port, image)
+        },
+        controller_uid=controller,
         controller_kind="Redis",
         deletion_timestamp="2026-11-22T11:59:00Z" if terminating else None,
         phase=phase or ("Running" if ready else "Pending"),
         conditions=conds,
+        containers=(Container("redis", image, (port,)),),
+        owner_refs=refs,
     )
 
 

@@ -10,11 +10,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from reconciler.actions import Action, CreatePod, DeletePod, PatchFinalizers, PatchStatus
+from reconciler.actions import (
+    Action,
+    CreatePod,
+    DeletePod,
+    PatchFinalizers,
+    PatchPodMetadata,
+    PatchStatus,
+)
 from reconciler.backoff import from_status
 from reconciler.kinds.redis import Redis
 from reconciler.kinds.xca import Xca
-from reconciler.model import Pod, PodCondition, pod_from_api
+from reconciler.model import Pod, PodCondition, owner_refs_of, pod_from_api
 from reconciler.snapshot import Snapshot
 
 from .builders import snap
@@ -49,6 +56,10 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
                 pods[action.target] = dataclasses.replace(
                     old, deletion_timestamp="2026-11-22T12:00:00Z"
                 )
+        elif isinstance(action, PatchPodMetadata):
+            old = pods.get(action.target)
+            if old is not None and old.resource_version == action.resource_version:
+                pods[action.target] = repaired(old, action)
         elif isinstance(action, PatchFinalizers):
             r = redis.get(action.owner)
             if r is not None:
@@ -61,6 +72,20 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
     # The apiserver drops an object being deleted once it has no finalizers.
     live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
     return snap(live_redis, tuple(xca.values()), tuple(pods.values()))
+
+
+def repaired(pod: Pod, action: PatchPodMetadata) -> Pod:
+    """A merge patch of the metadata: maps merge, the ownerReferences list is replaced."""
+    refs = pod.owner_refs
+    if action.owner_references is not None:
+        refs = owner_refs_of({"ownerReferences": list(action.owner_references)})
+    return dataclasses.replace(
+        pod,
+        labels={**pod.labels, **action.labels},
+        annotations={**pod.annotations, **action.annotations},
+        owner_refs=refs,
+        resource_version=pod.resource_version + "+",
+    )
 
 
 def merged(obj, patch):

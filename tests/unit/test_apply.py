@@ -376,7 +376,6 @@ def test_a_later_patch_of_the_same_object_uses_the_version_our_last_patch_made()
 
 def test_a_patch_of_something_not_of_our_kinds_is_a_bug():
     from reconciler.actions import PatchStatus
-    from reconciler.model import ObjKey
 
     with pytest.raises(TypeError, match="not one of our kinds: Pod"):
         run(FakeKube(), [PatchStatus(ObjKey("Pod", "ns", "p"), "1", {})])
@@ -405,7 +404,7 @@ def test_already_exists_under_another_controller_is_a_pod_conflict_event():
         Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
     )
     (failed,) = report.failed()
-    assert (failed.reason, failed.conflict_pod) == ("PodConflict", ObjKey("Pod", "default", "r-0"))
+    assert failed.reason == "PodConflict"
     assert failed.error == "pod r-0 already exists and is not owned by this Redis"
     (event,) = events_in(kube)
     assert (event["type"], event["reason"]) == ("Warning", "PodConflict")
@@ -554,3 +553,28 @@ def test_the_status_after_a_failure_runs_with_the_objects_latest_version():
     ]
     # The finalizer patch moved the version to 11; the status after the failure uses it.
     assert kube.patches[-1][2]["metadata"]["resourceVersion"] == "11"
+
+
+def test_a_pod_metadata_repair_is_a_guarded_merge_patch_with_a_drift_event():
+    import dataclasses
+
+    r = redis(num=1)
+    bare = dataclasses.replace(pod(r, 0), labels={})
+    (patch,) = [a for a in plan_redis(r, [bare], CONFIG, NOW) if a.verb == "patch-metadata"]
+    kube = FakeKube()
+    assert results(run(kube, [patch])) == [("patch-metadata", OK)]
+    (kind, name, body, sub) = kube.patches[0]
+    assert (kind, name, sub) == ("Pod", "r-0", "")
+    assert body["metadata"]["resourceVersion"] == "5"
+    assert set(body["metadata"]["labels"]) == {
+        "app.kubernetes.io/name",
+        "app.kubernetes.io/instance",
+        "app.kubernetes.io/managed-by",
+    }
+    events = [o for (k, _, _), o in kube.objects.items() if k == "Event"]
+    assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [("Drift", "r")]
+    # Someone wrote the pod meanwhile: next pass, and no event.
+    kube = FakeKube()
+    kube.errors[("PATCH", "r-0")] = conflict()
+    assert results(run(kube, [patch])) == [("patch-metadata", CONFLICT)]
+    assert not [k for (k, _, _) in kube.objects if k == "Event"]

@@ -213,7 +213,7 @@ def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
 
     fail = Failure(1, "boom", "ReconcileError", 0.0)
     r = redis(num=2, port=6380)
-    pods = [pod(r, 0, hash_=current_hash(6379)), pod(r, 1, hash_=current_hash(6380)), pod(r, 2)]
+    pods = [pod(r, 0, hash_=current_hash(6379)), pod(r, 1, port=6380), pod(r, 2)]
 
     def held_status(landed):
         inp = PlanInput(PodIndex(pods), CONFIG, NOW, Gate(fail, True, False), frozenset(landed))

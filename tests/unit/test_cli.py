@@ -151,27 +151,22 @@ def test_state_file_carries_the_pod_report_across_runs(kube, tmp_path, caplog):
     assert "[default/r-0] pod phase Pending -> Running" in caplog.text
 
 
-def test_unlabelled_foreign_pod_is_remembered_and_reported(kube, tmp_path):
-    state = tmp_path / "state.json"
+def test_an_unlabelled_foreign_pod_is_seen_in_one_shot_mode_and_never_overwritten(kube):
+    """No state file: the pod LIST covers every pod, so the conflict is known
+    before any create is refused, and the status says so on the first pass."""
     foreign = {"metadata": {"name": "r-0", "namespace": "default", "uid": "other"}}
-    kube.objects[("Pod", "default", "r-0")] = foreign
-    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
-    first = invoke("sync", "--state-file", str(state))
-    assert first.exit_code == 1 and "not owned by this Redis" in first.output
-    kube.calls.clear()
-    second = invoke("sync", "--state-file", str(state), "-o", "json")
-    assert second.exit_code == 0
-    assert ("GET", "r-0") in kube.calls and ("POST", "r-0") not in kube.calls
+    kube.lists["Pod"] = [foreign]
+    first = invoke("sync", "-o", "json")
+    assert first.exit_code == 0
+    assert ("POST", "r-0") not in kube.calls
     status = kube.patches[-1][2]["status"]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert degraded["reason"] == "PodConflict" and "r-0" in degraded["message"]
     # Once the foreign pod is gone, the name is ours again.
-    del kube.objects[("Pod", "default", "r-0")]
-    kube.errors.clear()
+    kube.lists["Pod"] = []
     kube.calls.clear()
-    assert invoke("sync", "--state-file", str(state)).exit_code == 0
+    assert invoke("sync").exit_code == 0
     assert ("POST", "r-0") in kube.calls
-    assert json.loads(state.read_text())["conflict_pods"] == []
 
 
 def test_json_logs_carry_object_action_result_and_pass_id(kube):

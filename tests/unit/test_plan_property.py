@@ -12,16 +12,36 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.actions import PatchStatus
-from reconciler.kinds.redis import FINALIZER, template_hash, template_hash_of, validate_spec
+from reconciler.constants import LABEL_NAME
+from reconciler.kinds.redis import (
+    FINALIZER,
+    TEMPLATE_HASH_ANNOTATION,
+    metadata_repair,
+    spec_drift,
+    validate_spec,
+)
 from reconciler.model import ObjKey
 from reconciler.plan import plan
 from reconciler.snapshot import Snapshot
 
 from . import sim
-from .builders import CONFIG, NOW, current_hash, pod, redis, snap, xca
+from .builders import CONFIG, NOW, pod, redis, snap, xca
 
 NAMES = ("a", "b", "c")
-HASHES = (current_hash(6379), current_hash(6380), "stale00000")
+# What a pod was made for (port, image): current or stale under each spec.
+TEMPLATES = ((6379, "redis:5-alpine"), (6380, "redis:5-alpine"), (6379, "redis:4"))
+
+
+def drifted(p, draw):
+    """Hand edits: an annotation, a label, the controller reference."""
+    if draw(st.integers(0, 3)) == 0:
+        p = dataclasses.replace(p, annotations={TEMPLATE_HASH_ANNOTATION: "edited"})
+    if draw(st.integers(0, 3)) == 0:
+        p = dataclasses.replace(p, labels={k: v for k, v in p.labels.items() if k != LABEL_NAME})
+    if p.owner_refs and draw(st.integers(0, 3)) == 0:
+        refs = (dataclasses.replace(p.owner_refs[0], block_owner_deletion=False),)
+        p = dataclasses.replace(p, owner_refs=refs)
+    return p
 
 
 @st.composite
@@ -42,16 +62,17 @@ def snapshots(draw):
             r = dataclasses.replace(r, finalizers=("x/y",))
         redises.append(r)
         for i in draw(st.sets(st.integers(0, 5), max_size=6)):
-            pods.append(
-                pod(
-                    r,
-                    i,
-                    ready=draw(st.booleans()),
-                    hash_=draw(st.sampled_from(HASHES)),
-                    terminating=draw(st.integers(0, 5)) == 0,
-                    owner_uid="foreign" if draw(st.integers(0, 8)) == 0 else None,
-                )
+            port, image = draw(st.sampled_from(TEMPLATES))
+            made = pod(
+                r,
+                i,
+                ready=draw(st.booleans()),
+                port=port,
+                image=image,
+                terminating=draw(st.integers(0, 5)) == 0,
+                owner_uid="foreign" if draw(st.integers(0, 8)) == 0 else None,
             )
+            pods.append(drifted(made, draw))
     for i in range(draw(st.integers(0, 2))):
         pods.append(pod(None, i, name=f"orphan-{i}", owner_uid=f"dead-{i}"))
     xcas = tuple(
@@ -61,38 +82,40 @@ def snapshots(draw):
     return snap(tuple(redises), xcas, tuple(pods))
 
 
-Work = tuple[int, int, int, int, int]
-NONE_LEFT: Work = (0, 0, 0, 0, 0)
+Work = tuple[int, int, int, int, int, int]
+NONE_LEFT: Work = (0, 0, 0, 0, 0, 0)
 
 
 def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
     """What is left for the planner to do, per object that plans act on (a
     Redis, or an orphan pod), most important first: (our finalizer and the pods
     of a Redis being deleted, stale desired pods, pods beyond the desired set,
-    desired names without a pod, a missing finalizer or an orphan). Terminating
-    pods count for nothing: they are the kubelet's work, not ours."""
+    desired names without a pod, a missing finalizer or an orphan, pods whose
+    metadata was changed by hand). Terminating pods count for nothing: they
+    are the kubelet's work, not ours."""
     left: dict[ObjKey, Work] = {}
     uids = {r.uid for r in sim.redises(snap)}
     pods = [p for p in snap.pods or () if not p.terminating]
     for p in pods:
         if p.controller_uid and p.controller_uid not in uids:
-            left[p.key] = (0, 0, 0, 0, 1)
+            left[p.key] = (0, 0, 0, 0, 1, 0)
     for r in sim.redises(snap):
         owned = [p for p in pods if p.controller_uid == r.uid]
         if r.deletion_timestamp:
-            left[r.key] = ((FINALIZER in r.finalizers) + len(owned), 0, 0, 0, 0)
+            left[r.key] = ((FINALIZER in r.finalizers) + len(owned), 0, 0, 0, 0, 0)
             continue
         unguarded = int(FINALIZER not in r.finalizers)
         spec = validate_spec(r.spec, CONFIG.image).spec
         if spec is None:
-            left[r.key] = (0, 0, 0, 0, unguarded)
+            left[r.key] = (0, 0, 0, 0, unguarded, 0)
             continue
-        want = template_hash(spec)
         names = {f"{r.name}-{i}" for i in range(spec.num)}
-        stale = sum(1 for p in owned if p.name in names and template_hash_of(p) != want)
+        desired = [p for p in owned if p.name in names]
+        stale = sum(1 for p in desired if spec_drift(p, spec) is not None)
         extra = sum(1 for p in owned if p.name not in names)
         absent = len(names - {p.name for p in owned})
-        left[r.key] = (0, stale, extra, absent, unguarded)
+        edited = sum(1 for p in desired if metadata_repair(r, spec, p) is not None)
+        left[r.key] = (0, stale, extra, absent, unguarded, edited)
     return left
 
 
@@ -155,6 +178,9 @@ def test_plan_apply_converges_to_an_empty_plan(snap):
         foreign = {p.name for p in snap.pods if p.controller_uid != r.uid}
         want = sorted(f"{r.name}-{i}" for i in range(spec.num) if f"{r.name}-{i}" not in foreign)
         assert owned == want
+        mine = [p for p in snap.pods if p.controller_uid == r.uid]
+        assert all(spec_drift(p, spec) is None for p in mine)
+        assert all(metadata_repair(r, spec, p) is None for p in mine)
         assert FINALIZER in r.finalizers
         assert r.status["replicas"] == len(want)
     live_uids = {r.uid for r in sim.redises(snap)}

@@ -7,11 +7,18 @@ from datetime import timedelta
 
 import pytest
 
-from reconciler.actions import CreatePod, DeletePod, PatchFinalizers, PatchStatus
+from reconciler.actions import (
+    CreatePod,
+    DeletePod,
+    PatchFinalizers,
+    PatchPodMetadata,
+    PatchStatus,
+)
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
 from reconciler.kinds.conditions import rfc3339
-from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION
+from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION, controller_ref
+from reconciler.model import OwnerRef
 from reconciler.plan import plan
 
 from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, snap
@@ -237,9 +244,97 @@ def test_rollout_waits_while_a_pod_is_missing_or_terminating():
 def test_rollout_resumes_with_next_stale_pod():
     r = redis(port=6380)
     old = current_hash(6379)
-    pods = [pod(r, 0, hash_=current_hash(6380)), pod(r, 1, hash_=old), pod(r, 2, hash_=old)]
+    pods = [pod(r, 0, port=6380), pod(r, 1, hash_=old), pod(r, 2, hash_=old)]
     deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
     assert [d.name for d in deletes] == ["r-1"]
+
+
+# ------------------------------------------------------------ drift
+
+
+def set_image(p, image):
+    """`kubectl set image`: the container changes, the annotation does not."""
+    container = dataclasses.replace(p.containers[0], image=image)
+    return dataclasses.replace(p, containers=(container,))
+
+
+def test_an_image_set_by_hand_is_drift_replaced_like_a_stale_pod():
+    r = redis()
+    pods = [set_image(pod(r, 0), "other:tag"), pod(r, 1), pod(r, 2)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    (delete,) = [a for a in actions if isinstance(a, DeletePod)]
+    assert delete.name == "r-0"
+    assert delete.why == "drift (image is other:tag, want redis:5-alpine)"
+    assert delete.event is not None and "drift" in delete.event.message
+    st = status_of(actions).status
+    assert (st["updatedReplicas"], cond(st, "Ready")["status"]) == (2, "False")
+    assert cond(st, "Progressing")["reason"] == "RollingUpdate"
+
+
+def test_drift_is_replaced_one_pod_at_a_time_while_the_others_are_ready():
+    r = redis()
+    pods = [set_image(pod(r, 0), "x:1"), set_image(pod(r, 1), "x:1"), pod(r, 2)]
+    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert deletes == ["r-0"]
+    pods = [set_image(pod(r, 0), "x:1"), pod(r, 1, ready=False), pod(r, 2)]
+    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+
+
+def test_a_hash_edited_to_the_current_one_does_not_hide_an_old_pod():
+    r = redis(port=6380)
+    pods = [pod(r, 0, hash_=current_hash(6380)), pod(r, 1, port=6380), pod(r, 2, port=6380)]
+    (delete,) = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert delete.name == "r-0" and delete.why.startswith("drift (ports is [6379], want [6380]")
+
+
+def test_a_hash_edited_on_a_current_pod_is_put_back_not_replaced():
+    r = redis()
+    pods = [pod(r, 0, hash_="edited"), pod(r, 1), pod(r, 2)]
+    actions = plan_redis(converged(r, pods), pods, CONFIG, NOW)
+    assert kinds(actions) == ["PatchPodMetadata"]  # the status is already right
+    (patch,) = actions
+    assert patch.annotations == {TEMPLATE_HASH_ANNOTATION: current_hash()}
+    assert (patch.labels, patch.owner_references) == ({}, None)
+    assert patch.resource_version == "5"
+
+
+def test_a_label_removed_by_hand_is_put_back_with_a_drift_event():
+    r = redis()
+    p0 = pod(r, 0)
+    p0 = dataclasses.replace(p0, labels={"team": "a", LABEL_INSTANCE: "r"})
+    actions = plan_redis(r, [p0, pod(r, 1), pod(r, 2)], CONFIG, NOW)
+    (patch,) = [a for a in actions if isinstance(a, PatchPodMetadata)]
+    assert patch.labels == {LABEL_NAME: "redis", LABEL_MANAGED_BY: "reconciler"}
+    assert patch.body("7") == {"metadata": {"resourceVersion": "7", "labels": patch.labels}}
+    assert patch.event is not None
+    assert (patch.event.type, patch.event.reason) == ("Normal", "Drift")
+    assert patch.event.message == (
+        "Restored pod r-0: drift: app.kubernetes.io/name, "
+        "app.kubernetes.io/managed-by changed by hand"
+    )
+
+
+def test_a_changed_controller_reference_is_put_back_and_other_owners_kept():
+    r = redis()
+    p0 = pod(r, 0)
+    other = OwnerRef("v1", "ConfigMap", "cm", "cm-uid")
+    loose = dataclasses.replace(p0.owner_refs[0], block_owner_deletion=False)
+    p0 = dataclasses.replace(p0, owner_refs=(other, loose))
+    actions = plan_redis(r, [p0, pod(r, 1), pod(r, 2)], CONFIG, NOW)
+    (patch,) = [a for a in actions if isinstance(a, PatchPodMetadata)]
+    assert patch.owner_references == (other.to_dict(), controller_ref(r).to_dict())
+    assert patch.why == "drift: ownerReferences changed by hand"
+
+
+def test_metadata_of_a_pod_being_replaced_or_terminating_is_left_alone():
+    r = redis()
+    bare = {LABEL_INSTANCE: "r"}
+    p0 = dataclasses.replace(set_image(pod(r, 0), "x:1"), labels=bare)
+    actions = plan_redis(r, [p0, pod(r, 1), pod(r, 2)], CONFIG, NOW)
+    assert kinds(actions) == ["DeletePod", "PatchStatus"]
+    p1 = dataclasses.replace(pod(r, 1, terminating=True), labels=bare)
+    actions = plan_redis(r, [pod(r, 0), p1, pod(r, 2)], CONFIG, NOW)
+    assert "PatchPodMetadata" not in kinds(actions)
 
 
 def test_image_change_also_rolls():
@@ -552,7 +647,7 @@ def test_progressing_reasons_and_messages():
             "removing pods beyond 2",
         ),
         (
-            [pod(r, 0, hash_="old"), pod(r, 1)],
+            [pod(r, 0, image="redis:4"), pod(r, 1)],
             ("True", "RollingUpdate"),
             "1/2 pods updated to the current spec",
         ),
@@ -570,7 +665,7 @@ def test_a_rollout_in_progress_stays_a_rollout_until_every_pod_is_updated():
     }
     r = redis(num=2, status=rolling)
     # r-0 is being replaced (terminating), r-1 is current: one of two is updated.
-    pods = [pod(r, 0, terminating=True, hash_="old"), pod(r, 1)]
+    pods = [pod(r, 0, terminating=True, image="redis:4"), pod(r, 1)]
     st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
     assert conds(st)["Progressing"] == ("True", "RollingUpdate")
     assert cond(st, "Progressing")["message"] == "1/2 pods updated to the current spec"
@@ -586,7 +681,7 @@ def test_ready_needs_every_pod_ready_updated_and_present():
         ([pod(r, 0), pod(r, 1)], ("True", "AllReplicasReady")),
         ([pod(r, 0), pod(r, 1, ready=False)], ("False", "ReplicasNotReady")),
         ([pod(r, 0)], ("False", "ReplicasNotReady")),
-        ([pod(r, 0), pod(r, 1, hash_="old")], ("False", "ReplicasNotReady")),
+        ([pod(r, 0), pod(r, 1, image="redis:4")], ("False", "ReplicasNotReady")),
     ]
     for pods, expected in table:
         st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
@@ -598,8 +693,8 @@ def test_ready_needs_every_pod_ready_updated_and_present():
 def test_counts_while_a_stale_pod_is_replaced():
     r = redis(num=3, port=6380)
     old = current_hash(6379)
-    pods = [pod(r, 0, hash_=old), pod(r, 1), pod(r, 2, ready=False, hash_=current_hash(6380))]
-    pods = [pod(r, 0, hash_=old), pod(r, 1, hash_=current_hash(6380)), pods[2]]
+    pods = [pod(r, 0, hash_=old), pod(r, 1), pod(r, 2, ready=False, port=6380)]
+    pods = [pod(r, 0, hash_=old), pod(r, 1, port=6380), pods[2]]
     st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
     # r-2 is not Ready, so r-0 is not replaced yet.
     assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"]) == (3, 2, 2)
@@ -751,7 +846,7 @@ def test_times_are_written_in_utc_whatever_the_local_zone(monkeypatch):
 
 def test_a_stale_pod_beyond_the_desired_count_is_scaled_down_not_rolled():
     r = redis(num=2, status={"replicas": 3})
-    pods = [pod(r, 0), pod(r, 1), pod(r, 2, hash_=current_hash(6380))]
+    pods = [pod(r, 0), pod(r, 1), pod(r, 2, port=6380)]
     actions = plan_redis(r, pods, CONFIG, NOW)
     deletes = [(a.name, a.why) for a in actions if isinstance(a, DeletePod)]
     assert deletes == [("r-2", "scale down")]
