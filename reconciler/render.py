@@ -11,6 +11,7 @@ from reconciler.actions import (
     CreatePod,
     DeletePod,
     PatchFinalizers,
+    PatchPodMetadata,
     PatchStatus,
     Plan,
     Verb,
@@ -65,6 +66,8 @@ def action_json(action: Action) -> dict[str, Any]:
             out["status"] = action.status
         case PatchFinalizers():
             out["finalizers"] = list(action.finalizers)
+        case PatchPodMetadata():
+            out["metadata"] = action.body(action.resource_version)["metadata"]
     return out
 
 

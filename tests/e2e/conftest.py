@@ -132,6 +132,16 @@ class Reconciler:
             env={**os.environ, **(env or {})},
         )
 
+    def cli(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
+        """Any reconciler command against the test cluster, as a user types it."""
+        cmd = [sys.executable, "-m", "reconciler", *args, "--kubeconfig", str(self.kubeconfig)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if expect is not None and proc.returncode != expect:
+            raise AssertionError(
+                f"{args} exited {proc.returncode}, wanted {expect}:\n{proc.stdout}\n{proc.stderr}"
+            )
+        return proc
+
     def sync(
         self, ns: str | None, *extra: str, env: dict[str, str] | None = None, expect: int | None = 0
     ) -> SyncResult:

@@ -177,28 +177,3 @@ def test_delete_with_foreground_cascade(kubectl: Kubectl, reconciler: Reconciler
     kubectl.apply(redis_yaml(ns, num=3))
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     _delete_and_converge(kubectl, reconciler, ns, "--cascade=foreground")
-
-
-def test_foreign_pod_with_a_desired_name_is_left_alone(
-    kubectl: Kubectl, reconciler: Reconciler, ns: str, tmp_path
-):
-    state = ["--state-file", str(tmp_path / "state.json")]
-    kubectl.run("run", "redis-sample-1", "-n", ns, "--image=busybox", "--restart=Never")
-    kubectl.apply(redis_yaml(ns, num=2))
-    result = reconciler.sync(ns, *state, expect=1)  # the create of redis-sample-1 is refused
-    assert any("not owned by this Redis" in e for e in result.summary["errors"])
-    reconciler.sync(ns, *state)  # remembered: no second create, Degraded instead
-    foreign = pods(kubectl, ns)["redis-sample-1"]
-    assert "ownerReferences" not in foreign["metadata"]
-    degraded = next(
-        c for c in redis(kubectl, ns)["status"]["conditions"] if c["type"] == "Degraded"
-    )
-    assert degraded["status"] == "True" and degraded["reason"] == "PodConflict"
-    assert "redis-sample-1" in degraded["message"]
-    described = kubectl.run("describe", "redis", "redis-sample", "-n", ns).stdout
-    assert "PodConflict" in described and "redis-sample-1" in described
-    # Once the foreign pod is gone, the name is taken over.
-    kubectl.run("delete", "pod", "redis-sample-1", "-n", ns, "--wait=true")
-    reconciler.sync(ns, *state)
-    refs = pods(kubectl, ns)["redis-sample-1"]["metadata"]["ownerReferences"]
-    assert refs[0]["name"] == "redis-sample"

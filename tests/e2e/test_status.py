@@ -17,7 +17,7 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
     return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
 
 
-def test_one_shot_sync_shows_a_conflict_in_status_and_backs_off(
+def test_one_shot_sync_shows_a_conflict_in_status_on_its_first_pass(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
     kubectl.apply(redis_yaml(ns, num=2))
@@ -29,26 +29,34 @@ def test_one_shot_sync_shows_a_conflict_in_status_and_backs_off(
         "patch", "redis", "redis-sample", "-n", ns, "--type=merge", "-p", '{"spec":{"num":3}}'
     )
 
-    first = reconciler.sync(ns, expect=1)
+    # Seen, not learnt from a refused create: no create, and the status says it.
+    first = reconciler.sync(ns)
+    assert "Pod/create/failed" not in first.summary["actions"]
     assert first.summary["actions"].get("Redis/patch-status/ok") == 1
     r = redis(kubectl, ns)
     degraded = condition(r, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "PodConflict")
     assert "redis-sample-2" in degraded["message"]
     assert r["status"]["observedGeneration"] == r["metadata"]["generation"]
-    assert r["status"]["backoff"]["failures"] == 1
+    described = kubectl.run("describe", "redis", "redis-sample", "-n", ns).stdout
+    assert "PodConflict" in described and "redis-sample-2" in described
+    # The next pass has nothing new to say: no write, no second Warning.
+    again = reconciler.sync(ns)
+    assert again.writes == 0
+    warnings = kubectl.json(
+        "get", "events", "-n", ns, "--field-selector", "type=Warning,involvedObject.kind=Redis"
+    )["items"]
+    assert [(e["reason"], e.get("count", 1)) for e in warnings] == [("PodConflict", 1)]
+    foreign = pods(kubectl, ns)["redis-sample-2"]
+    assert "nginx" in foreign["spec"]["containers"][0]["image"]
+    assert "ownerReferences" not in foreign["metadata"]
 
-    reconciler.sync(ns, expect=1)
-    reconciler.sync(ns, expect=1)
-    r = redis(kubectl, ns)
-    assert r["status"]["backoff"]["failures"] == 3
-    assert condition(r, "Degraded")["reason"] == "BackingOff"
-    # Backing off: no write at all, and the pass still says what is wrong.
-    held = reconciler.sync(ns, expect=1)
-    assert held.writes == 0
-    assert held.summary["backing_off"] == [f"{ns}/redis-sample"]
-    assert any("backing off until" in e for e in held.summary["errors"])
-    assert "nginx" in pods(kubectl, ns)["redis-sample-2"]["spec"]["containers"][0]["image"]
+    # Once the foreign pod is gone, the name is taken over.
+    kubectl.run("delete", "pod", "redis-sample-2", "-n", ns, "--wait=true")
+    reconciler.sync(ns)
+    refs = pods(kubectl, ns)["redis-sample-2"]["metadata"]["ownerReferences"]
+    assert refs[0]["name"] == "redis-sample"
+    assert condition(redis(kubectl, ns), "Degraded")["status"] == "False"
 
 
 def test_quota_refusal_is_degraded_then_converges_when_raised(
