@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reconciler.health import Health, not_ready
 from reconciler.model import PODS, ObjKey
 
 
@@ -199,13 +200,18 @@ Action = CreatePod | DeletePod | PatchFinalizers | PatchStatus | PatchPodMetadat
 class Plan:
     """Actions in order; actions of one owner must run in the order given.
 
-    ``backing_off`` lists objects skipped this pass because of repeated
-    failures, so that the caller keeps (rather than clears) their failure
-    records.
+    ``backing_off`` lists objects held this pass because of repeated
+    failures.
     """
 
     actions: tuple[Action, ...] = ()
     backing_off: frozenset[ObjKey] = frozenset()
+    health: Mapping[ObjKey, Health] = field(default_factory=dict)  # once the actions land
+
+    @property
+    def pending(self) -> dict[ObjKey, Health]:
+        """The objects that will not be Ready after this plan, and why."""
+        return not_ready(self.health)
 
     def by_owner(self) -> dict[ObjKey, list[Action]]:
         groups: dict[ObjKey, list[Action]] = {}

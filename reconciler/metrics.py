@@ -8,6 +8,7 @@ as alive: its loop is ticking.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -17,9 +18,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.model import PODS
 from reconciler.result import PassOutcome, PassResult
 
 log = logging.getLogger(__name__)
+CONDITIONS = ("Ready", "Degraded", "Progressing")
 
 
 class Metrics:
@@ -55,6 +58,18 @@ class Metrics:
             "Unix time of the last pass without errors.",
             registry=r,
         )
+        self.objects = Gauge(
+            "reconciler_objects",
+            "Objects whose condition is True as the last pass left them, by kind.",
+            ["kind", "condition"],
+            registry=r,
+        )
+        self.backing_off = Gauge(
+            "reconciler_objects_backing_off",
+            "Objects whose writes are held after repeated failures, by kind.",
+            ["kind"],
+            registry=r,
+        )
         self.leader = Gauge("reconciler_leader", "1 if this instance is the leader.", registry=r)
         self._seen_requests: dict[tuple[str, str], int] = {}
         self.last_tick = 0.0
@@ -68,10 +83,26 @@ class Metrics:
             self.actions.labels(kind, verb, res).inc(n)
         for kind, n in result.observed.items():
             self.observed.labels(kind).set(n)
+        self.record_health(result)
         if result.outcome is PassOutcome.OK:
             self.last_success.set(time.time())
         self.record_requests(requests)
         self.tick()
+
+    def record_health(self, result: PassResult) -> None:
+        """Every kind listed this pass is set, zeros included, so that an
+        alert clears; a kind whose LIST failed keeps its last values."""
+        listed = [kind for kind in result.observed if kind != PODS.kind]
+        counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        for key, health in result.health.items():
+            counts[(key.kind, "Ready")] += health.ready
+            counts[(key.kind, "Degraded")] += health.degraded
+            counts[(key.kind, "Progressing")] += health.progressing
+        held = collections.Counter(key.kind for key in result.plan.backing_off)
+        for kind in listed:
+            for condition in CONDITIONS:
+                self.objects.labels(kind, condition).set(counts[(kind, condition)])
+            self.backing_off.labels(kind).set(held[kind])
 
     def record_requests(self, requests: dict[tuple[str, str], int]) -> None:
         """Counters only go up: add what the client counted since last time."""

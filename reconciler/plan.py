@@ -16,6 +16,7 @@ from reconciler.actions import Action, DeletePod, PatchStatus, Plan
 from reconciler.backoff import WriteError, after_failure, gate
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
+from reconciler.health import Health
 from reconciler.kinds.base import Kind, Object, PlanInput
 from reconciler.kinds.registry import KINDS
 from reconciler.model import ObjKey, Pod, PodIndex
@@ -45,6 +46,7 @@ def plan(snapshot: Snapshot, config: Config, now: datetime) -> Plan:
     neither does a kind whose rules read pods when the pod LIST failed."""
     actions: list[Action] = []
     held: set[ObjKey] = set()
+    health: dict[ObjKey, Health] = {}
     index = PodIndex(snapshot.pods or ())
     for kind in KINDS:
         objects = snapshot.of(kind.name)
@@ -56,10 +58,12 @@ def plan(snapshot: Snapshot, config: Config, now: datetime) -> Plan:
                 held.add(obj.key)
             closing = obj.namespace in snapshot.terminating
             inp = PlanInput(index, config, now, obj_gate, namespace_terminating=closing)
-            actions.extend(kind.plan(obj, inp))
+            planned = kind.plan(obj, inp)
+            actions.extend(planned)
+            health[obj.key] = kind.health(obj, planned)
         if kind.owns_pods and snapshot.pods is not None:
             actions.extend(orphan_pods(kind, objects, snapshot.pods))
-    return Plan(tuple(actions), frozenset(held))
+    return Plan(tuple(actions), frozenset(held), health)
 
 
 StatusAfterFailure = Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]]
@@ -86,3 +90,11 @@ def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> S
         return [a for a in actions if isinstance(a, PatchStatus)]
 
     return status_of
+
+
+def health_after(snapshot: Snapshot, written: Sequence[Action]) -> dict[ObjKey, Health]:
+    """The health of the objects whose status was written after a failure,
+    from that status: what the pass ended with, not what it planned."""
+    found = {obj.key: (kind, obj) for kind in KINDS for obj in snapshot.of(kind.name) or ()}
+    owners = {a.owner for a in written if isinstance(a, PatchStatus) and a.owner in found}
+    return {key: found[key][0].health(found[key][1], written) for key in owners}

@@ -16,6 +16,7 @@ from reconciler.actions import (
     Plan,
     Verb,
 )
+from reconciler.health import not_ready_json
 
 SYMBOLS = {Verb.CREATE: "+", Verb.DELETE: "-"}
 
@@ -25,9 +26,12 @@ def _symbol(action: Action) -> str:
 
 
 def plan_text(plan: Plan) -> str:
-    """Readable like `terraform plan`: grouped by object, one line an action."""
+    """Readable like `terraform plan`: grouped by object, one line an action;
+    then each object that will still not be Ready, and why."""
+    pending = plan.pending
     if not plan.actions:
-        lines = ["No changes. The cluster matches the desired state."]
+        lines = ["No changes. The cluster matches the desired state."] if not pending else []
+        lines += ["No changes to make now."] if pending else []
     else:
         lines = []
         for owner, actions in plan.by_owner().items():
@@ -40,8 +44,10 @@ def plan_text(plan: Plan) -> str:
             f"Plan: {creates} to create, {deletes} to delete, "
             f"{len(plan.actions) - creates - deletes} to patch."
         )
-    for key in sorted(plan.backing_off):
-        lines.append(f"Backing off: {key.kind} {key} (repeated failures)")
+    if pending:
+        lines.append("")
+        lines.append("Not Ready yet:")
+        lines.extend(f"  {k.kind} {k}: {h.state}: {h.message}" for k, h in pending.items())
     return "\n".join(lines)
 
 
@@ -76,6 +82,7 @@ def plan_json(plan: Plan) -> str:
         {
             "actions": [action_json(a) for a in plan.actions],
             "backing_off": sorted(str(k) for k in plan.backing_off),
+            "not_ready": not_ready_json(plan.health),
         },
         indent=2,
         default=str,

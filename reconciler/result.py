@@ -13,6 +13,8 @@ from typing import Any
 
 from reconciler.actions import Action, Plan
 from reconciler.backoff import DEFAULT_REASON
+from reconciler.health import Health, not_ready, not_ready_json
+from reconciler.model import ObjKey
 
 
 class Result(StrEnum):
@@ -32,6 +34,11 @@ class Outcome:
     result: Result
     error: str | None = None
     reason: str = DEFAULT_REASON
+
+
+def plural(n: int, noun: str) -> str:
+    """ "1 action", "2 actions"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @dataclass
@@ -65,6 +72,11 @@ class PassResult:
     by_code: dict[str, int] = field(default_factory=dict)
     observed: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    health: dict[ObjKey, Health] = field(default_factory=dict)  # as the pass left each object
+
+    @property
+    def pending(self) -> dict[ObjKey, Health]:
+        return not_ready(self.health)
 
     @property
     def outcome(self) -> PassOutcome:
@@ -87,6 +99,7 @@ class PassResult:
             "planned": len(self.plan.actions),
             "actions": self.action_counts(),
             "backing_off": sorted(str(k) for k in self.plan.backing_off),
+            "not_ready": not_ready_json(self.health),
             "errors": self.errors,
             "warnings": self.warnings,
             "api_requests": self.requests,
@@ -99,5 +112,6 @@ class PassResult:
         acts = ", ".join(f"{k}={v}" for k, v in self.action_counts().items()) or "no changes"
         return (
             f"pass {self.pass_id} {self.outcome} in {self.duration:.2f}s: "
-            f"{acts}; {len(self.errors)} errors; {self.requests} API requests"
+            f"{acts}; {plural(len(self.errors), 'error')}; "
+            f"{plural(self.requests, 'API request')}"
         )

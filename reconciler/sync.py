@@ -16,16 +16,17 @@ from enum import Enum
 
 from reconciler import backoff
 from reconciler import report as pod_report
-from reconciler.actions import ObjRef, Plan
+from reconciler.actions import ObjRef, PatchStatus, Plan
 from reconciler.apply import Executor
 from reconciler.config import Config
+from reconciler.health import Health
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import Kube
 from reconciler.model import PODS, ObjKey, Pod
 from reconciler.observe import observe
+from reconciler.plan import health_after, status_after_failure
 from reconciler.plan import plan as make_plan
-from reconciler.plan import status_after_failure
-from reconciler.result import ApplyReport, PassResult
+from reconciler.result import ApplyReport, PassResult, Result, plural
 from reconciler.snapshot import Snapshot
 from reconciler.state import State
 
@@ -142,7 +143,8 @@ def run_pass(
     snapshot, now = obs.snapshot, clock()
     the_plan = make_plan(snapshot, config, now)
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
-    log.info("pass %s: %d actions planned over %s", p.pass_id, len(the_plan.actions), observed)
+    planned = plural(len(the_plan.actions), "action")
+    log.info("pass %s: %s planned over %s", p.pass_id, planned, observed)
 
     applied = _apply(p, the_plan, snapshot, now)
     errors = list(obs.errors) + _backing_off(snapshot, the_plan)
@@ -165,4 +167,19 @@ def run_pass(
         bytes_received=used.bytes_received,
         observed=dict(obs.counts),
         warnings=list(obs.warnings),
+        health=_health(snapshot, the_plan, applied),
     )
+
+
+def _health(snapshot: Snapshot, the_plan: Plan, applied: ApplyReport) -> dict[ObjKey, Health]:
+    """As planned, except where a write failed: then as the status written
+    after the failure says."""
+    planned = {id(a) for a in the_plan.actions}
+    after = [
+        o.action
+        for o in applied.outcomes
+        if o.result is Result.OK
+        and isinstance(o.action, PatchStatus)
+        and id(o.action) not in planned
+    ]
+    return {**the_plan.health, **health_after(snapshot, after)}

@@ -4,7 +4,7 @@ plan it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -12,6 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from reconciler.actions import Action, ObjRef
 from reconciler.backoff import Failure, Gate
 from reconciler.config import Config
+from reconciler.health import Health
 from reconciler.model import ObjKey, PodIndex, ResourceType
 
 
@@ -58,6 +59,9 @@ class Kind(Generic[T]):
     component: str  # the source of its events
     decode: Callable[[Mapping[str, Any]], T]
     plan: Callable[[T, PlanInput], list[Action]]
+    # Its health once the given actions (its plan, or a status written after
+    # a failure) have landed.
+    health: Callable[[T, Sequence[Action]], Health]
     reads_pods: bool = False
     owns_pods: bool = False
 

@@ -6,12 +6,13 @@ a status rewritten with the same meaning compares equal and is not written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.model import Condition
+from reconciler.actions import Action, PatchStatus
+from reconciler.model import Condition, ObjKey
 
 
 def rfc3339(now: datetime) -> str:
@@ -55,3 +56,19 @@ def condition(
 def status_differs(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     """True when a merge patch of ``desired`` would change the stored status."""
     return any(observed.get(k) != v for k, v in desired.items())
+
+
+def status_after(
+    status: Mapping[str, Any], actions: Sequence[Action], key: ObjKey
+) -> dict[str, Any]:
+    """The stored status with this object's status patches merged in (a null
+    removes a field, as in the merge patch itself)."""
+    merged = dict(status)
+    for action in actions:
+        if isinstance(action, PatchStatus) and action.owner == key:
+            merged.update(action.status)
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def is_true(conditions: Mapping[str, Mapping[str, Any]], type_: str) -> bool:
+    return (conditions.get(type_) or {}).get("status") == "True"

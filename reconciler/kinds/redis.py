@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +36,14 @@ from reconciler.actions import (
 )
 from reconciler.backoff import BACKING_OFF, STATUS_FIELD, Failure, Gate, from_status, to_status
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
+from reconciler.health import READY, Health
 from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import (
     Verdict,
     condition,
+    is_true,
     observed_conditions,
+    status_after,
     status_differs,
 )
 from reconciler.model import (
@@ -67,6 +70,7 @@ PORT_MIN = 6370
 PORT_MAX = 6380
 PORT_DEFAULT = 6379
 NUM_MAX = 100
+DELETING = "Deleting"  # the state shown while its pods go
 DRIFT = "Drift"  # the reason of the event that says a pod was put back
 NAME_MAX = 63  # the name is each pod's app.kubernetes.io/instance label value
 CONTAINER_NAME = "redis"
@@ -581,7 +585,8 @@ def progressing_verdict(
     if changes.surplus or any(p.terminating for p in podset.owned):
         return Verdict(True, "ScalingDown", f"removing pods beyond {num}")
     if counts.ready < num:
-        return Verdict(True, "WaitingForReady", f"{counts.ready}/{num} pods ready")
+        waiting = num - counts.ready
+        return Verdict(True, "WaitingForReady", f"waiting for {waiting} of {num} pods to be Ready")
     return Verdict(False, "Complete", f"all {num} replicas updated and ready")
 
 
@@ -597,11 +602,25 @@ def degraded_verdict(conflicts: tuple[str, ...], gate: Gate) -> Verdict:
         )
     if failure is not None and gate.backing_off:
         retry = (to_status(failure) or {})["retryAfter"]
-        message = f"{failure.count} consecutive failures; next try after {retry}: {failure.message}"
+        message = (
+            f"backing off until {retry} after {failure.count} consecutive failures: "
+            f"{failure.message}"
+        )
         return Verdict(True, BACKING_OFF, message)
     if failure is not None:
         return Verdict(True, failure.reason, failure.message)
     return Verdict(False, "AsExpected", "no problems seen")
+
+
+def summary_of(verdicts: Mapping[str, Verdict]) -> Verdict:
+    """One word and one line for `kubectl get`: the Degraded reason if any,
+    else Ready, else the step in progress."""
+    degraded, ready, progressing = verdicts["Degraded"], verdicts["Ready"], verdicts["Progressing"]
+    if degraded.ok:
+        return degraded
+    if ready.ok:
+        return Verdict(True, READY, ready.message)
+    return progressing if progressing.ok else ready
 
 
 @dataclass(frozen=True)
@@ -619,9 +638,12 @@ def status_of(
     observed = observed_conditions(redis.status)
     gen = redis.generation
     conds = {t: condition(t, v, gen, observed, inp.now) for t, v in verdicts.items()}
+    summary = summary_of(verdicts)
     body: dict[str, Any] = {
         "observedGeneration": gen,
         **counts,
+        "state": summary.reason,
+        "message": summary.message,
         "conditions": [c.to_dict() for c in conds.values()],
     }
     if inp.gate.hold or redis.failure is not None:
@@ -713,4 +735,21 @@ def plan(redis: Redis, inp: PlanInput) -> list[Action]:
     return guard + plan_live(redis, check.spec, podset, inp)
 
 
-KIND: Kind[Redis] = Kind(RESOURCE, COMPONENT, from_api, plan, reads_pods=True, owns_pods=True)
+def health(redis: Redis, actions: Sequence[Action]) -> Health:
+    """Read from the status as it will be stored: the planner wrote its
+    summary there."""
+    if redis.deletion_timestamp:
+        return Health(DELETING, "deleting its pods, then releasing the finalizer", False, True)
+    status = status_after(redis.status, actions, redis.key)
+    conds = observed_conditions(status)
+    return Health(
+        str(status.get("state") or "Unknown"),
+        str(status.get("message") or "no status written yet"),
+        is_true(conds, "Degraded"),
+        is_true(conds, "Progressing"),
+    )
+
+
+KIND: Kind[Redis] = Kind(
+    RESOURCE, COMPONENT, from_api, plan, health, reads_pods=True, owns_pods=True
+)

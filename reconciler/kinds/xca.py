@@ -6,14 +6,15 @@ marks it active. While it is backing off after failed writes, it gets none.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
+from reconciler.health import READY, Health
 from reconciler.kinds.base import Kind, PlanInput
-from reconciler.kinds.conditions import rfc3339
+from reconciler.kinds.conditions import rfc3339, status_after
 from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields
 
 GROUP = "apps.xca.k8s.kb.cx"
@@ -65,4 +66,16 @@ def plan(xca: Xca, inp: PlanInput) -> list[Action]:
     return [PatchStatus(xca.key, xca.resource_version, status, (event,))]
 
 
-KIND: Kind[Xca] = Kind(RESOURCE, COMPONENT, from_api, plan)
+def health(xca: Xca, actions: Sequence[Action]) -> Health:
+    status = status_after(xca.status, actions, xca.key)
+    failure = from_status(status)
+    if failure is not None:
+        return Health(failure.reason, failure.message, degraded=True)
+    if status.get("active") is True:
+        return Health(READY, "active")
+    if xca.deletion_timestamp:
+        return Health("Deleting", "being deleted", progressing=True)
+    return Health("Activating", "not active yet", progressing=True)
+
+
+KIND: Kind[Xca] = Kind(RESOURCE, COMPONENT, from_api, plan, health)

@@ -77,8 +77,11 @@ def test_create_scale_down_recreate_and_events(kubectl: Kubectl, reconciler: Rec
     wait_for(lambda: settled(kubectl, ns), what="pods Ready")
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     table = kubectl.run("get", "redis", "-n", ns).stdout.splitlines()
-    assert table[0].split() == ["NAME", "PORT", "REPLICAS", "READY", "AGE"]
-    assert table[1].split()[:4] == ["redis-sample", "6379", "3", "3"]
+    assert table[0].split() == ["NAME", "DESIRED", "READY", "UP-TO-DATE", "STATUS", "AGE"]
+    assert table[1].split()[:5] == ["redis-sample", "3", "3", "3", "Ready"]
+    wide = kubectl.run("get", "redis", "-n", ns, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-2:] == ["PORT", "MESSAGE"]
+    assert wide[1].split()[6:] == ["6379", "3/3", "replicas", "ready"]
 
     # Scale down: the highest index goes, status follows.
     kubectl.run(

@@ -99,7 +99,7 @@ def test_samples_and_the_schema_edges_not_covered_elsewhere(kubectl: Kubectl, ns
     ]
     both = kubectl.run("get", "reconciler", "-n", ns).stdout
     headers = [line.split() for line in both.splitlines() if line.startswith("NAME")]
-    assert ["NAME", "PORT", "REPLICAS", "READY", "AGE"] in headers
+    assert ["NAME", "DESIRED", "READY", "UP-TO-DATE", "STATUS", "AGE"] in headers
     assert ["NAME", "ACTIVE", "LAST", "UPDATE", "AGE"] in headers
     assert "redis.myapp.demo.kubebuilder.io/redis-sample" in both
     assert "xca.apps.xca.k8s.kb.cx/xca-sample" in both

@@ -256,3 +256,16 @@ def test_an_unknown_reconciler_variable_exits_2_naming_it(kube):
     assert result.exit_code == 2
     assert "RECONCILER_NAMESPACE: unknown variable" in result.output
     assert kube.calls == []
+
+
+def test_sync_json_lists_what_is_not_ready_as_the_pass_left_it(kube):
+    message = 'pods "r-0" is forbidden: exceeded quota: pods'
+    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", message)
+    result = invoke("sync", "-o", "json")
+    assert result.exit_code == 1
+    (entry,) = json.loads(result.stdout)["not_ready"]
+    assert (entry["object"], entry["state"]) == ("Redis default/r", "QuotaExceeded")
+    assert message in entry["message"]
+    kube.errors.clear()
+    kube.lists["Redis"] = []
+    assert json.loads(invoke("sync", "-o", "json").stdout)["not_ready"] == []

@@ -599,7 +599,8 @@ def test_degraded_is_true_after_a_failure_and_while_backing_off():
     st = status_of(plan_redis(r, pods, CONFIG, NOW, third)).status
     assert conds(st)["Degraded"] == ("True", "BackingOff")
     assert cond(st, "Degraded")["message"] == (
-        "3 consecutive failures; next try after 2026-11-22T12:01:00Z: 500 InternalError: etcd"
+        "backing off until 2026-11-22T12:01:00Z after 3 consecutive failures: "
+        "500 InternalError: etcd"
     )
     # Past the retry time the pods are written again, planned as they will land.
     later = NOW + timedelta(minutes=2)
@@ -639,7 +640,11 @@ def test_progressing_reasons_and_messages():
     r = redis(num=2)
     table = [
         ([pod(r, 0), pod(r, 1)], ("False", "Complete"), "all 2 replicas updated and ready"),
-        ([pod(r, 0), pod(r, 1, ready=False)], ("True", "WaitingForReady"), "1/2 pods ready"),
+        (
+            [pod(r, 0), pod(r, 1, ready=False)],
+            ("True", "WaitingForReady"),
+            "waiting for 1 of 2 pods to be Ready",
+        ),
         ([pod(r, 0), pod(r, 1), pod(r, 2)], ("True", "ScalingDown"), "removing pods beyond 2"),
         (
             [pod(r, 0), pod(r, 1), pod(r, 2, terminating=True)],
