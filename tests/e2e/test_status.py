@@ -40,6 +40,12 @@ def test_one_shot_sync_shows_a_conflict_in_status_on_its_first_pass(
     assert r["status"]["observedGeneration"] == r["metadata"]["generation"]
     described = kubectl.run("describe", "redis", "redis-sample", "-n", ns).stdout
     assert "PodConflict" in described and "redis-sample-2" in described
+    row = kubectl.run("get", "redis", "-n", ns, "--no-headers").stdout.split()
+    assert row[:5] == ["redis-sample", "3", "2", "2", "PodConflict"]
+    wide = kubectl.run("get", "redis", "-n", ns, "-o", "wide").stdout
+    assert "pods not owned by this Redis hold desired names: redis-sample-2" in wide
+    shown = reconciler.cli("plan", "-n", ns).stdout
+    assert f"  Redis {ns}/redis-sample: PodConflict: pods not owned" in shown
     # The next pass has nothing new to say: no write, no second Warning.
     again = reconciler.sync(ns)
     assert again.writes == 0
@@ -126,3 +132,24 @@ def test_a_namespace_in_scope_that_does_not_exist_is_reported(reconciler: Reconc
     warning = "namespace nosuch-namespace does not exist (is it a typo in the scope?)"
     assert result.summary["warnings"] == [warning]
     assert warning in result.stderr
+
+
+def test_the_daemon_counts_degraded_objects_until_they_are_fixed(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str
+):
+    from .test_leader import Replica, free_port
+
+    degraded = 'reconciler_objects{condition="Degraded",kind="Redis"}'
+    kubectl.run("run", "redis-sample-1", "-n", ns, "--image=nginx", "--restart=Never")
+    kubectl.apply(redis_yaml(ns, num=2))
+    port = free_port()
+    proc = reconciler.daemon(ns, "--metrics-address", f"127.0.0.1:{port}")
+    daemon = Replica(proc, port)
+    try:
+        wait_for(lambda: daemon.metric(degraded) == 1, what="the Degraded gauge", timeout=30)
+        kubectl.run("delete", "pod", "redis-sample-1", "-n", ns, "--wait=true")
+        wait_for(lambda: daemon.metric(degraded) == 0, what="the gauge to clear", timeout=30)
+        assert daemon.metric('reconciler_objects_backing_off{kind="Redis"}') == 0
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
