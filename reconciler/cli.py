@@ -1,7 +1,9 @@
 """Command line: `reconciler sync | plan | run`.
 
 Exit codes are for cron and CronJob: 0 no errors, 1 some objects failed,
-2 bad usage or config, 3 the cluster is unreachable or unauthorized.
+2 bad usage or config, 3 the cluster is unreachable or refuses the
+credentials. `plan --detailed-exitcode` follows `terraform plan`: 2 means
+changes are pending, so a bad config exits 1 there.
 """
 
 from __future__ import annotations
@@ -34,7 +36,15 @@ EXIT_CHANGES = 2
 
 
 def _fail(code: int, message: str) -> NoReturn:
+    """One line on stderr; with ``-o json``, also a JSON object on stdout, so
+    a pipeline that parses the output always gets JSON."""
+    obj = click.get_current_context().find_root().obj or {}
+    if code == EXIT_USAGE and obj.get("detailed_exitcode"):
+        code = EXIT_FAILED
     click.echo(f"reconciler: error: {message}", err=True)
+    if obj.get("output") == "json":
+        result = "unreachable" if code == EXIT_UNREACHABLE else "error"
+        click.echo(json.dumps({"result": result, "error": message, "exit_code": code}, indent=2))
     sys.exit(code)
 
 
@@ -151,7 +161,7 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
 
 def _finish(result: PassResult, output: str) -> None:
     if result.unreachable:
-        _fail(EXIT_UNREACHABLE, f"cannot reach the cluster: {result.unreachable}")
+        _fail(EXIT_UNREACHABLE, result.unreachable)
     if output == "json":
         click.echo(json.dumps(result.summary(), indent=2))
     else:
@@ -186,8 +196,13 @@ def sync(
     state_file: str | None,
     **options: Any,
 ) -> None:
-    """Run one pass and exit (for cron, systemd timers and CronJobs)."""
+    """Run one pass and exit (for cron, systemd timers and CronJobs).
+
+    Exit codes: 0 no errors, 1 some objects failed, 2 bad usage or config,
+    3 the cluster is unreachable or refuses the credentials.
+    """
     _collect(ctx, **options)
+    ctx.find_root().obj["output"] = output
     config = _config(ctx, dry_run=dry_run, state_file=state_file)
     kube = _kube(config)
     st = state_store.load(config.state_file)
@@ -202,7 +217,8 @@ def sync(
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 0 when there are no changes, 2 when changes are pending, 1 on error.",
+    help="Exit 0 when there are no changes, 2 when changes are pending, 1 on errors "
+    "(bad config too), 3 when the cluster is unreachable or refuses the credentials.",
 )
 @click.option("--state-file", type=click.Path(dir_okay=False), default=None)
 @global_options
@@ -215,14 +231,16 @@ def plan(
     state_file: str | None,
     **options: Any,
 ) -> None:
-    """Show the actions the next pass would take, without writing."""
+    """Show the actions the next pass would take, without writing, and each
+    object that would still not be Ready, with the reason."""
     _collect(ctx, **options)
+    ctx.find_root().obj.update(output=output, detailed_exitcode=detailed_exitcode)
     config = _config(ctx, state_file=state_file)
     kube = _kube(config)
     st = state_store.load(config.state_file)
     result = run_pass(kube, config, st, mode=Mode.PLAN)
     if result.unreachable:
-        _fail(EXIT_UNREACHABLE, f"cannot reach the cluster: {result.unreachable}")
+        _fail(EXIT_UNREACHABLE, result.unreachable)
     click.echo(render.plan_json(result.plan) if output == "json" else render.plan_text(result.plan))
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
@@ -307,7 +325,7 @@ def run(
     def one_pass() -> PassResult:
         result = run_pass(kube, config, st, mode=_mode(config), keep_going=keep_going)
         if result.unreachable:
-            log.error("cannot reach the cluster: %s", result.unreachable)
+            log.error("%s", result.unreachable)
         elif not config.dry_run:
             state_store.save(config.state_file, st)
         return result

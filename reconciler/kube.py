@@ -59,10 +59,6 @@ class ApiError(KubeError):
         self.message = message
         self.retry_after = retry_after
 
-    @property
-    def unauthorized(self) -> bool:
-        return self.status in (401, 403)
-
 
 class RateLimiter:
     """Token bucket shared by all threads: ``qps`` sustained, ``burst`` at once."""
@@ -144,6 +140,9 @@ def _home_kubeconfig() -> str | None:
 def _load_config(opts: Config) -> tuple[pykube.KubeConfig, Path | None]:
     """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
     path = opts.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
+    if path and not Path(path).is_file():
+        source = "--kubeconfig" if opts.kubeconfig else "$KUBECONFIG"
+        raise ConfigMissing(f"{source} {path}: no such file")
     try:
         if path:
             cfg = pykube.KubeConfig.from_file(path)

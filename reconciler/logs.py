@@ -42,5 +42,5 @@ def setup(level: str = "INFO", fmt: str = "text") -> None:
     root.handlers[:] = [h for h in root.handlers if not getattr(h, "_reconciler", False)]
     root.addHandler(handler)
     root.setLevel(level)
-    for noisy in ("urllib3", "apscheduler.executors.default"):
+    for noisy in ("urllib3", "apscheduler"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -67,6 +67,17 @@ def _why(res: ResourceType, exc: Exception) -> str:
     return f"LIST {kind}: {exc}"
 
 
+def _refused(res: ResourceType, exc: ApiError | Unreachable) -> str | None:
+    """Why the cluster cannot be used at all, if this error says so."""
+    if isinstance(exc, Unreachable):
+        return f"cannot reach the cluster: {exc}"
+    if exc.status == 401:
+        return f"unauthorized: the cluster does not accept these credentials ({exc})"
+    if exc.status == 403:
+        return f"forbidden: these credentials may not list {res.plural} ({exc})"
+    return None
+
+
 class _Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
@@ -85,8 +96,9 @@ class _Lister:
             decoded = _list_all(self.kube, res, self.namespaces, selector, decode)
         except (ApiError, Unreachable) as exc:
             self.errors.append(_why(res, exc))
-            if isinstance(exc, Unreachable) or exc.unauthorized:
-                self.failed_to_reach.append(str(exc))
+            refused = _refused(res, exc)
+            if refused is not None:
+                self.failed_to_reach.append(refused)
             return None
         self.counts[res.kind] = len(decoded)
         log.info("listed %d %s", len(decoded), res.kind)
@@ -94,7 +106,8 @@ class _Lister:
 
     @property
     def unreachable(self) -> str | None:
-        """Set only when every LIST failed to reach the cluster."""
+        """Set only when every LIST failed to reach the cluster or was refused
+        for the credentials: then nothing can be done at all."""
         everything_failed = len(self.failed_to_reach) == self.attempts
         return self.failed_to_reach[0] if everything_failed else None
 
@@ -153,7 +166,9 @@ def observe(kube: Kube, namespaces: Sequence[str], report_selector: str | None) 
     if report_selector is not None and report_selector != MANAGED_POD_SELECTOR:
         report_pods = lister.list(PODS, report_selector or None, pod_from_api)
     objects = {kind.name: lister.list(kind.resource, None, kind.decode) for kind in KINDS}
-    seen = _namespaces(kube, namespaces)
+    seen = (
+        _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())
+    )
     for warning in seen.warnings:
         log.warning("%s", warning)
     return Observation(

@@ -16,6 +16,16 @@ import yaml
 from reconciler.config import FIELDS, Config, ConfigError, coerce
 
 
+def _where(exc: yaml.YAMLError) -> str:
+    """ " at line L, column C: what": one line, with the file's own coordinates
+    (PyYAML's text names the stream "<unicode string>" and spans lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return f": {problem}"
+    return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML config file; unknown keys are errors (a typo must not be silent)."""
     p = Path(path)
@@ -26,7 +36,7 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+        raise ConfigError(f"{p}: invalid YAML{_where(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):

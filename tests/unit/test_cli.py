@@ -84,10 +84,64 @@ def test_sync_exits_3_with_one_line_when_unreachable(kube):
     )
 
 
-def test_sync_exits_3_when_unauthorized(kube):
+@pytest.mark.parametrize(
+    ("status", "reason", "says"),
+    [
+        (401, "Unauthorized", "unauthorized: the cluster does not accept these credentials"),
+        (403, "Forbidden", "forbidden: these credentials may not list pods"),
+    ],
+)
+def test_sync_exits_3_when_the_credentials_are_refused_and_says_so(kube, status, reason, says):
     for kind in ("Pod", "Redis", "Xca"):
-        kube.lists[kind] = ApiError(401, "Unauthorized", "Unauthorized")
-    assert invoke("sync").exit_code == 3
+        kube.lists[kind] = ApiError(status, reason, reason)
+    result = invoke("sync", "-o", "json")
+    assert result.exit_code == 3
+    assert "cannot reach" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"reconciler: error: {says}")
+    answer = json.loads(result.stdout)
+    assert answer["result"] == "unreachable" and answer["error"].startswith(says)
+    assert answer["exit_code"] == 3
+
+
+def test_sync_json_prints_the_error_as_json_on_exit_2(tmp_path):
+    missing = tmp_path / "nope"
+    result = invoke("sync", "--kubeconfig", str(missing), "-o", "json")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "result": "error",
+        "error": f"--kubeconfig {missing}: no such file",
+        "exit_code": 2,
+    }
+
+
+def test_a_missing_kubeconfig_names_the_flag_or_the_variable(tmp_path, monkeypatch):
+    missing = tmp_path / "nope"
+    result = invoke("sync", "--kubeconfig", str(missing))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"reconciler: error: --kubeconfig {missing}: no such file"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    result = invoke("sync")
+    assert result.stderr.strip() == f"reconciler: error: $KUBECONFIG {missing}: no such file"
+
+
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path, kube):
+    path = tmp_path / "c.yaml"
+    path.write_text("interval: 5\nnamespaces: [a\n")
+    result = invoke("--config", str(path), "sync")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"reconciler: error: {path}: invalid YAML at line 3, column 1: ")
+    assert "<unicode string>" not in result.output
+
+
+def test_the_scheduler_library_logs_only_warnings():
+    import logging
+
+    from reconciler import logs
+
+    logs.setup("INFO")
+    assert not logging.getLogger("apscheduler.scheduler").isEnabledFor(logging.INFO)
+    assert logging.getLogger("reconciler.daemon").isEnabledFor(logging.INFO)
 
 
 def test_plan_detailed_exitcode(kube):
@@ -99,6 +153,21 @@ def test_plan_detailed_exitcode(kube):
     kube.lists["Redis"] = []
     result = invoke("plan", "--detailed-exitcode")
     assert result.exit_code == 0 and "No changes" in result.output
+
+
+def test_plan_detailed_exitcode_keeps_2_for_changes_only(tmp_path, kube):
+    """Bad config is an error (1) there, as in `terraform plan`; unreachable is 3."""
+    bad = tmp_path / "c.yaml"
+    bad.write_text("intervall: 5\n")
+    assert invoke("--config", str(bad), "plan").exit_code == 2
+    assert invoke("--config", str(bad), "plan", "--detailed-exitcode").exit_code == 1
+    for kind in ("Pod", "Redis", "Xca"):
+        kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
+    assert invoke("plan", "--detailed-exitcode").exit_code == 3
+    helped = " ".join(invoke("plan", "--help").output.split())
+    for words in ("0 when there are no changes", "2 when changes are pending", "1 on errors"):
+        assert words in helped
+    assert "3 when the cluster is unreachable" in helped
 
 
 def test_plan_json(kube):
