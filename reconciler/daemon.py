@@ -21,7 +21,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from reconciler import sdnotify
 from reconciler.leader import LeaderElector
 from reconciler.metrics import Metrics
-from reconciler.result import PassResult
+from reconciler.result import PassResult, plural
 
 log = logging.getLogger(__name__)
 
@@ -136,5 +136,5 @@ class Daemon:
             if renewer is not None:
                 renewer.join(timeout=self.elector.config.retry_period + 5)
             self.elector.release()
-        log.info("stopped after %d passes", self.passes)
+        log.info("stopped after %s", plural(self.passes, "pass", "passes"))
         return 0

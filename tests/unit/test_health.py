@@ -157,3 +157,4 @@ def test_gauges_count_conditions_and_backoff_by_kind_and_clear():
 
 def test_plural():
     assert [plural(n, "action") for n in (0, 1, 2)] == ["0 actions", "1 action", "2 actions"]
+    assert plural(2, "pass", "passes") == "2 passes" and plural(1, "pass", "passes") == "1 pass"
