@@ -36,9 +36,9 @@ class Outcome:
     reason: str = DEFAULT_REASON
 
 
-def plural(n: int, noun: str) -> str:
-    """ "1 action", "2 actions"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """A count with its noun: "1 action", "2 actions"; "2 passes" with ``many``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {many or noun + 's'}"
 
 
 @dataclass
