@@ -113,5 +113,6 @@ class PassResult:
         return (
             f"pass {self.pass_id} {self.outcome} in {self.duration:.2f}s: "
             f"{acts}; {plural(len(self.errors), 'error')}; "
-            f"{plural(self.requests, 'API request')}"
+            + (f"{plural(len(self.warnings), 'warning')}; " if self.warnings else "")
+            + f"{plural(self.requests, 'API request')}"
         )

@@ -6,6 +6,7 @@ so a bad value names its source whichever layer it came from.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,14 @@ def _where(exc: yaml.YAMLError) -> str:
     return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
+def _suggest(name: str, known: list[str]) -> str:
+    """ " (did you mean X?)" for a near miss, else the whole list."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    if close:
+        return f" (did you mean {close[0]}?)"
+    return f" (known: {', '.join(sorted(known))})"
+
+
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML config file; unknown keys are errors (a typo must not be silent)."""
     p = Path(path)
@@ -44,7 +53,7 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key not in FIELDS:
-            raise ConfigError(f"{p}: {key}: unknown key (known: {', '.join(sorted(FIELDS))})")
+            raise ConfigError(f"{p}: {key}: unknown key{_suggest(str(key), list(FIELDS))}")
         out[key] = coerce(key, value, str(p))
     return out
 
@@ -64,7 +73,7 @@ def read_env(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         if name not in known:
             raise ConfigError(
-                f"{name}: unknown variable (known: {CONFIG_FILE_ENV}, {', '.join(sorted(known))})"
+                f"{name}: unknown variable{_suggest(name, [CONFIG_FILE_ENV, *known])}"
             )
         out[known[name]] = coerce(known[name], environ[name], name)
     return out

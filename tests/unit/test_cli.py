@@ -338,3 +338,9 @@ def test_sync_json_lists_what_is_not_ready_as_the_pass_left_it(kube):
     kube.errors.clear()
     kube.lists["Redis"] = []
     assert json.loads(invoke("sync", "-o", "json").stdout)["not_ready"] == []
+
+
+def test_the_pass_line_counts_warnings(kube):
+    result = invoke("-n", "nosuch", "sync")
+    assert result.exit_code == 0
+    assert "; 1 warning; " in result.stdout

@@ -51,7 +51,7 @@ def test_all_namespaces_flag_beats_file(cfg_file):
         ("interval: -1\n", "interval: must be greater than 0"),
         ("page_size: 2.5\n", "page_size: must be an integer"),
         ("log_format: xml\n", "log_format: must be one of text, json"),
-        ("intervall: 3\n", "intervall: unknown key"),
+        ("intervall: 3\n", "intervall: unknown key (did you mean interval?)"),
         ("namespaces: 3\n", "namespaces: must be a list"),
         ("pod_report: maybe\n", "pod_report: must be true or false"),
         ("- a\n", "top level must be a mapping"),
@@ -97,6 +97,8 @@ def test_shipped_config_file_documents_the_defaults():
 def test_an_unknown_reconciler_variable_is_an_error_naming_it():
     with pytest.raises(ConfigError, match="RECONCILER_NAMESPACE: unknown variable") as err:
         load(None, {}, {"RECONCILER_NAMESPACE": "x"})
-    assert "RECONCILER_NAMESPACES" in str(err.value)
+    assert str(err.value).endswith("(did you mean RECONCILER_NAMESPACES?)")
+    with pytest.raises(ConfigError, match=r"RECONCILER_FOO: unknown variable \(known: "):
+        load(None, {}, {"RECONCILER_FOO": "x"})
     # Other variables, and the config file's own, are not ours to judge.
     assert load(None, {}, {"RECONCILERX": "1", "HOME": "/"}) == Config()
