@@ -162,4 +162,23 @@ def test_unreachable_and_unauthorized_exit_3(reconciler: Reconciler, cluster, tm
     wrong = dataclasses.replace(reconciler, kubeconfig=tmp_path / "wrong")
     wrong.kubeconfig.write_text(yaml.safe_dump(bad))
     result = wrong.sync(None, expect=3)
-    assert "401" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("reconciler: error: unauthorized: ") and "401" in last
+    assert "cannot reach" not in result.stderr
+    assert result.summary["result"] == "unreachable" and result.summary["exit_code"] == 3
+    assert result.summary["error"].startswith("unauthorized: ")
+
+
+def test_credentials_without_rbac_exit_3_saying_forbidden(
+    reconciler: Reconciler, kubectl: Kubectl, cluster, ns: str, tmp_path: Path
+):
+    kubectl.run("create", "serviceaccount", "nobody", "-n", ns)
+    token = kubectl.run("create", "token", "nobody", "-n", ns).stdout.strip()
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    config["users"][0]["user"] = {"token": token}
+    nobody = dataclasses.replace(reconciler, kubeconfig=tmp_path / "nobody")
+    nobody.kubeconfig.write_text(yaml.safe_dump(config))
+    result = nobody.sync(ns, expect=3)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("reconciler: error: forbidden: these credentials may not list pods")
+    assert result.summary["error"].startswith("forbidden: ")
