@@ -182,19 +182,19 @@ def test_service_account_converges_the_samples(
     assert pods(kubectl, ns) == {}
 
 
-def test_service_account_can_check_a_foreign_pod(
-    kubectl: Kubectl, ns: str, sa_kubeconfig: Path, tmp_path: Path
+def test_service_account_sees_a_foreign_pod_and_says_so_in_status(
+    kubectl: Kubectl, ns: str, sa_kubeconfig: Path
 ) -> None:
-    """The GETs on pods: after a 409, and of a remembered foreign pod."""
+    """Every pod in scope is listed, labelled as ours or not: the ClusterRole's
+    list on pods covers that, and the conflict is written to the status."""
     sa = Reconciler(sa_kubeconfig)
-    state = ["--state-file", str(tmp_path / "state.json")]
     kubectl.run("run", "redis-sample-1", "-n", ns, "--image=busybox", "--restart=Never")
     kubectl.apply(redis_yaml(ns, num=2))
-    first = sa.sync(ns, *state, expect=1)
-    (error,) = first.summary["errors"]
-    assert "not owned by this Redis" in error  # a refused GET would say 403
-    second = sa.sync(ns, *state)
-    assert second.summary["errors"] == [] and "forbidden" not in second.stderr.lower()
+    first = sa.sync(ns)
+    assert first.summary["errors"] == [] and "forbidden" not in first.stderr.lower()
+    assert "Pod/create/failed" not in first.summary["actions"]
+    status = kubectl.json("get", "redis", "redis-sample", "-n", ns)["status"]
+    assert status["state"] == "PodConflict" and "redis-sample-1" in status["message"]
 
 
 def access_reviews(kubectl: Kubectl, ns: str, asks: list[tuple[str, str, str]]) -> list[bool]:
