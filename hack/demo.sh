@@ -39,8 +39,8 @@ running=$(kubectl get pods -l app.kubernetes.io/instance=redis-sample \
 
 say "converged: 3 redis pods Running, Xca active; the last pass made no writes"
 cat <<MSG
-Try next:
-  export KUBECONFIG=$KUBECONFIG
+Try next (in a new shell, from this directory):
+  eval "\$(python3 hack/cluster/cluster.py env)"   # KUBECONFIG, and .venv/bin on PATH
   kubectl patch redis redis-sample --type=merge -p '{"spec":{"num":2}}' && reconciler sync
   reconciler plan                 # what the next pass would do
   reconciler run --interval 5     # the daemon (Ctrl-C to stop)

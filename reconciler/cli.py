@@ -31,6 +31,7 @@ EXIT_CODES = {
     PassOutcome.ERRORS: EXIT_FAILED,
     PassOutcome.UNREACHABLE: EXIT_UNREACHABLE,
 }
+COMPLETE_VAR = "_RECONCILER_COMPLETE"  # click's variable for the program name "reconciler"
 # `plan --detailed-exitcode`: changes are pending.
 EXIT_CHANGES = 2
 
@@ -339,6 +340,23 @@ def run(
         requests=lambda: dict(kube.stats.requests),
     )
     sys.exit(daemon.run())
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    bash:  eval "$(reconciler completion bash)"   (in ~/.bashrc)
+    zsh:   eval "$(reconciler completion zsh)"    (in ~/.zshrc)
+    fish:  reconciler completion fish > ~/.config/fish/completions/reconciler.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    script = get_completion_class(shell)
+    assert script is not None  # every choice is one click ships
+    click.echo(script(cli, {}, "reconciler", COMPLETE_VAR).source())
 
 
 def main() -> None:

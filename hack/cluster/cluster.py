@@ -991,11 +991,22 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "status":
             return _print_status(lay)
         else:
-            print(f"export KUBECONFIG={shlex.quote(str(lay.kubeconfig))}")
+            print(env_lines(lay))
     except ClusterError as err:
         _log(f"error: {err}")
         return 1
     return 0
+
+
+def env_lines(lay: Layout) -> str:
+    """What `eval "$(cluster.py env)"` runs: the cluster's kubeconfig, and the
+    repository's virtualenv first on PATH, where `make deps` puts `reconciler`
+    and `kubectl` (a fresh machine has neither elsewhere)."""
+    venv_bin = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+    lines = [f"export KUBECONFIG={shlex.quote(str(lay.kubeconfig))}"]
+    if venv_bin.is_dir():
+        lines.append(f'export PATH={shlex.quote(str(venv_bin))}:"$PATH"')
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
