@@ -512,8 +512,10 @@ class PodChanges:
 
     @property
     def actions(self) -> list[Action]:
+        """The writes the status counts; the metadata repairs come after the
+        status (a pod written meanwhile must not hold the status back)."""
         replace = [self.rollout.replace] if self.rollout.replace else []
-        return [*self.surplus, *self.missing.creates, *replace, *self.repairs]
+        return [*self.surplus, *self.missing.creates, *replace]
 
     @property
     def deleted(self) -> frozenset[str]:
@@ -696,8 +698,10 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         "readyReplicas": counts.ready,
         "updatedReplicas": counts.updated,
     }
-    pod_actions = [] if inp.gate.hold else changes.actions
-    return pod_actions + _status_patch(redis, status_of(redis, fields, verdicts, inp))
+    status = _status_patch(redis, status_of(redis, fields, verdicts, inp))
+    if inp.gate.hold:
+        return status
+    return changes.actions + status + list(changes.repairs)
 
 
 def _nothing_created(changes: PodChanges) -> PodChanges:

@@ -578,3 +578,17 @@ def test_a_pod_metadata_repair_is_a_guarded_merge_patch_with_a_drift_event():
     kube.errors[("PATCH", "r-0")] = conflict()
     assert results(run(kube, [patch])) == [("patch-metadata", CONFLICT)]
     assert not [k for (k, _, _) in kube.objects if k == "Event"]
+
+
+def test_a_pod_written_meanwhile_does_not_hold_back_the_status():
+    """A 409 on a pod's metadata says nothing about the Redis's own
+    resourceVersion: the status of that pass is still written."""
+    import dataclasses
+
+    r = redis(num=1)
+    bare = dataclasses.replace(pod(r, 0), labels={})
+    actions = plan_redis(r, [bare], CONFIG, NOW)  # r has no status yet: a status patch too
+    kube = FakeKube()
+    kube.errors[("PATCH", "r-0")] = conflict()
+    report = run(kube, actions)
+    assert sorted(results(report)) == [("patch-metadata", CONFLICT), ("patch-status", OK)]
