@@ -46,6 +46,7 @@ class FakeKube:
         value = self.lists.get(res.kind, [])
         if isinstance(value, Exception):
             raise value
+        value = [v for v in value if _matches(v, selector)]
         return [decode(v) for v in value] if decode else value
 
     def create(self, res: ResourceType, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -80,3 +81,12 @@ class FakeKube:
 
 def conflict(msg: str = "the object has been modified") -> ApiError:
     return ApiError(409, "Conflict", msg)
+
+
+def _matches(obj: Any, selector: str | None) -> bool:
+    """Equality label selectors (``a=b,c=d``), as the apiserver applies them."""
+    if not selector:
+        return True
+    labels = ((obj.get("metadata") or {}).get("labels")) or {}
+    pairs = (term.split("=", 1) for term in selector.split(","))
+    return all(labels.get(k) == v for k, v in pairs)
