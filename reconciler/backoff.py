@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.model import rfc3339
+
 DEFAULT_REASON = "ReconcileError"
 BACKING_OFF = "BackingOff"
 STATUS_FIELD = "backoff"  # status.backoff: the record below, as the API stores it
@@ -91,10 +93,6 @@ def after_failure(previous: Failure | None, error: WriteError, now: float, polic
     return Gate(failure, True, count >= policy.threshold)
 
 
-def _rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def to_status(failure: Failure | None) -> dict[str, Any] | None:
     """The record as stored in ``status.backoff``; None removes it (merge patch)."""
     if failure is None:
@@ -103,7 +101,7 @@ def to_status(failure: Failure | None) -> dict[str, Any] | None:
         "failures": failure.count,
         "reason": failure.reason,
         "message": failure.message,
-        "retryAfter": _rfc3339(failure.retry_at),
+        "retryAfter": rfc3339(datetime.fromtimestamp(failure.retry_at, UTC)),
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.actions import EventSpec
 from reconciler.kube import EVENTS, ApiError, Kube, KubeError
+from reconciler.model import rfc3339
 
 log = logging.getLogger(__name__)
 HOST = socket.gethostname()
@@ -29,7 +30,7 @@ def event_name(spec: EventSpec) -> str:
 
 
 def event_body(spec: EventSpec, now: datetime) -> dict[str, Any]:
-    ts = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ts = rfc3339(now)
     ref = spec.involved
     return {
         "apiVersion": EVENTS.api_version,

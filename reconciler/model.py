@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 
@@ -135,6 +136,12 @@ class Pod:
 
 
 # ------------------------------------------------------------ decoding helpers
+
+
+def rfc3339(at: datetime) -> str:
+    """A time as the API stores it in seconds-precision fields
+    (lastTransitionTime, events, our status.backoff.retryAfter)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from reconciler.actions import Action, PatchStatus
-from reconciler.model import Condition, ObjKey
-
-
-def rfc3339(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from reconciler.model import Condition, ObjKey, rfc3339
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
 from reconciler.health import READY, Health
 from reconciler.kinds.base import Kind, PlanInput
-from reconciler.kinds.conditions import rfc3339, status_after
-from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields
+from reconciler.kinds.conditions import status_after
+from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields, rfc3339
 
 GROUP = "apps.xca.k8s.kb.cx"
 VERSION = "v1beta1"

@@ -16,9 +16,8 @@ from reconciler.actions import (
 )
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
-from reconciler.kinds.conditions import rfc3339
 from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION, controller_ref
-from reconciler.model import OwnerRef
+from reconciler.model import OwnerRef, rfc3339
 from reconciler.plan import plan
 
 from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, snap
