@@ -162,8 +162,10 @@ def observe(kube: Kube, namespaces: Sequence[str], report_selector: str | None) 
     """LIST every kind; a failed LIST leaves that kind None, never partial."""
     lister = _Lister(kube, namespaces)
     pods = lister.list(PODS, None, pod_from_api)
-    report_pods = None if pods is None else _ours(pods)
-    if report_selector is not None and report_selector != MANAGED_POD_SELECTOR:
+    report_pods = None
+    if report_selector == MANAGED_POD_SELECTOR:
+        report_pods = None if pods is None else _ours(pods)
+    elif report_selector is not None:
         report_pods = lister.list(PODS, report_selector or None, pod_from_api)
     objects = {kind.name: lister.list(kind.resource, None, kind.decode) for kind in KINDS}
     seen = (

@@ -8,6 +8,7 @@ kind's rules; then it deletes the kind's orphan pods.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -75,26 +76,33 @@ def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> S
     mode. It is the kind's own status rule, held to status only, with the
     failure counted (the record the next pass reads back) and the writes that
     landed before it counted too."""
-    index = PodIndex(snapshot.pods or ())
-    found: dict[ObjKey, tuple[Kind[Any], Any]] = {
-        obj.key: (kind, obj) for kind in KINDS for obj in snapshot.of(kind.name) or ()
-    }
+
+    # Built on the first failure only: most passes have none.
+    objects = functools.cache(lambda: _objects(snapshot))
+    index = functools.cache(lambda: PodIndex(snapshot.pods or ()))
 
     def status_of(key: ObjKey, error: WriteError, landed: Sequence[Action]) -> list[Action]:
-        if key not in found:
+        found = objects().get(key)
+        if found is None:
             return []  # not one of our objects (an orphan pod)
-        kind, obj = found[key]
+        kind, obj = found
         held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
-        actions = kind.plan(obj, PlanInput(index, config, now, held, done))
+        actions = kind.plan(obj, PlanInput(index(), config, now, held, done))
         return [a for a in actions if isinstance(a, PatchStatus)]
 
     return status_of
 
 
+def _objects(snapshot: Snapshot) -> dict[ObjKey, tuple[Kind[Any], Any]]:
+    return {o.key: (kind, o) for kind in KINDS for o in snapshot.of(kind.name) or ()}
+
+
 def health_after(snapshot: Snapshot, written: Sequence[Action]) -> dict[ObjKey, Health]:
     """The health of the objects whose status was written after a failure,
     from that status: what the pass ended with, not what it planned."""
-    found = {obj.key: (kind, obj) for kind in KINDS for obj in snapshot.of(kind.name) or ()}
-    owners = {a.owner for a in written if isinstance(a, PatchStatus) and a.owner in found}
-    return {key: found[key][0].health(found[key][1], written) for key in owners}
+    owners = {a.owner for a in written if isinstance(a, PatchStatus)}
+    if not owners:
+        return {}
+    objects = _objects(snapshot)
+    return {k: objects[k][0].health(objects[k][1], written) for k in owners if k in objects}
