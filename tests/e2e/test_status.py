@@ -77,6 +77,14 @@ def test_quota_refusal_is_degraded_then_converges_when_raised(
     kubectl.apply(redis_yaml(ns, num=3))
     failed = reconciler.sync(ns, expect=1)
     assert any("exceeded quota" in e for e in failed.summary["errors"])
+    (pending,) = failed.summary["not_ready"]
+    assert (pending["object"], pending["state"]) == (
+        "Redis " + ns + "/redis-sample",
+        "QuotaExceeded",
+    )
+    row = kubectl.run("get", "redis", "-n", ns, "--no-headers").stdout.split()
+    # Desired 3; two pods were created, just now, so none is Ready yet.
+    assert row[1:5] == ["3", "0", "2", "QuotaExceeded"]
     r = redis(kubectl, ns)
     degraded = condition(r, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "QuotaExceeded")
