@@ -10,8 +10,8 @@ rm -f "$state"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "kubectl apply -f config/samples/"
-kubectl apply -f config/samples/
+say "kubectl apply -k config/samples"
+kubectl apply -k config/samples
 
 converged=""
 for pass in 1 2 3 4 5 6 7 8 9 10; do

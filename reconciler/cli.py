@@ -314,7 +314,7 @@ def run(
         )
     metrics = None
     if config.metrics_address:
-        metrics = Metrics()
+        metrics = Metrics(interval=config.interval)
         stale_after = config.interval * config.healthz_intervals + config.jitter
         try:
             serve(config.metrics_address, metrics, stale_after)

@@ -103,6 +103,8 @@ class Daemon:
 
     def run(self) -> int:
         renewer = None
+        if self.elector is None and self.metrics is not None:
+            self.metrics.leader.set(1)  # the only writer: the no-leader alert stays quiet
         if self.elector is not None:
             elector = self.elector
             if self.metrics is not None:

@@ -26,9 +26,17 @@ CONDITIONS = ("Ready", "Degraded", "Progressing")
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, interval: float = 0.0) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # The stalled-passes alert (config/prometheus) counts in intervals, so
+        # it follows a changed --interval without an edit to the rule.
+        self.interval = Gauge(
+            "reconciler_pass_interval_seconds",
+            "Configured seconds between passes of `reconciler run`.",
+            registry=r,
+        )
+        self.interval.set(interval)
         self.pass_duration = Histogram(
             "reconciler_pass_duration_seconds",
             "Wall time of one reconcile pass.",
@@ -70,7 +78,11 @@ class Metrics:
             ["kind"],
             registry=r,
         )
-        self.leader = Gauge("reconciler_leader", "1 if this instance is the leader.", registry=r)
+        self.leader = Gauge(
+            "reconciler_leader",
+            "1 if this instance may write: it holds the Lease, or runs without leader election.",
+            registry=r,
+        )
         self._seen_requests: dict[tuple[str, str], int] = {}
         self.last_tick = 0.0
         self.ready = False

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
-# from the Go module proxy, once, into a cache directory keyed by version.
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and
+# kubectl from the Go module proxy, once, into a cache directory keyed by
+# version. kubectl comes from the same Kubernetes tag as the apiserver, so the
+# client never leaves kubectl's supported version skew.
+#
+# `build.sh kubectl` builds (or finds) kubectl alone, for `make deps` on a
+# machine that talks to a cluster of its own.
 #
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod maps the staging
 # modules to local paths), so each component is built inside a small wrapper
@@ -16,7 +21,8 @@ source "$here/versions.env"
 key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
 cache="${CLUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/reconciler/cluster}/$key"
 bin="$cache/bin"
-want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl)
+[[ "${1:-}" == kubectl ]] && want=(kubectl)
 
 have_all() {
   local b
@@ -34,11 +40,11 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 start=$(date +%s)
 log() { echo "[cluster-build] $*" >&2; }
 
-build_k8s() {
+k8s_module() {  # the wrapper module in $cache/src/kubernetes, made once
   local d="$cache/src/kubernetes" v="${K8S_VERSION}" staging="v0.${K8S_VERSION#v1.}"
-  [[ -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" && -x "$bin/kube-scheduler" ]] && return 0
+  mkdir -p "$d"; cd "$d"
+  [[ -s go.mod ]] && grep -q "require k8s.io/kubernetes $v" go.mod && return 0
   log "kubernetes $v (staging modules at $staging)"
-  rm -rf "$d"; mkdir -p "$d"; cd "$d"
   local modfile
   modfile="$(go mod download -json "k8s.io/kubernetes@$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
   {
@@ -52,19 +58,27 @@ build_k8s() {
     sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/src/k8s.io/[a-z0-9-]*$#\t\1 => \1 '"$staging"'#p' "$modfile"
     echo ")"
   } > go.mod
-  local major="${v#v}"; major="${major%%.*}"
-  local minor="${v#v*.}"; minor="${minor%%.*}"
-  local ld="-s -w"
-  local pkg
+  go mod download k8s.io/kubernetes
+}
+
+k8s_ldflags() {  # the version a built binary reports (`kubectl version`, /version)
+  local v="${K8S_VERSION}" major minor pkg ld="-s -w"
+  major="${v#v}"; major="${major%%.*}"
+  minor="${v#v*.}"; minor="${minor%%.*}"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  go mod download k8s.io/kubernetes
-  go build -trimpath -ldflags "$ld" -o "$bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler
+  echo "$ld"
+}
+
+build_k8s() {  # binary... : the k8s.io/kubernetes/cmd/<binary> not built yet
+  local b pkgs=()
+  for b in "$@"; do [[ -x "$bin/$b" ]] || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  ((${#pkgs[@]})) || return 0
+  k8s_module
+  log "building ${pkgs[*]##*/}"
+  go build -trimpath -ldflags "$(k8s_ldflags)" -o "$bin/" "${pkgs[@]}"
 }
 
 build_simple() {  # name module-version package output
@@ -77,9 +91,13 @@ build_simple() {  # name module-version package output
   go build -trimpath -ldflags "-s -w" -o "$bin/$out" "$pkg"
 }
 
-build_simple etcd "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}" go.etcd.io/etcd/server/v3 etcd
-build_simple kwok "sigs.k8s.io/kwok ${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok kwok
-build_k8s
+if [[ "${want[*]}" == kubectl ]]; then
+  build_k8s kubectl
+else
+  build_simple etcd "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}" go.etcd.io/etcd/server/v3 etcd
+  build_simple kwok "sigs.k8s.io/kwok ${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok kwok
+  build_k8s kube-apiserver kube-controller-manager kube-scheduler kubectl
+fi
 
 have_all || { echo "build.sh: build finished but binaries are missing in $bin" >&2; exit 1; }
 log "built in $(( $(date +%s) - start ))s into $bin"

@@ -34,16 +34,16 @@ UID = 65532
 EXPOSURE_MAX = 1.1
 
 # (API group, resource) -> verbs. Each one is a request the code makes:
-# observe.py LISTs (and GETs namespaces in scope), apply.py patches, creates,
-# deletes and GETs, events.py creates, GETs and patches. redis/finalizers is for
-# blockOwnerDeletion.
+# observe.py LISTs (and GETs namespaces in scope), apply.py patches (objects,
+# their status, and pod metadata), creates, deletes and GETs, events.py
+# creates, GETs and patches. redis/finalizers is for blockOwnerDeletion.
 RULES = {
     (redis.GROUP, redis.RESOURCE.plural): {"list", "patch"},
     (redis.GROUP, f"{redis.RESOURCE.plural}/status"): {"patch"},
     (redis.GROUP, f"{redis.RESOURCE.plural}/finalizers"): {"update"},
     (xca.GROUP, xca.RESOURCE.plural): {"list", "patch"},
     (xca.GROUP, f"{xca.RESOURCE.plural}/status"): {"patch"},
-    ("", "pods"): {"get", "list", "create", "delete"},
+    ("", "pods"): {"get", "list", "create", "delete", "patch"},
     ("", "events"): {"create", "get", "patch"},
     ("", "namespaces"): {"get", "list"},
 }
@@ -152,7 +152,7 @@ def tool(name: str) -> str:
 
 
 def test_cluster_role_grants_exactly_what_the_code_uses():
-    role = one("rbac.yaml", "ClusterRole")
+    role = one("rbac/rbac.yaml", "ClusterRole")
     granted: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
         assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
@@ -167,9 +167,9 @@ def test_cluster_role_grants_exactly_what_the_code_uses():
 
 
 def test_rbac_binds_the_service_account_in_its_namespace():
-    namespace = one("rbac.yaml", "Namespace")
-    sa = one("rbac.yaml", "ServiceAccount")
-    binding = one("rbac.yaml", "ClusterRoleBinding")
+    namespace = one("rbac/rbac.yaml", "Namespace")
+    sa = one("rbac/rbac.yaml", "ServiceAccount")
+    binding = one("rbac/rbac.yaml", "ClusterRoleBinding")
     assert namespace["metadata"]["name"] == sa["metadata"]["namespace"] == "reconciler-system"
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert binding["roleRef"] == {
@@ -180,7 +180,7 @@ def test_rbac_binds_the_service_account_in_its_namespace():
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "reconciler", "namespace": "reconciler-system"}
     ]
-    for obj in docs("rbac.yaml"):
+    for obj in docs("rbac/rbac.yaml"):
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "reconciler"
         assert labels["app.kubernetes.io/part-of"] == "reconciler"
@@ -190,12 +190,12 @@ def test_rbac_binds_the_service_account_in_its_namespace():
 
 
 @pytest.mark.parametrize(
-    ("name", "command"), [("cronjob.yaml", "sync"), ("deployment.yaml", "run")]
+    ("name", "command"), [("cronjob/cronjob.yaml", "sync"), ("daemon/deployment.yaml", "run")]
 )
 def test_workload_runs_restricted_as_the_image_user(name: str, command: str):
     spec = pod_spec(name)
     assert docs(name)[0]["metadata"]["namespace"] == "reconciler-system"
-    assert spec["serviceAccountName"] == one("rbac.yaml", "ServiceAccount")["metadata"]["name"]
+    assert spec["serviceAccountName"] == one("rbac/rbac.yaml", "ServiceAccount")["metadata"]["name"]
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["runAsUser"] == UID
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -221,7 +221,7 @@ def test_workload_runs_restricted_as_the_image_user(name: str, command: str):
 
 
 def test_cronjob_passes_never_overlap_and_end_before_the_next():
-    cron = docs("cronjob.yaml")[0]["spec"]
+    cron = docs("cronjob/cronjob.yaml")[0]["spec"]
     assert cron["schedule"] == "*/5 * * * *"
     assert cron["concurrencyPolicy"] == "Forbid"
     period = 5 * 60
@@ -234,7 +234,7 @@ def test_cronjob_passes_never_overlap_and_end_before_the_next():
 
 
 def test_deployment_replicas_elect_a_leader_and_are_probed():
-    deploy = docs("deployment.yaml")[0]["spec"]
+    deploy = docs("daemon/deployment.yaml")[0]["spec"]
     assert deploy["replicas"] == 2
     labels = deploy["template"]["metadata"]["labels"]
     assert deploy["selector"]["matchLabels"].items() <= labels.items()
@@ -257,9 +257,9 @@ def test_deployment_replicas_elect_a_leader_and_are_probed():
 
 
 def test_leader_election_role_is_namespaced_and_minimal():
-    role = one("rbac-leader-election.yaml", "Role")
-    binding = one("rbac-leader-election.yaml", "RoleBinding")
-    sa = one("rbac.yaml", "ServiceAccount")["metadata"]
+    role = one("leader-election/role.yaml", "Role")
+    binding = one("leader-election/role.yaml", "RoleBinding")
+    sa = one("rbac/rbac.yaml", "ServiceAccount")["metadata"]
     assert role["metadata"]["namespace"] == sa["namespace"]
     assert role["rules"] == [
         {
