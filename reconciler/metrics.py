@@ -15,7 +15,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.model import PODS
@@ -29,6 +36,7 @@ class Metrics:
     def __init__(self, interval: float = 0.0) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)  # process_resident_memory_bytes, CPU seconds
         # The stalled-passes alert (config/prometheus) counts in intervals, so
         # it follows a changed --interval without an edit to the rule.
         self.interval = Gauge(

@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from prometheus_client import generate_latest
 
 from reconciler.actions import Plan
 from reconciler.apply import ApplyReport
@@ -48,12 +49,18 @@ def test_pass_makes_it_ready_and_healthy_then_stale(server, monkeypatch):
     assert 'reconciler_objects_observed{kind="Redis"} 4.0' in body
     assert 'reconciler_api_requests_total{code="200",verb="LIST"} 3.0' in body
     assert "reconciler_pass_duration_seconds_count 1.0" in body
+    assert "process_resident_memory_bytes " in body  # the dashboard's memory panel
     metrics.record_requests({("LIST", "200"): 5})  # cumulative client counts
     assert 'reconciler_api_requests_total{code="200",verb="LIST"} 5.0' in get(base + "/metrics")[1]
     import time
 
     monkeypatch.setattr(time, "monotonic", lambda: metrics.last_tick + 1.0)
     assert get(base + "/healthz")[0] == 503  # a stalled loop is seen
+
+
+def test_the_interval_is_exported_for_the_stalled_alert():
+    body = generate_latest(Metrics(interval=45).registry).decode()
+    assert "reconciler_pass_interval_seconds 45.0" in body
 
 
 def test_parse_address():
