@@ -13,11 +13,11 @@ help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: venv
-venv: ## A venv with the package, its test and lint tools, and kubectl (no Go, no apt-get).
+venv: ## A venv with the package and its test and lint tools (no Go, no apt-get).
 	@bash hack/venv.sh
 
 .PHONY: deps
-deps: ## The venv, plus Debian packages (openssl, systemd) and a check for Go.
+deps: ## The venv, Debian packages (openssl, systemd), and kubectl built to match the local cluster (needs Go).
 	@bash hack/deps.sh
 
 .PHONY: cluster-build
@@ -43,6 +43,17 @@ install: deps ## Apply the CRDs to the current kubeconfig's cluster.
 .PHONY: uninstall
 uninstall: deps ## Delete the CRDs (and every Redis and Xca) from the current cluster.
 	kubectl delete --ignore-not-found -f crds/
+
+OVERLAY ?= config/daemon
+IMG ?=
+
+.PHONY: deploy
+deploy: deps ## Apply OVERLAY (config/daemon or config/cronjob) to the current cluster, its image set to IMG.
+	@OVERLAY=$(OVERLAY) IMG=$(IMG) bash hack/deploy.sh deploy
+
+.PHONY: undeploy
+undeploy: deps ## Delete what deploy applied, except the CRDs and so the Redis and Xca objects.
+	@OVERLAY=$(OVERLAY) IMG=$(IMG) bash hack/deploy.sh undeploy
 
 .PHONY: run
 run: deps ## Run the daemon against the current kubeconfig.

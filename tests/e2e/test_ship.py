@@ -30,7 +30,6 @@ from ..unit.test_manifests import (
     RULES,
     docker_env,
     dockerfile_stages,
-    pod_spec,
 )
 from .conftest import ROOT, Kubectl, Reconciler, wait_for
 from .test_redis import FINALIZER, pods, redis_yaml, settled
@@ -278,9 +277,9 @@ def test_service_account_is_refused_everything_else(
 def test_service_account_leads_with_the_leader_election_role(
     kubectl: Kubectl, ns: str, sa_kubeconfig: Path
 ) -> None:
-    """config/rbac-leader-election.yaml is enough for `run --leader-elect`, as
-    config/deployment.yaml runs it: take the Lease, reconcile, release it."""
-    kubectl.run("apply", "-f", str(CONFIG / "rbac-leader-election.yaml"))
+    """config/leader-election is enough for `run --leader-elect`, as config/daemon
+    runs it: take the Lease, reconcile, release it."""
+    kubectl.run("apply", "-k", str(CONFIG / "leader-election"))
     kubectl.apply(redis_with(ns, "{port: 6379, num: 1}"))
     proc = Reconciler(sa_kubeconfig).daemon(
         ns,
@@ -309,48 +308,6 @@ def test_service_account_leads_with_the_leader_election_role(
 
 
 # ---------------------------------------------------------------- workloads
-
-
-def test_workloads_pass_server_side_dry_run(kubectl: Kubectl, rbac: None) -> None:
-    # reconciler-system warns on pods that are not "restricted" (rbac.yaml): no warning.
-    out = kubectl.run(
-        "apply",
-        "--dry-run=server",
-        "-f",
-        str(CONFIG / "cronjob.yaml"),
-        "-f",
-        str(CONFIG / "deployment.yaml"),
-    )
-    assert "cronjob.batch/reconciler created (server dry run)" in out.stdout
-    assert "deployment.apps/reconciler created (server dry run)" in out.stdout
-    assert "Warning" not in out.stderr, out.stderr
-
-
-def as_pod(manifest: str, ns: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": manifest.split(".")[0], "namespace": ns},
-        "spec": pod_spec(manifest),
-    }
-
-
-def test_pod_templates_meet_restricted_pod_security(kubectl: Kubectl, ns: str) -> None:
-    kubectl.run("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
-    kubectl.run("create", "serviceaccount", "reconciler", "-n", ns)
-
-    def create(pod: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-        return kubectl.run(
-            "create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod), check=False
-        )
-
-    for manifest in ("cronjob.yaml", "deployment.yaml"):
-        ok = create(as_pod(manifest, ns))
-        assert ok.returncode == 0, f"{manifest}: {ok.stderr}"
-    lax = as_pod("deployment.yaml", ns)
-    del lax["spec"]["containers"][0]["securityContext"]
-    refused = create(lax)
-    assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr
 
 
 # ------------------------------------------------------------- sd_notify

@@ -1,0 +1,274 @@
+"""The kustomize overlays of config/ on the local control plane, as
+`kubectl apply -k` and `make deploy` use them: they build, pass a server-side
+dry-run, meet the restricted Pod Security Standard, and the daemon overlay's
+pod spec reconciles for real. There is no image registry here, so the
+Deployment's command runs on the host with the overlay's ServiceAccount token,
+its arguments and environment taken from the rendered manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import ROOT, Kubectl, wait_for
+
+DEPLOY = ROOT / "hack" / "deploy.sh"
+SYSTEM_NS = "reconciler-system"
+OVERLAYS = {
+    "config/cronjob": {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CronJob",
+    },
+    "config/daemon": {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+    },
+}
+
+
+def deploy(kubectl: Kubectl, verb: str, overlay: str, img: str = "", *args: str) -> str:
+    """hack/deploy.sh, as `make deploy OVERLAY=... IMG=...` runs it."""
+    env = {**os.environ, "OVERLAY": overlay, "IMG": img, "KUBECONFIG": str(kubectl.kubeconfig)}
+    out = subprocess.run(
+        ["bash", str(DEPLOY), verb, *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert not warnings(out.stderr), out.stderr  # e.g. a pod that is not "restricted"
+    return out.stdout
+
+
+def warnings(stderr: str) -> list[str]:
+    """kubectl's warnings, but the one about the CRDs: the test cluster creates
+    them with a server-side apply, which a client-side apply then notes once."""
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.startswith("Warning") and "last-applied-configuration annotation" not in line
+    ]
+
+
+def rendered(kubectl: Kubectl, overlay: str, img: str = "") -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(deploy(kubectl, "render", overlay, img)) if d]
+
+
+def workload(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] in ("CronJob", "Deployment")]
+    return found
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj["kind"] == "CronJob":
+        return obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return obj["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_overlay_builds_with_kubectl_kustomize(kubectl: Kubectl, overlay: str) -> None:
+    docs = [
+        d for d in yaml.safe_load_all(kubectl.run("kustomize", str(ROOT / overlay)).stdout) if d
+    ]
+    assert {d["kind"] for d in docs} == OVERLAYS[overlay]
+    crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    assert crds == {"redis.myapp.demo.kubebuilder.io", "xcas.apps.xca.k8s.kb.cx"}
+    (container,) = pod_spec(workload(docs))["containers"]
+    assert container["image"] == "reconciler:0.1.0"
+    for d in docs:
+        labels = d["metadata"].get("labels", {})
+        if d["kind"] != "CustomResourceDefinition":
+            assert labels.get("app.kubernetes.io/part-of") == "reconciler", d["kind"]
+        if d["kind"] not in (
+            "Namespace",
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "ClusterRoleBinding",
+        ):
+            assert d["metadata"]["namespace"] == SYSTEM_NS, d["kind"]
+
+
+@pytest.mark.parametrize(
+    ("img", "want"),
+    [
+        (
+            "registry.example.com:5000/team/reconciler:1.2",
+            "registry.example.com:5000/team/reconciler:1.2",
+        ),
+        ("registry.example.com/reconciler", "registry.example.com/reconciler:0.1.0"),
+        ("reg.example/r@sha256:" + "a" * 64, "reg.example/r@sha256:" + "a" * 64),
+    ],
+)
+def test_make_deploy_sets_the_image_without_editing_config(
+    kubectl: Kubectl, img: str, want: str
+) -> None:
+    before = (ROOT / "config" / "daemon" / "kustomization.yaml").read_text()
+    for overlay in OVERLAYS:
+        (container,) = pod_spec(workload(rendered(kubectl, overlay, img)))["containers"]
+        assert container["image"] == want
+    assert (ROOT / "config" / "daemon" / "kustomization.yaml").read_text() == before
+
+
+def test_overlays_apply_as_they_are_and_undeploy_keeps_the_crds(kubectl: Kubectl) -> None:
+    # A server-side dry-run needs the namespace to exist: create it first.
+    kubectl.run("apply", "-k", str(ROOT / "config" / "rbac"))
+    dry = kubectl.run("apply", "-k", str(ROOT / "config" / "cronjob"), "--dry-run=server")
+    assert "cronjob.batch/reconciler created (server dry run)" in dry.stdout
+    assert not warnings(dry.stderr), dry.stderr
+    # The CronJob overlay as the README gives it; the daemon's through make deploy.
+    out = kubectl.run("apply", "-k", str(ROOT / "config" / "cronjob"))
+    assert "cronjob.batch/reconciler created" in out.stdout and not warnings(out.stderr)
+    dry = deploy(
+        kubectl,
+        "deploy",
+        "config/daemon",
+        "registry.example.com/reconciler:0.1.0",
+        "--dry-run=server",
+    )
+    assert "deployment.apps/reconciler created (server dry run)" in dry
+    assert "service/reconciler-metrics created (server dry run)" in dry
+    deploy(kubectl, "deploy", "config/daemon", "registry.example.com/reconciler:0.1.0")
+    image = kubectl.json("get", "deployment", "reconciler", "-n", SYSTEM_NS)["spec"]["template"][
+        "spec"
+    ]["containers"][0]["image"]
+    assert image == "registry.example.com/reconciler:0.1.0"
+
+    gone = deploy(kubectl, "undeploy", "config/daemon", "", "--dry-run=server")
+    assert (
+        'deployment.apps "reconciler" deleted from reconciler-system namespace (server dry run)'
+        in gone
+    )
+    assert 'namespace "reconciler-system" deleted (server dry run)' in gone
+    assert "customresourcedefinition" not in gone
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_overlay_pods_meet_restricted_pod_security(kubectl: Kubectl, ns: str, overlay: str) -> None:
+    kubectl.run("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+    kubectl.run("create", "serviceaccount", "reconciler", "-n", ns)
+    spec = pod_spec(workload(rendered(kubectl, overlay)))
+
+    def create(spec: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": ns},
+            "spec": spec,
+        }
+        return kubectl.run(
+            "create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod), check=False
+        )
+
+    ok = create(spec)
+    assert ok.returncode == 0, ok.stderr
+    del spec["containers"][0]["securityContext"]
+    refused = create(spec)
+    assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def probe(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def token_kubeconfig(kubectl: Kubectl, path: Path) -> Path:
+    """The overlay's ServiceAccount, as its pod would be: a TokenRequest token."""
+    token = kubectl.run(
+        "create", "token", "reconciler", "-n", SYSTEM_NS, "--duration=1h"
+    ).stdout.strip()
+    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
+    admin["users"] = [{"name": u["name"], "user": {"token": token}} for u in admin["users"]]
+    path.write_text(yaml.safe_dump(admin))
+    return path
+
+
+def host_command(deployment: dict[str, Any], port: int) -> tuple[list[str], dict[str, str]]:
+    """The container's command line and environment, run on this host: the
+    image's ENTRYPOINT is `reconciler`, fieldRefs are resolved as the kubelet
+    would, and the metrics port moves to a free loopback one."""
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = list(container["args"])
+    args[args.index("--metrics-address") + 1] = f"127.0.0.1:{port}"
+    env = {}
+    for var in container["env"]:
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+            env[var["name"]] = deployment["metadata"]["namespace"]
+    return [sys.executable, "-m", "reconciler", *args], env
+
+
+def test_daemon_overlay_converges_the_samples_with_its_service_account(
+    kubectl: Kubectl, ns: str, tmp_path: Path
+) -> None:
+    docs = rendered(kubectl, "config/daemon")
+    deploy(kubectl, "deploy", "config/daemon")
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    port = free_port()
+    cmd, env = host_command(deployment, port)
+    kubeconfig = token_kubeconfig(kubectl, tmp_path / "sa")
+    # Scoped to the test namespace, so it leaves the other tests' objects alone.
+    env |= {"RECONCILER_NAMESPACES": ns, "RECONCILER_INTERVAL": "1", "RECONCILER_JITTER": "0"}
+    proc = subprocess.Popen(
+        [*cmd, "--kubeconfig", str(kubeconfig)],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    try:
+        ready = container["readinessProbe"]["httpGet"]["path"]
+        wait_for(lambda: probe(port, ready) == 200, what="the readiness probe", timeout=60)
+        kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
+
+        def converged() -> bool:
+            redis = kubectl.json("get", "redis", "redis-sample", "-n", ns)
+            xca = kubectl.json("get", "xca", "xca-sample", "-n", ns)
+            return (
+                redis.get("status", {}).get("readyReplicas") == 3
+                and redis["status"].get("state") == "Ready"
+                and xca.get("status", {}).get("active") is True
+            )
+
+        wait_for(converged, what="the samples to converge", timeout=90)
+        assert probe(port, container["livenessProbe"]["httpGet"]["path"]) == 200
+        lease = kubectl.json("get", "lease", "reconciler", "-n", SYSTEM_NS)["spec"]
+        assert lease["holderIdentity"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out[-3000:]
+    assert "forbidden" not in out.lower(), out[-3000:]
+    kubectl.run("delete", "lease", "reconciler", "-n", SYSTEM_NS, "--ignore-not-found")
