@@ -253,6 +253,13 @@ def plan(
 @cli.command()
 @click.option("--interval", type=float, default=None, help="Seconds between passes (30).")
 @click.option("--jitter", type=float, default=None, help="Random delay added to each pass (3).")
+@click.option(
+    "--min-interval",
+    type=float,
+    default=None,
+    help="Seconds to the next pass after one that wrote or left objects progressing;"
+    " doubled each quiet pass up to --interval (1).",
+)
 @click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
 @click.option("--state-file", type=click.Path(dir_okay=False), default=None)
 @click.option(
@@ -274,6 +281,7 @@ def run(
     /,
     interval: float | None,
     jitter: float | None,
+    min_interval: float | None,
     dry_run: bool | None,
     state_file: str | None,
     leader_elect: bool | None,
@@ -293,6 +301,7 @@ def run(
         ctx,
         interval=interval,
         jitter=jitter,
+        min_interval=min_interval,
         dry_run=dry_run,
         state_file=state_file,
         leader_elect=leader_elect,
@@ -335,6 +344,7 @@ def run(
         one_pass,
         interval=config.interval,
         jitter=config.jitter,
+        min_interval=config.min_interval,
         elector=elector,
         metrics=metrics,
         requests=lambda: dict(kube.stats.requests),

@@ -26,6 +26,9 @@ class Config:
     # Daemon schedule.
     interval: float = 30.0
     jitter: float = 3.0
+    # After a pass that wrote or left objects progressing, the next one comes
+    # this soon, then twice as late each time, up to interval (reconciler/pacing.py).
+    min_interval: float = 1.0
     # Redis pods.
     image: str = "redis:5-alpine"
     # Pod report: pod phases and conditions, logged as they change.
@@ -69,6 +72,7 @@ FIELDS = {f.name: f for f in fields(Config)}
 _CHOICES = {"log_format": ("text", "json"), "log_level": ("DEBUG", "INFO", "WARNING", "ERROR")}
 _POSITIVE = {
     "interval",
+    "min_interval",
     "timeout",
     "page_size",
     "write_concurrency",

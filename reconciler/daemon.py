@@ -1,4 +1,5 @@
-"""`reconciler run`: the same pass on an APScheduler interval.
+"""`reconciler run`: the same pass on an APScheduler interval, brought
+forward while objects progress (reconciler/pacing.py).
 
 One pass at a time (max_instances=1, coalesce): a slow pass delays the next
 rather than overlapping it, and missed runs are logged, not queued. SIGTERM
@@ -13,7 +14,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from apscheduler.schedulers.blocking import BlockingScheduler
@@ -21,6 +22,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from reconciler import sdnotify
 from reconciler.leader import LeaderElector
 from reconciler.metrics import Metrics
+from reconciler.pacing import Pace, next_pace
 from reconciler.result import PassResult, plural
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ class Daemon:
         *,
         interval: float,
         jitter: float,
+        min_interval: float | None = None,
         elector: LeaderElector | None = None,
         metrics: Metrics | None = None,
         requests: Callable[[], dict[tuple[str, str], int]] = dict,
@@ -40,6 +43,8 @@ class Daemon:
         self.one_pass = one_pass
         self.interval = interval
         self.jitter = jitter
+        self.min_interval = interval if min_interval is None else min_interval
+        self.pace: Pace | None = None
         self.elector = elector
         self.metrics = metrics
         self.requests = requests
@@ -73,6 +78,20 @@ class Daemon:
             self.passes += 1
             log.info("%s", result.one_line())
             self._after(result)
+            self._pace(result)
+
+    def _pace(self, result: PassResult) -> None:
+        """Bring the next pass forward when this one left work in motion."""
+        self.pace = next_pace(
+            result, self.pace, interval=self.interval, min_interval=self.min_interval
+        )
+        if self.pace.why is None or self.pace.delay >= self.interval or self.stopping.is_set():
+            return
+        log.info("next pass in %gs: %s (%s)", self.pace.delay, self.pace.why, self.pace.detail)
+        if self.metrics is not None:
+            self.metrics.early.labels(str(self.pace.why)).inc()
+        when = datetime.now(UTC) + timedelta(seconds=self.pace.delay)
+        self.scheduler.modify_job("pass", next_run_time=when)
 
     def _after(self, result: PassResult | None) -> None:
         if self.metrics is not None:

@@ -86,6 +86,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.early = Counter(
+            "reconciler_early_passes_total",
+            "Passes scheduled before the interval, by why: wrote, conflict, progressing.",
+            ["reason"],
+            registry=r,
+        )
         self.leader = Gauge(
             "reconciler_leader",
             "1 if this instance may write: it holds the Lease, or runs without leader election.",

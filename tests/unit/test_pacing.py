@@ -1,0 +1,123 @@
+"""reconciler/pacing.py: when the daemon's next pass comes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler.actions import PatchStatus, Plan
+from reconciler.health import READY, Health
+from reconciler.model import ObjKey
+from reconciler.pacing import Pace, Why, next_pace
+from reconciler.result import ApplyReport, Outcome, PassResult, Result
+
+INTERVAL, MIN = 30.0, 1.0
+KEY = ObjKey("Redis", "ns", "r")
+OTHER = ObjKey("Redis", "ns", "other")
+WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progressing=True)
+CONFLICT = Health("PodConflict", "pods not owned ...", degraded=True, progressing=True)
+DONE = Health(READY, "3/3 replicas ready")
+
+
+def result(
+    *written: Result,
+    health: dict[ObjKey, Health] | None = None,
+    backing_off: frozenset[ObjKey] = frozenset(),
+    unreachable: str | None = None,
+) -> PassResult:
+    outcomes = [Outcome(PatchStatus(KEY, "1", {}), res) for res in written]
+    return PassResult(
+        "p",
+        Plan(backing_off=backing_off),
+        ApplyReport(outcomes),
+        unreachable=unreachable,
+        health=health or {},
+    )
+
+
+def pace(res: PassResult | None, previous: Pace | None = None, **kw: float) -> Pace:
+    return next_pace(res, previous, interval=kw.get("interval", INTERVAL), min_interval=MIN)
+
+
+@pytest.mark.parametrize(
+    ("res", "previous", "want"),
+    [
+        # Quiet, converged: the interval.
+        (result(health={KEY: DONE}), None, Pace(INTERVAL)),
+        # A standby's tick, or a pass that reached nothing: the interval.
+        (None, Pace(1, Why.WROTE), Pace(INTERVAL)),
+        (result(unreachable="cannot reach"), Pace(1, Why.WROTE), Pace(INTERVAL)),
+        # A write: look again soon, whatever came before.
+        (result(Result.OK), Pace(16, Why.PROGRESSING), Pace(MIN, Why.WROTE, "1 writes")),
+        # Waiting for pods, nothing written: min_interval, then doubled, capped.
+        (result(health={KEY: WAITING}), None, Pace(1, Why.PROGRESSING, "1 objects progressing")),
+        (
+            result(health={KEY: WAITING}),
+            Pace(1, Why.WROTE),
+            Pace(2, Why.PROGRESSING, "1 objects progressing"),
+        ),
+        (
+            result(health={KEY: WAITING}),
+            Pace(16, Why.PROGRESSING),
+            Pace(30, Why.PROGRESSING, "1 objects progressing"),
+        ),
+        (
+            result(health={KEY: WAITING}),
+            Pace(30, Why.PROGRESSING),
+            Pace(30, Why.PROGRESSING, "1 objects progressing"),
+        ),
+        # Degraded (a conflict only a person resolves) or backing off: never early.
+        (result(health={KEY: CONFLICT}), Pace(1, Why.WROTE), Pace(INTERVAL)),
+        (result(health={KEY: WAITING}, backing_off=frozenset({KEY})), None, Pace(INTERVAL)),
+        # A failed write is not a write: backoff, not a fast loop, handles it.
+        (result(Result.FAILED, health={KEY: DONE}), None, Pace(INTERVAL)),
+        # 409: someone else wrote; the next pass sees it, at a doubling pace.
+        (
+            result(Result.CONFLICT),
+            Pace(2, Why.CONFLICT),
+            Pace(4, Why.CONFLICT, "1 writes refused with 409 Conflict"),
+        ),
+        # Dry-run plans are not writes.
+        (result(Result.DRY_RUN, health={KEY: DONE}), None, Pace(INTERVAL)),
+    ],
+)
+def test_next_pace(res: PassResult | None, previous: Pace | None, want: Pace) -> None:
+    assert pace(res, previous) == want
+
+
+def test_min_interval_at_or_above_the_interval_turns_early_passes_off() -> None:
+    assert pace(result(Result.OK), interval=1.0) == Pace(1.0)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),  # wrote
+            st.sampled_from([DONE, WAITING, CONFLICT]),
+            st.booleans(),  # backing off
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_the_pace_stays_between_min_and_interval_and_only_a_write_resets_it(
+    passes: list[tuple[bool, Health, bool]],
+) -> None:
+    previous: Pace | None = None
+    for wrote, health, held in passes:
+        res = result(
+            *([Result.OK] if wrote else []),
+            health={KEY: health, OTHER: DONE},
+            backing_off=frozenset({KEY}) if held else frozenset(),
+        )
+        now = pace(res, previous)
+        assert MIN <= now.delay <= INTERVAL
+        moving = health.progressing and not health.degraded and not held
+        if wrote:
+            assert now == Pace(MIN, Why.WROTE, "1 writes")
+        elif not moving:
+            assert now == Pace(INTERVAL)  # nothing in motion: never early
+        elif previous is not None and previous.early:
+            assert now.delay == min(previous.delay * 2, INTERVAL)  # no busy loop
+        previous = now
