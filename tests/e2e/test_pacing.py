@@ -10,6 +10,7 @@ import time
 import urllib.request
 
 from .conftest import Kubectl, Reconciler, wait_for
+from .test_deploy import probe
 from .test_leader import free_port
 from .test_redis import redis_yaml
 
@@ -28,12 +29,7 @@ def test_a_new_redis_is_ready_long_before_the_interval(
     )
     try:
         # The first pass (at start) finds nothing; the Redis arrives after it.
-        wait_for(
-            lambda: (
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200
-            ),
-            what="the first pass",
-        )
+        wait_for(lambda: probe(port, "/readyz") == 200, what="the first pass")
         kubectl.apply(redis_yaml(ns, num=3))
         # The next regular pass creates the pods (up to 30 s away); early ones follow.
         wait_for(
