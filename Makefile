@@ -82,7 +82,7 @@ test-e2e: deps cluster-build tools ## End-to-end tests against the local control
 test: deps cluster-build tools ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
 	$(MAKE) --no-print-directory lint
 	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit -q
-	python -m pytest tests/e2e -q -m e2e
+	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/e2e -q -m e2e
 
 .PHONY: mutate
 mutate: ## Mutation testing of the planner, kinds, apply and model (slow; not in `make test`).

@@ -85,7 +85,7 @@ class Daemon:
         self.pace = next_pace(
             result, self.pace, interval=self.interval, min_interval=self.min_interval
         )
-        if self.pace.why is None or self.pace.delay >= self.interval or self.stopping.is_set():
+        if not self.pace.early or self.pace.delay >= self.interval or self.stopping.is_set():
             return
         log.info("next pass in %gs: %s (%s)", self.pace.delay, self.pace.why, self.pace.detail)
         if self.metrics is not None:

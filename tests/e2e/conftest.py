@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -183,6 +186,23 @@ class Reconciler:
         raise AssertionError(
             f"no convergence in {passes} passes: {[r.summary['actions'] for r in results]}"
         )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def probe(port: int, path: str) -> int:
+    """The HTTP status of a loopback endpoint; 0 while nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
 
 
 @pytest.fixture(scope="session")

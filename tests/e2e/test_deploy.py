@@ -10,18 +10,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .conftest import ROOT, Kubectl, wait_for
+from .conftest import ROOT, Kubectl, free_port, probe, wait_for
 
 DEPLOY = ROOT / "hack" / "deploy.sh"
 SYSTEM_NS = "reconciler-system"
@@ -183,22 +180,6 @@ def test_overlay_pods_meet_restricted_pod_security(kubectl: Kubectl, ns: str, ov
     del spec["containers"][0]["securityContext"]
     refused = create(spec)
     assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def probe(port: int, path: str) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return 0
 
 
 def token_kubeconfig(kubectl: Kubectl, path: Path) -> Path:

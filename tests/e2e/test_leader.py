@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from .conftest import Kubectl, Reconciler, wait_for
+from .conftest import Kubectl, Reconciler, free_port, wait_for
 from .test_redis import pods, redis_yaml
 
 LEASE = {
@@ -23,12 +22,6 @@ LEASE = {
     "RECONCILER_RETRY_PERIOD": "1",
 }
 INTERVAL = 1.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -10,11 +10,8 @@ the Go module proxy by `make tools` (hack/tools/build.sh).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -26,7 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import ROOT, Kubectl, Reconciler, wait_for
+from ..unit.test_manifests import tool
+from .conftest import ROOT, Kubectl, Reconciler, free_port, wait_for
 from .test_redis import redis_yaml, settled
 
 DASHBOARD = ROOT / "config" / "grafana" / "reconciler.json"
@@ -34,12 +32,6 @@ RULES = ROOT / "config" / "prometheus" / "rules.yaml"
 JOB = "reconciler-metrics"
 # What Grafana puts in place of the dashboard's variables.
 VARIABLES = {"$__rate_interval": "1m", "$job": ".+"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -65,15 +57,6 @@ class Prometheus:
         return [rule for group in groups for rule in group["rules"]]
 
 
-def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        if os.environ.get("REQUIRE_SYSTEM_TOOLS"):
-            pytest.fail("prometheus is missing: `make tools` builds it")
-        pytest.skip("prometheus is not installed (make tools)")
-    return found
-
-
 def unreachable_kubeconfig(admin: Path, path: Path) -> Path:
     config = yaml.safe_load(admin.read_text())
     for cluster in config["clusters"]:
@@ -86,7 +69,7 @@ def unreachable_kubeconfig(admin: Path, path: Path) -> Path:
 def scraped(
     reconciler: Reconciler, ns: str, tmp_path: Path, kubectl: Kubectl
 ) -> Iterator[Prometheus]:
-    binary = prometheus_binary()
+    binary = tool("prometheus", "make tools")
     ports = [free_port(), free_port()]
     daemons = [
         reconciler.daemon(ns, "--metrics-address", f"127.0.0.1:{ports[0]}"),

@@ -9,9 +9,7 @@ import signal
 import time
 import urllib.request
 
-from .conftest import Kubectl, Reconciler, wait_for
-from .test_deploy import probe
-from .test_leader import free_port
+from .conftest import Kubectl, Reconciler, free_port, probe, wait_for
 from .test_redis import redis_yaml
 
 

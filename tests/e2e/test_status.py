@@ -145,7 +145,8 @@ def test_a_namespace_in_scope_that_does_not_exist_is_reported(reconciler: Reconc
 def test_the_daemon_counts_degraded_objects_until_they_are_fixed(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
-    from .test_leader import Replica, free_port
+    from .conftest import free_port
+    from .test_leader import Replica
 
     degraded = 'reconciler_objects{condition="Degraded",kind="Redis"}'
     kubectl.run("run", "redis-sample-1", "-n", ns, "--image=nginx", "--restart=Never")

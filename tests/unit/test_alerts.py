@@ -8,7 +8,6 @@ linked into .venv/bin by `make tools`; `make test` requires it.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -17,19 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .test_manifests import tool
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "config" / "prometheus" / "rules.yaml"
 TESTS = Path(__file__).parent / "prometheus" / "alerts_test.yaml"
 OPERATIONS = ROOT / "docs" / "operations.md"
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("REQUIRE_SYSTEM_TOOLS"):
-            pytest.fail("promtool is missing: `make tools` builds it")
-        pytest.skip("promtool is not installed (make tools)")
-    return found
 
 
 def groups() -> list[dict]:
@@ -50,7 +42,13 @@ def rule_dir(tmp_path: Path) -> Path:
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool(), *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [tool("promtool", "make tools"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_promtool_checks_the_rules(rule_dir: Path) -> None:

@@ -133,7 +133,7 @@ def value(u: dict[str, list[tuple[str, str]]], section: str, key: str) -> str:
     return found[0]
 
 
-def tool(name: str) -> str:
+def tool(name: str, installer: str = "bash hack/deps.sh") -> str:
     """A tool from the venv (pip) or the system (apt); hack/deps.sh installs both.
 
     `make test-unit` needs no apt-get, so there a missing system tool skips the
@@ -143,8 +143,8 @@ def tool(name: str) -> str:
     here = Path(sys.executable).parent / name
     path = str(here) if here.exists() else shutil.which(name)
     if not path and not os.environ.get("REQUIRE_SYSTEM_TOOLS"):
-        pytest.skip(f"{name} not found; `bash hack/deps.sh` installs it")
-    assert path, f"{name} not found; run `bash hack/deps.sh`"
+        pytest.skip(f"{name} not found; `{installer}` installs it")
+    assert path, f"{name} not found; run `{installer}`"
     return path
 
 
