@@ -2,7 +2,8 @@
 
 Exit codes are for cron and CronJob: 0 no errors, 1 some objects failed,
 2 bad usage or config, 3 the cluster is unreachable or refuses the
-credentials. `plan --detailed-exitcode` follows `terraform plan`: 2 means
+credentials. `sync --wait` adds 4: the timeout passed with objects still
+pending. `plan --detailed-exitcode` follows `terraform plan`: 2 means
 changes are pending, so a bad config exits 1 there.
 """
 
@@ -22,15 +23,23 @@ from reconciler.kube import ConfigMissing, Kube
 from reconciler.result import PassOutcome, PassResult
 from reconciler.settings import load
 from reconciler.sync import Mode, run_pass
+from reconciler.wait import Verdict, WaitResult, wait
 
 log = logging.getLogger("reconciler")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TIMEOUT = 0, 1, 2, 3, 4
 EXIT_CODES = {
     PassOutcome.OK: EXIT_OK,
     PassOutcome.ERRORS: EXIT_FAILED,
     PassOutcome.UNREACHABLE: EXIT_UNREACHABLE,
 }
+WAIT_EXIT_CODES = {
+    Verdict.CONVERGED: EXIT_OK,
+    Verdict.STUCK: EXIT_FAILED,
+    Verdict.TIMEOUT: EXIT_TIMEOUT,
+    Verdict.UNREACHABLE: EXIT_UNREACHABLE,
+}
+DEFAULT_WAIT_TIMEOUT = 300.0  # seconds, as `helm --wait`
 COMPLETE_VAR = "_RECONCILER_COMPLETE"  # click's variable for the program name "reconciler"
 # `plan --detailed-exitcode`: changes are pending.
 EXIT_CHANGES = 2
@@ -172,6 +181,30 @@ def _finish(result: PassResult, output: str) -> None:
     sys.exit(EXIT_CODES[result.outcome])
 
 
+def _finish_wait(waited: WaitResult, output: str, timeout: float) -> None:
+    code = WAIT_EXIT_CODES[waited.verdict]
+    result = waited.last
+    if result.unreachable:
+        _fail(EXIT_UNREACHABLE, result.unreachable)
+    if output == "json":
+        wait_summary = {
+            "result": str(waited.verdict),
+            "passes": waited.passes,
+            "seconds": round(waited.elapsed, 3),
+            "timeout_seconds": timeout,
+        }
+        click.echo(
+            json.dumps({**result.summary(), "wait": wait_summary, "exit_code": code}, indent=2)
+        )
+    else:
+        click.echo(waited.one_line())
+        for key, health in result.pending.items():
+            click.echo(f"  {key.kind} {key}: {health.state}: {health.message}")
+        for err in result.errors:
+            click.echo(f"  error: {err}")
+    sys.exit(code)
+
+
 @cli.command()
 @click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
 @click.option(
@@ -187,6 +220,18 @@ def _finish(result: PassResult, output: str) -> None:
     default=None,
     help="Keep the pod report's previous view across runs in this file.",
 )
+@click.option(
+    "--wait",
+    "wait_",
+    is_flag=True,
+    help="Run passes, at the daemon's pace, until every object is Ready and a pass plans nothing.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help=f"With --wait: seconds to wait before exiting 4 ({DEFAULT_WAIT_TIMEOUT:g}).",
+)
 @global_options
 @click.pass_context
 def sync(
@@ -195,22 +240,43 @@ def sync(
     dry_run: bool | None,
     output: str,
     state_file: str | None,
+    wait_: bool,
+    timeout: float | None,
     **options: Any,
 ) -> None:
-    """Run one pass and exit (for cron, systemd timers and CronJobs).
+    """Run one pass and exit (for cron, systemd timers and CronJobs); with
+    --wait, run passes until the scope converges (for CI/CD pipelines).
 
-    Exit codes: 0 no errors, 1 some objects failed, 2 bad usage or config,
-    3 the cluster is unreachable or refuses the credentials.
+    Exit codes: 0 no errors (with --wait: converged), 1 some objects failed
+    (with --wait: also objects that cannot become Ready without a person),
+    2 bad usage or config, 3 the cluster is unreachable or refuses the
+    credentials, 4 with --wait: the timeout passed with objects still pending.
     """
     _collect(ctx, **options)
     ctx.find_root().obj["output"] = output
+    if timeout is not None and not wait_:
+        raise click.UsageError("--timeout needs --wait")
     config = _config(ctx, dry_run=dry_run, state_file=state_file)
+    if wait_ and config.dry_run:
+        raise click.UsageError("--wait cannot be used with --dry-run: nothing would change")
     kube = _kube(config)
     st = state_store.load(config.state_file)
-    result = run_pass(kube, config, st, mode=_mode(config))
-    if result.outcome is not PassOutcome.UNREACHABLE and not config.dry_run:
-        state_store.save(config.state_file, st)
-    _finish(result, output)
+
+    def one_pass() -> PassResult:
+        result = run_pass(kube, config, st, mode=_mode(config))
+        if result.outcome is not PassOutcome.UNREACHABLE and not config.dry_run:
+            state_store.save(config.state_file, st)
+        if wait_ and output == "text" and not result.unreachable:
+            click.echo(result.one_line())
+        return result
+
+    if not wait_:
+        _finish(one_pass(), output)
+    limit = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
+    waited = wait(
+        one_pass, timeout=limit, interval=config.interval, min_interval=config.min_interval
+    )
+    _finish_wait(waited, output, limit)
 
 
 @cli.command()

@@ -37,6 +37,34 @@ class Pace:
         return self.why is not None
 
 
+@dataclass(frozen=True)
+class Motion:
+    """Why the picture may still change without anyone acting."""
+
+    why: Why
+    detail: str  # for the log: what moved
+
+
+def motion(result: PassResult) -> Motion | None:
+    """What this pass left in motion; None when the picture is still, so a
+    further pass could see only what someone else changes."""
+    counts = result.applied.counts()
+    wrote = sum(n for (_, _, res), n in counts.items() if res is Result.OK)
+    conflicts = sum(n for (_, _, res), n in counts.items() if res is Result.CONFLICT)
+    if wrote:
+        return Motion(Why.WROTE, f"{wrote} writes")
+    if conflicts:
+        return Motion(Why.CONFLICT, f"{conflicts} writes refused with 409 Conflict")
+    moving = [
+        key
+        for key, health in result.health.items()
+        if health.progressing and not health.degraded and key not in result.plan.backing_off
+    ]
+    if moving:
+        return Motion(Why.PROGRESSING, f"{len(moving)} objects progressing")
+    return None
+
+
 def next_pace(
     result: PassResult | None, previous: Pace | None, *, interval: float, min_interval: float
 ) -> Pace:
@@ -44,22 +72,12 @@ def next_pace(
     regular = Pace(interval)
     if result is None or result.outcome is PassOutcome.UNREACHABLE or min_interval >= interval:
         return regular
-    counts = result.applied.counts()
-    wrote = sum(n for (_, _, res), n in counts.items() if res is Result.OK)
-    conflicts = sum(n for (_, _, res), n in counts.items() if res is Result.CONFLICT)
-    if wrote:
-        return Pace(min_interval, Why.WROTE, f"{wrote} writes")
-    moving = [
-        key
-        for key, health in result.health.items()
-        if health.progressing and not health.degraded and key not in result.plan.backing_off
-    ]
-    if not (conflicts or moving):
+    moved = motion(result)
+    if moved is None:
         return regular
+    if moved.why is Why.WROTE:
+        return Pace(min_interval, moved.why, moved.detail)
     # Capped at the interval, a long wait stays there rather than restarting at
     # min_interval: only a write (above) resets the pace.
     grown = previous.delay * 2 if previous is not None and previous.early else min_interval
-    delay = min(grown, interval)
-    if conflicts:
-        return Pace(delay, Why.CONFLICT, f"{conflicts} writes refused with 409 Conflict")
-    return Pace(delay, Why.PROGRESSING, f"{len(moving)} objects progressing")
+    return Pace(min(grown, interval), moved.why, moved.detail)

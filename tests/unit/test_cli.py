@@ -371,3 +371,41 @@ def test_the_bash_completion_script_completes_commands_and_options(tmp_path):
     )
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.stdout.splitlines() == ["plan", "--dry-run"], out.stderr
+
+
+def test_sync_wait_exits_4_on_timeout_and_lists_what_is_pending(kube):
+    """The fake cluster never shows the pod it was asked for, so a short wait times out."""
+    result = invoke("sync", "--wait", "--timeout", "0.05")
+    assert result.exit_code == 4, result.output
+    lines = result.stdout.splitlines()
+    assert lines[-2].startswith("timed out after ") and lines[-2].endswith(": 1 object not Ready")
+    assert lines[-1] == "  Redis default/r: WaitingForReady: waiting for 1 of 1 pods to be Ready"
+
+
+def test_sync_wait_json_says_how_the_wait_ended(kube):
+    result = invoke("sync", "--wait", "--timeout", "0.05", "-o", "json")
+    assert result.exit_code == 4, result.output
+    summary = json.loads(result.stdout)
+    assert summary["wait"]["result"] == "timeout"
+    assert summary["exit_code"] == 4
+    assert summary["not_ready"][0]["object"] == "Redis default/r"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--timeout", "5"], "--timeout needs --wait"),
+        (["--wait", "--dry-run"], "--wait cannot be used with --dry-run"),
+        (["--wait", "--timeout", "0"], "0.0 is not in the range x>0"),
+    ],
+)
+def test_sync_wait_usage_errors_exit_2(kube, args, says):
+    result = invoke("sync", *args)
+    assert result.exit_code == 2
+    assert says in result.output
+    assert kube.calls == []
+
+
+def test_sync_help_documents_exit_code_4():
+    text = " ".join(invoke("sync", "--help").output.split())
+    assert "4 with --wait: the timeout passed with objects still pending" in text

@@ -1,0 +1,101 @@
+"""`reconciler sync --wait`: passes until the scope converges, for pipelines.
+
+A pipeline that applies Redis objects wants to block until they are served,
+as `kubectl rollout status` and `helm --wait` do. The passes come at the
+daemon's pace (reconciler.pacing), so a wait costs what the daemon would.
+The wait ends on one of four verdicts:
+
+- converged: a pass planned nothing, had no errors, and every object is Ready;
+- stuck: nothing is in motion (no write, no conflict, nothing progressing)
+  yet the scope has not converged: a Degraded object or a failure that only
+  a person can fix, so waiting longer would only delay the bad news;
+- timeout: the deadline passed with objects still in motion;
+- unreachable: a pass reached nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from reconciler.pacing import Pace, motion, next_pace
+from reconciler.result import PassOutcome, PassResult, plural
+
+log = logging.getLogger(__name__)
+
+
+class Verdict(StrEnum):
+    """How a wait ended; the value is the ``wait.result`` of `sync -o json`."""
+
+    CONVERGED = "converged"
+    STUCK = "stuck"
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    verdict: Verdict
+    last: PassResult  # the final pass: its not-Ready objects are what is pending
+    passes: int
+    elapsed: float  # seconds from the first pass's start to the last one's end
+
+    def one_line(self) -> str:
+        took = f"after {plural(self.passes, 'pass', 'passes')} in {self.elapsed:.1f}s"
+        pending = plural(len(self.last.pending), "object")
+        if self.verdict is Verdict.CONVERGED:
+            return f"converged {took}"
+        if self.verdict is Verdict.STUCK:
+            return f"not converging {took}: nothing is in motion and {pending} not Ready"
+        if self.verdict is Verdict.TIMEOUT:
+            return f"timed out {took}: {pending} not Ready"
+        return f"stopped {took}: the cluster is unreachable"
+
+
+def converged(result: PassResult) -> bool:
+    return result.outcome is PassOutcome.OK and not result.plan.actions and not result.pending
+
+
+def verdict(result: PassResult) -> Verdict | None:
+    """The verdict after ``result``, or None to keep waiting."""
+    if result.outcome is PassOutcome.UNREACHABLE:
+        return Verdict.UNREACHABLE
+    if converged(result):
+        return Verdict.CONVERGED
+    if motion(result) is None:
+        return Verdict.STUCK
+    return None
+
+
+def wait(
+    one_pass: Callable[[], PassResult],
+    *,
+    timeout: float,
+    interval: float,
+    min_interval: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> WaitResult:
+    """Run passes until a verdict. The last pass starts by the deadline at the
+    latest, so a wait lasts at most ``timeout`` plus one pass."""
+    start = clock()
+    deadline = start + timeout
+    pace: Pace | None = None
+    passes = 0
+    while True:
+        result = one_pass()
+        passes += 1
+        ended = verdict(result)
+        if ended is None and clock() >= deadline:
+            ended = Verdict.TIMEOUT
+        if ended is not None:
+            return WaitResult(ended, result, passes, clock() - start)
+        moved = motion(result)
+        pace = next_pace(result, pace, interval=interval, min_interval=min_interval)
+        delay = min(pace.delay, max(deadline - clock(), 0.0))
+        if moved is not None:
+            log.info("next pass in %gs: %s (%s)", round(delay, 1), moved.why, moved.detail)
+        sleep(delay)

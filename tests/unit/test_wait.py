@@ -1,0 +1,155 @@
+"""reconciler/wait.py: `sync --wait` runs passes until a verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from reconciler.actions import PatchStatus, Plan
+from reconciler.health import READY, Health
+from reconciler.model import ObjKey
+from reconciler.result import ApplyReport, Outcome, PassResult, Result
+from reconciler.wait import Verdict, WaitResult, verdict, wait
+
+KEY = ObjKey("Redis", "ns", "r")
+WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progressing=True)
+CONFLICT = Health("PodConflict", "pods not owned by this Redis hold r-0", degraded=True)
+DONE = Health(READY, "3/3 replicas ready")
+PATCH = PatchStatus(KEY, "1", {})
+
+
+def result(
+    *written: Result,
+    health: Health = DONE,
+    planned: bool | None = None,
+    errors: tuple[str, ...] = (),
+    backing_off: bool = False,
+    unreachable: str | None = None,
+) -> PassResult:
+    """A pass; it planned what it wrote unless ``planned`` says otherwise."""
+    plans = bool(written) if planned is None else planned
+    return PassResult(
+        "p",
+        Plan(
+            actions=(PATCH,) if plans else (),
+            backing_off=frozenset({KEY}) if backing_off else frozenset(),
+        ),
+        ApplyReport([Outcome(PATCH, res) for res in written]),
+        errors=list(errors),
+        unreachable=unreachable,
+        health={KEY: health},
+    )
+
+
+@pytest.mark.parametrize(
+    ("res", "want"),
+    [
+        # Nothing planned, nothing failed, every object Ready.
+        (result(), Verdict.CONVERGED),
+        # Wrote: the next pass must confirm with an empty plan.
+        (result(Result.OK), None),
+        # Pods not Ready yet: they may become Ready by themselves.
+        (result(health=WAITING), None),
+        # Someone else wrote first: the next pass sees what they did.
+        (result(Result.CONFLICT), None),
+        # A foreign pod holds a desired name: only a person can fix it.
+        (result(health=CONFLICT), Verdict.STUCK),
+        # Backing off after failed writes: still, and failing.
+        (
+            result(health=WAITING, errors=("[ns/r] backing off",), backing_off=True),
+            Verdict.STUCK,
+        ),
+        # A LIST failed: the view is partial, nothing written.
+        (result(errors=("cannot list pods",)), Verdict.STUCK),
+        (result(unreachable="cannot reach the cluster"), Verdict.UNREACHABLE),
+    ],
+)
+def test_verdict(res: PassResult, want: Verdict | None) -> None:
+    assert verdict(res) == want
+
+
+class Clock:
+    """Time moves only when the wait sleeps, or a pass takes ``pass_seconds``."""
+
+    def __init__(self, pass_seconds: float = 0.0) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+        self.pass_seconds = pass_seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def run(passes: list[PassResult], clock: Clock, timeout: float = 60.0) -> WaitResult:
+    it: Iterator[PassResult] = iter(passes)
+
+    def one_pass() -> PassResult:
+        clock.now += clock.pass_seconds
+        return next(it)
+
+    return wait(
+        one_pass, timeout=timeout, interval=30, min_interval=1, clock=clock, sleep=clock.sleep
+    )
+
+
+def test_writes_then_pods_then_an_empty_plan_converge_at_the_daemons_pace() -> None:
+    clock = Clock()
+    waited = run(
+        [
+            result(Result.OK, Result.OK, health=WAITING),
+            result(health=WAITING),
+            result(health=WAITING),
+            result(Result.OK),
+            result(),
+        ],
+        clock,
+    )
+    assert waited.verdict is Verdict.CONVERGED
+    assert waited.passes == 5
+    assert clock.slept == [1, 2, 4, 1]  # after a write 1 s; doubling while pods start
+    assert waited.elapsed == 8
+    assert waited.one_line() == "converged after 5 passes in 8.0s"
+
+
+def test_timeout_lists_what_is_pending_and_never_sleeps_past_the_deadline() -> None:
+    clock = Clock(pass_seconds=0.5)
+    waited = run([result(health=WAITING)] * 10, clock, timeout=5)
+    assert waited.verdict is Verdict.TIMEOUT
+    # Passes end at 0.5, 2 and 4.5 s; the third sleep (4 s) is cut to the
+    # deadline at 5 s, where the last pass starts.
+    assert clock.slept == [1, 2, 0.5]
+    assert waited.passes == 4
+    assert waited.last.pending == {KEY: WAITING}
+    assert waited.one_line() == "timed out after 4 passes in 5.5s: 1 object not Ready"
+
+
+def test_a_still_but_unconverged_scope_ends_at_once() -> None:
+    clock = Clock()
+    waited = run([result(Result.OK, health=WAITING), result(health=CONFLICT)], clock)
+    assert waited.verdict is Verdict.STUCK
+    assert clock.slept == [1]
+    assert waited.one_line() == (
+        "not converging after 2 passes in 1.0s: nothing is in motion and 1 object not Ready"
+    )
+
+
+def test_min_interval_at_the_interval_still_waits_for_motion() -> None:
+    """With min_interval >= interval the daemon never comes early; a wait
+    still goes on while things move, at the interval."""
+    clock = Clock()
+    passes = [result(Result.OK, health=WAITING), result(health=WAITING), result()]
+    waited = wait(
+        iter(passes).__next__,
+        timeout=300,
+        interval=5,
+        min_interval=5,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert waited.verdict is Verdict.CONVERGED
+    assert clock.slept == [5, 5]
