@@ -20,13 +20,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import pykube
 import requests
 
 from reconciler.config import Config
-from reconciler.model import ResourceType
+from reconciler.model import Page, ResourceType, raw_page
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +270,21 @@ class Kube:
         headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Send one request; retry 429/5xx honouring Retry-After; return the JSON object."""
+        content = self.send(method, path, verb=verb, params=params, json=json, headers=headers)
+        body = msgspec.json.decode(content) if content else {}
+        return body if isinstance(body, dict) else {}
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """Send one request; retry 429/5xx honouring Retry-After; return the body."""
         verb = verb or method
         attempt = 0
         while True:
@@ -288,8 +306,8 @@ class Kube:
                 raise Unreachable(f"{self.server}: {_short(exc)}") from None
             self.stats.record(verb, str(resp.status_code), len(resp.content))
             if resp.ok:
-                body = resp.json() if resp.content else {}
-                return body if isinstance(body, dict) else {}
+                content: bytes = resp.content
+                return content
             err = _api_error(resp)
             retryable = resp.status_code == 429 or resp.status_code >= 500
             if not retryable or attempt >= self.opts.max_retries:
@@ -317,20 +335,21 @@ class Kube:
         res: ResourceType,
         namespace: str | None = None,
         selector: str | None = None,
-        decode: Callable[[dict[str, Any]], Any] | None = None,
-    ) -> builtins.list[Any]:
+        decode: Callable[[bytes], Page[T]] | None = None,
+    ) -> builtins.list[T]:
         """Page through a LIST with limit/continue (pykube's Query cannot page).
 
         An expired continue token (410) restarts the LIST, so the result is
-        always one consistent view, never a splice of two. ``decode`` runs on
-        each page as it arrives, so only one page of raw JSON is held at once.
+        always one consistent view, never a splice of two. ``decode`` (from
+        reconciler.model; raw dicts without it) turns each page's bytes into
+        items as the page arrives, so only one page of JSON is held at once.
         """
-        # Decoding a page makes hundreds of thousands of acyclic dicts and
-        # strings; the cyclic collector would scan them again and again.
+        # Decoding a page makes hundreds of thousands of acyclic objects; the
+        # cyclic collector would scan them again and again.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._list(res, namespace, selector, decode)
+            return self._list(res, namespace, selector, decode or raw_page)  # type: ignore[arg-type]
         finally:
             if was_enabled:
                 gc.enable()
@@ -340,25 +359,22 @@ class Kube:
         res: ResourceType,
         namespace: str | None,
         selector: str | None,
-        decode: Callable[[dict[str, Any]], Any] | None,
-    ) -> builtins.list[Any]:
+        decode: Callable[[bytes], Page[T]],
+    ) -> builtins.list[T]:
         while True:
-            items: builtins.list[Any] = []
+            items: builtins.list[T] = []
             params: dict[str, Any] = {"limit": self.opts.page_size}
             if selector:
                 params["labelSelector"] = selector
             try:
                 while True:
-                    page = self.request(
-                        "GET", self.path(res, namespace), verb="LIST", params=params
-                    )
-                    token = (page.get("metadata") or {}).get("continue")
-                    raw = page.get("items") or ()
-                    items.extend(map(decode, raw) if decode else raw)
-                    del page, raw  # free this page's JSON before fetching the next
-                    if not token:
+                    body = self.send("GET", self.path(res, namespace), verb="LIST", params=params)
+                    page = decode(body)
+                    del body  # free this page's bytes before fetching the next
+                    items.extend(page.items)
+                    if not page.continue_token:
                         return items
-                    params["continue"] = token
+                    params["continue"] = page.continue_token
             except ApiError as exc:
                 if exc.status == 410 and "continue" in params:
                     log.info("LIST %s: continue token expired, restarting", res.kind)

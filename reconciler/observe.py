@@ -23,11 +23,13 @@ from reconciler.kube import ApiError, Kube, Unreachable
 from reconciler.model import (
     NAMESPACES,
     PODS,
+    Page,
     Pod,
     ResourceType,
     mapping,
     meta_of,
-    pod_from_api,
+    page_of,
+    pod_page,
 )
 from reconciler.snapshot import Snapshot
 
@@ -49,7 +51,7 @@ def _list_all(
     res: ResourceType,
     namespaces: Sequence[str],
     selector: str | None,
-    decode: Callable[[Any], Any],
+    decode: Callable[[bytes], Page[Any]],
 ) -> list[Any]:
     """Decoded items of one kind, across the scoped namespaces (or all)."""
     if not namespaces:
@@ -89,7 +91,7 @@ class _Lister:
         self.counts: dict[str, int] = {}
 
     def list(
-        self, res: ResourceType, selector: str | None, decode: Callable[[Any], Any]
+        self, res: ResourceType, selector: str | None, decode: Callable[[bytes], Page[Any]]
     ) -> tuple[Any, ...] | None:
         self.attempts += 1
         try:
@@ -133,7 +135,7 @@ def _namespaces(kube: Kube, scope: Sequence[str]) -> Namespaces:
     """
     try:
         if not scope:
-            found = kube.list(NAMESPACES)
+            found: list[dict[str, Any]] = kube.list(NAMESPACES)
             return Namespaces(
                 frozenset(n["metadata"]["name"] for n in found if _terminating(n)), ()
             )
@@ -161,13 +163,13 @@ def _ours(pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
 def observe(kube: Kube, namespaces: Sequence[str], report_selector: str | None) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial."""
     lister = _Lister(kube, namespaces)
-    pods = lister.list(PODS, None, pod_from_api)
+    pods = lister.list(PODS, None, pod_page)
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = None if pods is None else _ours(pods)
     elif report_selector is not None:
-        report_pods = lister.list(PODS, report_selector or None, pod_from_api)
-    objects = {kind.name: lister.list(kind.resource, None, kind.decode) for kind in KINDS}
+        report_pods = lister.list(PODS, report_selector or None, pod_page)
+    objects = {kind.name: lister.list(kind.resource, None, page_of(kind.decode)) for kind in KINDS}
     seen = (
         _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())
     )

@@ -6,6 +6,8 @@ of the API server (the e2e suite uses a real one).
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +49,10 @@ class FakeKube:
         if isinstance(value, Exception):
             raise value
         value = [v for v in value if _matches(v, selector)]
-        return [decode(v) for v in value] if decode else value
+        if decode is None:
+            return value
+        # As the wire carries it: the page decoders read bytes.
+        return decode(json.dumps({"metadata": {}, "items": value}).encode()).items
 
     def create(self, res: ResourceType, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]

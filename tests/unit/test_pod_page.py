@@ -1,0 +1,98 @@
+"""The typed page decoder (model.pod_page) makes exactly what pod_from_api
+makes of the same JSON, for any pod, well-formed or not; a page the typed
+structs refuse falls back to the generic path."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.model import page_of, pod_from_api, pod_page, raw_page
+
+text = st.text(max_size=8)
+# Mostly what a conforming apiserver sends; sometimes a value of the wrong type.
+wrong = st.one_of(st.integers(), st.booleans(), st.lists(st.integers(), max_size=2))
+maybe_text = st.one_of(text, text, text, wrong)
+
+
+def optional(fields: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """A dict with any subset of ``fields``; lists and maps may also be null."""
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+labels = st.one_of(
+    st.dictionaries(text, st.one_of(text, text, st.integers()), max_size=3), st.none()
+)
+owner = optional(
+    {
+        "apiVersion": maybe_text,
+        "kind": maybe_text,
+        "name": maybe_text,
+        "uid": maybe_text,
+        "controller": st.one_of(st.booleans(), st.booleans(), text),
+        "blockOwnerDeletion": st.booleans(),
+    }
+)
+meta = optional(
+    {
+        "name": maybe_text,
+        "namespace": maybe_text,
+        "uid": maybe_text,
+        "resourceVersion": maybe_text,
+        "labels": labels,
+        "annotations": labels,
+        "deletionTimestamp": st.one_of(text, st.none()),
+        "ownerReferences": st.one_of(st.lists(owner, max_size=3), st.none()),
+        "managedFields": st.lists(st.dictionaries(text, text, max_size=2), max_size=2),
+    }
+)
+port = optional({"containerPort": st.one_of(st.integers(1, 65535), text), "name": text})
+container = optional(
+    {
+        "name": maybe_text,
+        "image": maybe_text,
+        "ports": st.one_of(st.lists(port, max_size=2), st.none()),
+    }
+)
+condition = optional(
+    {
+        "type": st.one_of(st.sampled_from(["Ready", "PodScheduled", ""]), wrong),
+        "status": st.one_of(st.sampled_from(["True", "False", "Unknown"]), st.none()),
+        "reason": st.one_of(text, st.none()),
+    }
+)
+pod = optional(
+    {
+        "metadata": meta,
+        "spec": optional({"containers": st.lists(container, max_size=2), "nodeName": text}),
+        "status": optional(
+            {
+                "phase": st.one_of(st.sampled_from(["Pending", "Running", ""]), st.none()),
+                "conditions": st.one_of(st.lists(condition, max_size=3), st.none()),
+                "podIP": text,
+            }
+        ),
+    }
+)
+
+
+def body(items: list[dict[str, Any]], token: str | None = None) -> bytes:
+    return json.dumps({"kind": "PodList", "metadata": {"continue": token}, "items": items}).encode()
+
+
+@settings(max_examples=300)
+@given(st.lists(pod, max_size=4), st.one_of(st.none(), text))
+def test_the_typed_decoder_agrees_with_the_generic_one(items, token):
+    page = pod_page(body(items, token))
+    assert page.items == [pod_from_api(item) for item in items]
+    assert page.continue_token == (token or "")
+    assert page_of(pod_from_api)(body(items, token)) == page
+
+
+def test_an_empty_list_and_a_missing_items_key():
+    assert pod_page(b'{"kind":"PodList","metadata":{},"items":[]}').items == []
+    assert pod_page(b'{"kind":"PodList","metadata":{}}').items == []
+    assert raw_page(b'{"metadata":{"continue":"abc"},"items":[{"a":1}]}').continue_token == "abc"
