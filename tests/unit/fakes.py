@@ -7,7 +7,6 @@ of the API server (the e2e suite uses a real one).
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable
 from typing import Any
 
