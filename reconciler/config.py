@@ -40,6 +40,9 @@ class Config:
     context: str | None = None
     timeout: float = 10.0
     page_size: int = 500
+    # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
+    # over uncompressed pages costs this client more than inflating them).
+    compression: bool = True
     write_concurrency: int = 8
     qps: float = 50.0
     burst: int = 100

@@ -235,7 +235,7 @@ class Kube:
         api = getattr(self.local, "api", None)
         if api is None:
             api = pykube.HTTPClient(self.config, timeout=self.opts.timeout)
-            api.session.headers["Accept-Encoding"] = "gzip"
+            api.session.headers["Accept-Encoding"] = "gzip" if self.opts.compression else "identity"
             api.session.headers["User-Agent"] = "reconciler"
             # With trust_env on, requests re-reads the proxy variables and looks
             # for ~/.netrc on every request. Resolve the proxy once instead, so

@@ -1,0 +1,311 @@
+"""What one pass's pod LIST costs, by the choices a client makes.
+
+    python -m bench.lists [--pods 6000] [--namespaces 20] [--repeat 5] [--keep]
+
+The steady pass is mostly one LIST of every pod. This fills a cluster with
+owned, Running pods (the reconciler's own manifest) and then LISTs them every
+way worth choosing between, in one run, each ``--repeat`` times (medians):
+
+- the decoder: JSON into dicts then ``pod_from_api`` (the code before the
+  typed decoder), against ``model.pod_page`` (msgspec typed structs);
+- gzip asked for or not (``compression``);
+- page size 500, 1000, 5000;
+- cluster-wide against one LIST per namespace;
+- protobuf, server side only: what the apiserver spends and sends (this
+  client has no protobuf types for core/v1, so nothing is decoded).
+
+For each it reports client CPU (this process), apiserver and etcd CPU (from
+/proc), bytes received, and where the apiserver served the LISTs: from its
+watch cache (``apiserver_cache_list_total``) or from etcd
+(``apiserver_storage_list_total``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bench.cpu import CpuMeter
+from bench.kubeapi import CORE_PATH, Api, Request, create_namespace, parallel
+from hack.cluster import cluster as launcher
+from reconciler.config import Config
+from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
+from reconciler.kube import Kube
+from reconciler.model import PODS, Page, pod_from_api, pod_page
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE_DIR = ROOT / ".cluster-bench"
+RESULTS = ROOT / "bench" / "results"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def legacy_page(body: bytes) -> Page[Any]:
+    """The decoding before the typed decoder: the whole JSON into dicts, then each pod."""
+    doc = json.loads(body)
+    token = (doc.get("metadata") or {}).get("continue") or ""
+    return Page([pod_from_api(item) for item in doc.get("items") or ()], token)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    decode: Callable[[bytes], Page[Any]] | None  # None: protobuf, not decoded
+    compression: bool = False
+    page_size: int = 500
+    per_namespace: bool = False
+
+
+VARIANTS = [
+    Variant("json dicts + gzip (before)", legacy_page, compression=True),
+    Variant("json dicts", legacy_page),
+    Variant("typed + gzip", pod_page, compression=True),
+    Variant("typed (now)", pod_page),
+    Variant("typed, page 1000", pod_page, page_size=1000),
+    Variant("typed, page 5000", pod_page, page_size=5000),
+    Variant("typed, per namespace", pod_page, per_namespace=True),
+    Variant("protobuf, not decoded", None),
+    Variant("protobuf + gzip, not decoded", None, compression=True),
+]
+
+_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.eE+-]+)$")
+
+
+def list_counters(api: Api) -> dict[str, float]:
+    """The apiserver's LIST counters for pods: served from the watch cache or etcd."""
+    resp = api.send(Request("GET", "/metrics"))
+    totals = {"cache": 0.0, "storage": 0.0}
+    for line in resp.text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m or "pods" not in m[2]:
+            continue
+        if m[1] == "apiserver_cache_list_total":
+            totals["cache"] += float(m[3])
+        elif m[1] == "apiserver_storage_list_total":
+            totals["storage"] += float(m[3])
+    return totals
+
+
+def populate(api: Api, namespaces: list[str], pods: int) -> None:
+    """Pods from the reconciler's own manifest, owned by one real Redis per
+    namespace (so the garbage collector keeps them), spread over the namespaces."""
+    check = validate_spec({"port": 6379, "num": 3}, Config().image)
+    assert check.spec is not None
+    reqs = []
+    for ns in namespaces:
+        create_namespace(api, ns)
+        body = {
+            "apiVersion": "myapp.demo.kubebuilder.io/v1",
+            "kind": "Redis",
+            "metadata": {"name": "owner", "namespace": ns},
+            "spec": {"port": 6379, "num": 3},
+        }
+        owner = from_api(
+            api.call(
+                Request("POST", f"/apis/myapp.demo.kubebuilder.io/v1/namespaces/{ns}/redis", body)
+            )
+        )
+        per_ns = pods // len(namespaces)
+        for i in range(per_ns):
+            manifest = pod_manifest(owner, check.spec, i)
+            reqs.append(Request("POST", f"{CORE_PATH}/namespaces/{ns}/pods", manifest))
+    parallel(api.call, reqs)
+
+
+def running(api: Api) -> int:
+    """Pods Running (a field selector leaves out remainingItemCount: count them all)."""
+    body = api.call(Request("GET", f"{CORE_PATH}/pods?fieldSelector=status.phase%3DRunning"))
+    return len(body.get("items") or ())
+
+
+@dataclass(frozen=True)
+class Sample:
+    client_cpu: float
+    apiserver: float
+    etcd: float
+    bytes: int
+    requests: int
+    items: int
+
+
+def one_list(kube: Kube, api: Api, v: Variant, namespaces: list[str], meter: CpuMeter) -> Sample:
+    before_stats = kube.stats.snapshot()
+    before = meter.snapshot()
+    cpu0 = time.process_time()
+    items = 0
+    if v.decode is None:
+        protobuf_list(kube, v)
+    elif v.per_namespace:
+        for ns in namespaces:
+            items += len(kube.list(PODS, ns, None, v.decode))
+    else:
+        items = len(kube.list(PODS, None, None, v.decode))
+    client = time.process_time() - cpu0
+    spent = meter.since(before, 0.0)
+    used = kube.stats.snapshot() - before_stats
+    return Sample(client, spent["apiserver"], spent["etcd"], used.bytes_received, used.total, items)
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def _field(buf: bytes, number: int) -> bytes:
+    """The first length-delimited field ``number`` of a protobuf message, or b""."""
+    i = 0
+    while i < len(buf):
+        tag, i = _varint(buf, i)
+        kind = tag & 7
+        if kind == 0:
+            _, i = _varint(buf, i)
+        elif kind == 2:
+            size, i = _varint(buf, i)
+            if tag >> 3 == number:
+                return buf[i : i + size]
+            i += size
+        elif kind == 1:
+            i += 8
+        elif kind == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {kind}")
+    return b""
+
+
+def protobuf_continue(body: bytes) -> str:
+    """The continue token of a protobuf PodList: envelope (k8s\\0 + Unknown),
+    Unknown.raw (2), PodList.metadata (1), ListMeta.continue (3)."""
+    raw = _field(body[4:], 2)
+    return _field(_field(raw, 1), 3).decode()
+
+
+def protobuf_list(kube: Kube, v: Variant) -> int:
+    """Page through every pod as protobuf; decode only each page's continue token."""
+    params: dict[str, Any] = {"limit": v.page_size}
+    pages = 0
+    while True:
+        body = kube.send(
+            "GET", kube.path(PODS, None), verb="LIST", params=params, headers={"Accept": PROTOBUF}
+        )
+        pages += 1
+        token = protobuf_continue(body)
+        if not token:
+            return pages
+        params["continue"] = token
+
+
+def measure(
+    kube_for: Callable[[Variant], Kube],
+    api: Api,
+    namespaces: list[str],
+    meter: CpuMeter,
+    repeat: int,
+) -> list[dict[str, Any]]:
+    rows = []
+    for v in VARIANTS:
+        kube = kube_for(v)
+        one_list(kube, api, v, namespaces, meter)  # warm the connection and the caches
+        counters0 = list_counters(api)
+        samples = [one_list(kube, api, v, namespaces, meter) for _ in range(repeat)]
+        counters1 = list_counters(api)
+        rows.append(
+            {
+                "variant": v.name,
+                "client_cpu": statistics.median(s.client_cpu for s in samples),
+                "apiserver_cpu": statistics.median(s.apiserver for s in samples),
+                "etcd_cpu": statistics.median(s.etcd for s in samples),
+                "mb": statistics.median(s.bytes for s in samples) / 1e6,
+                "requests": samples[0].requests,
+                "items": samples[0].items,
+                "from_cache": counters1["cache"] - counters0["cache"],
+                "from_etcd": counters1["storage"] - counters0["storage"],
+            }
+        )
+        print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    base = rows[0]
+    out = [
+        "| variant | client CPU s | apiserver CPU s | etcd CPU s | MB | requests "
+        "| LISTs from cache / etcd |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        rel = (
+            f" ({r['client_cpu'] / base['client_cpu']:.2f}x)"
+            if r["client_cpu"] and "protobuf" not in r["variant"]
+            else ""
+        )
+        out.append(
+            f"| {r['variant']} | {r['client_cpu']:.3f}{rel} | {r['apiserver_cpu']:.2f} "
+            f"({r['apiserver_cpu'] / base['apiserver_cpu']:.2f}x) | {r['etcd_cpu']:.2f} | "
+            f"{r['mb']:.1f} | {r['requests']} | {r['from_cache']:.0f} / {r['from_etcd']:.0f} |"
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pods", type=int, default=6000)
+    p.add_argument("--namespaces", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--keep", action="store_true", help="leave the bench cluster running")
+    args = p.parse_args(argv)
+    cluster = launcher.up(STATE_DIR)
+    try:
+        api = Api(cluster.server, cluster.token, cluster.ca_file)
+        namespaces = [f"lists-{i}" for i in range(args.namespaces)]
+        if running(api) < args.pods:
+            started = time.monotonic()
+            populate(api, namespaces, args.pods)
+            while running(api) < args.pods:
+                time.sleep(2)
+            print(
+                f"populated {args.pods} pods in {time.monotonic() - started:.0f}s", file=sys.stderr
+            )
+        meter = CpuMeter(STATE_DIR)
+        base = Config(kubeconfig=str(cluster.kubeconfig), qps=1000, burst=1000)
+
+        def kube_for(v: Variant) -> Kube:
+            return Kube(replace(base, compression=v.compression, page_size=v.page_size))
+
+        rows = measure(kube_for, api, namespaces, meter, args.repeat)
+    finally:
+        if not args.keep:
+            launcher.down(STATE_DIR)
+    text = table(rows)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = RESULTS / f"lists-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "command": "python -m bench.lists " + " ".join(argv or sys.argv[1:]),
+        "pods": args.pods,
+        "namespaces": args.namespaces,
+        "repeat": args.repeat,
+        "rows": rows,
+        "table": text,
+    }
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(text)
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Long-running contenders, each started on a fresh namespace of N Redis and
+N Xca: `reconciler run` at a given interval, the controller-runtime peer
+(bench/peers/crpeer), and the kopf peer. For each, in one run:
+
+- time from start to the common end state (bench.watch);
+- the process's CPU and RSS at that moment (from /proc);
+- how long a pod deleted by hand takes to come back: DELETE, then poll for
+  a pod of that name with a new uid. Deletions come at random moments, so a
+  polling contender's figure shows where in its interval they fell.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import proc
+from bench.contenders import KOPF_FINALIZER, PODS_PER_REDIS, Setup, _fresh, target_args
+from bench.cpu import process_cpu
+from bench.daemon import _rss_mb
+from bench.kubeapi import CORE_PATH, Api, Request
+from bench.watch import Board, namespace_board
+from reconciler.kinds.redis import FINALIZER
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parent.parent
+CRPEER_FINALIZER = "crpeer.bench/finalizer"
+COMEBACKS = 3
+
+
+def crpeer_binary() -> Path:
+    """Build (or find in the cache) the controller-runtime peer."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "bench" / "peers" / "build.sh")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _pod_uid(api: Api, namespace: str, name: str) -> str | None:
+    resp = api.send(Request("GET", f"{CORE_PATH}/namespaces/{namespace}/pods/{name}"))
+    return str(resp.json()["metadata"]["uid"]) if resp.status_code == 200 else None
+
+
+def comeback(api: Api, namespace: str, name: str, timeout: float) -> float | None:
+    """Seconds from deleting pod ``name`` to a new pod of that name existing."""
+    old = _pod_uid(api, namespace, name)
+    started = time.monotonic()
+    api.send(Request("DELETE", f"{CORE_PATH}/namespaces/{namespace}/pods/{name}"))
+    while time.monotonic() - started < timeout:
+        uid = _pod_uid(api, namespace, name)
+        if uid is not None and uid != old:
+            return time.monotonic() - started
+        time.sleep(0.02)
+    return None
+
+
+def comebacks(api: Api, namespace: str, spread: float, timeout: float) -> list[float | None]:
+    """A few pods deleted by hand, each after a random pause of up to ``spread`` s."""
+    times = []
+    for i in range(COMEBACKS):
+        time.sleep(random.uniform(0, spread))
+        times.append(comeback(api, namespace, f"r{i}-0", timeout))
+    return times
+
+
+def _await(board: Board, child: proc.Child, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not child.exited():
+        if board.wait(lambda b: b.reached_at is not None, timeout=0.5):
+            return True
+    return False
+
+
+def run_operator(
+    setup: Setup,
+    n: int,
+    role: str,
+    argv: list[str],
+    finalizer: str,
+    env: dict[str, str],
+    spread: float,
+) -> dict[str, Any]:
+    """Start one contender on a fresh namespace; time it to the end state, then
+    time pods deleted by hand coming back."""
+    namespace = _fresh(setup, role, n)
+    board = namespace_board(setup.api, namespace, n, finalizer)
+    argv = [a.replace("{ns}", namespace) for a in argv]
+    before = setup.meter.snapshot()
+    child = proc.Child(argv, env, setup.log_dir / f"{namespace}.{role}.log", setup.code_dir)
+    cpu = rss = 0.0
+    back: list[float | None] = []
+    try:
+        reached = _await(board, child, setup.kopf_timeout)
+        cpu, rss = process_cpu(child.pid), _rss_mb(child.pid)
+        window = setup.meter.since(before, cpu)
+        if reached:
+            back = comebacks(setup.api, namespace, spread, timeout=spread + 60)
+    finally:
+        child.stop()
+        usage = child.wait()
+        board.stop()
+    wall = board.reached_at - before.at if board.reached_at is not None else None
+    measured = [b for b in back if b is not None]
+    return {
+        "namespace": namespace,
+        "finished": wall is not None,
+        "wall": wall,
+        "cpu": cpu,  # at the end state
+        "rss_mb": rss,  # at the end state
+        "max_rss_mb": usage.max_rss_mb,
+        "returncode": usage.returncode,
+        "machine_cpu": window,
+        "pods": n * PODS_PER_REDIS,
+        "comeback": back,
+        "comeback_median": statistics.median(measured) if measured else None,
+    }
+
+
+def run_daemon(setup: Setup, n: int, interval: float) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "reconciler", "run", *target_args("{ns}", setup.kubeconfig)]
+    argv += ["--interval", f"{interval:g}", "--jitter", "0"]
+    role = f"run{interval:g}"
+    result = run_operator(setup, n, role, argv, FINALIZER, setup.reconciler_env(), spread=interval)
+    result["interval"] = interval
+    return result
+
+
+def run_crpeer(setup: Setup, n: int, binary: Path) -> dict[str, Any]:
+    argv = [str(binary), "--namespace", "{ns}", "--kubeconfig", str(setup.kubeconfig)]
+    argv += ["--qps", str(setup.qps), "--burst", str(setup.burst)]
+    env = {**os.environ, "KUBECONFIG": str(setup.kubeconfig)}
+    return run_operator(setup, n, "crpeer", argv, CRPEER_FINALIZER, env, spread=5.0)
+
+
+def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
+    peer = setup.code_dir / "bench" / "kopf_peer.py"
+    argv = [sys.executable, "-m", "kopf", "run", str(peer), "--standalone", "--namespace", "{ns}"]
+    env = {**os.environ, "KUBECONFIG": str(setup.kubeconfig)}
+    return run_operator(setup, n, "kopf", argv, KOPF_FINALIZER, env, spread=5.0)
+
+
+# ---------------------------------------------------------------- the run
+
+CONTENDERS = ("run30", "run5", "crpeer", "kopf")
+TARGETS = {  # against controller-runtime, at the default interval (30 s)
+    "time to the end state": ("wall", 1.0),
+    "client CPU to the end state": ("cpu", 0.8),
+    "RSS at the end state": ("rss_mb", 0.6),
+}
+
+
+def measure_size(setup: Setup, n: int, binary: Path, with_kopf: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"n": n}
+    for name in CONTENDERS:
+        if name == "kopf" and not with_kopf:
+            continue
+        log.info("N=%d: %s", n, name)
+        if name.startswith("run"):
+            row[name] = run_daemon(setup, n, float(name[3:]))
+        elif name == "crpeer":
+            row[name] = run_crpeer(setup, n, binary)
+        else:
+            row[name] = run_kopf(setup, n)
+        log.info("N=%d: %s reached the end state in %s s", n, name, row[name]["wall"])
+    cr = row["crpeer"]
+    row["verdicts"] = {}
+    for label, (key, target) in TARGETS.items():
+        ratio = row["run30"][key] / cr[key] if row["run30"][key] and cr[key] else None
+        row["verdicts"][label] = {
+            "ratio": ratio,
+            "target": target,
+            "ok": ratio is not None and ratio <= target,
+        }
+    return row
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| N | contender | end state s | client CPU s | RSS MB | pod back, median s (each) |"]
+    lines.append("|---|---|---|---|---|---|")
+    for row in rows:
+        for name in CONTENDERS:
+            r = row.get(name)
+            if r is None:
+                continue
+            each = ", ".join(_f(b) for b in r["comeback"])
+            lines.append(
+                f"| {row['n']} | {name} | {_f(r['wall'])} | {_f(r['cpu'])} | {_f(r['rss_mb'], 0)} "
+                f"| {_f(r['comeback_median'])} ({each}) |"
+            )
+    lines.append("")
+    lines.append(
+        "| N | reconciler run --interval 30 / controller-runtime | ratio | target | verdict |"
+    )
+    lines.append("|---|---|---|---|---|")
+    for row in rows:
+        for label, v in row["verdicts"].items():
+            verdict = "PASS" if v["ok"] else "FAIL"
+            lines.append(
+                f"| {row['n']} | {label} | {_f(v['ratio'])} | <= {v['target']} | {verdict} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    from bench.cpu import CpuMeter
+    from bench.run import STATE_DIR, freeze_code  # one bench cluster for both
+    from hack.cluster import cluster as launcher
+    from reconciler.config import Config
+
+    p = argparse.ArgumentParser(
+        prog="python -m bench.operators", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--sizes", default="200,1000")
+    p.add_argument("--no-kopf", action="store_true")
+    p.add_argument("--keep", action="store_true")
+    p.add_argument("--qps", type=int, default=1000)
+    p.add_argument("--burst", type=int, default=1000)
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per contender")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    binary = crpeer_binary()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    code = freeze_code(STATE_DIR / "frozen" / stamp, True)
+    cluster = launcher.up(STATE_DIR)
+    rows = []
+    try:
+        api = Api(cluster.server, cluster.token, cluster.ca_file)
+        setup = Setup(
+            api=api,
+            kubeconfig=Path(cluster.kubeconfig),
+            log_dir=STATE_DIR / "logs" / f"operators-{stamp}",
+            qps=args.qps,
+            burst=args.burst,
+            write_concurrency=Config().write_concurrency,
+            settle_timeout=600.0,
+            kopf_timeout=args.timeout,
+            meter=CpuMeter(STATE_DIR),
+            code_dir=Path(code["dir"]),
+        )
+        setup.log_dir.mkdir(parents=True, exist_ok=True)
+        for n in sorted(int(s) for s in args.sizes.split(",")):
+            rows.append(measure_size(setup, n, binary, not args.no_kopf))
+    finally:
+        if not args.keep:
+            launcher.down(STATE_DIR)
+    text = table(rows)
+    out = ROOT / "bench" / "results" / f"operators-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "command": "python -m bench.operators " + " ".join(argv or sys.argv[1:]),
+        "code": code,
+        "rows": rows,
+        "table": text,
+    }
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(text)
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
