@@ -65,12 +65,12 @@ class Variant:
 
 VARIANTS = [
     Variant("json dicts + gzip (before)", legacy_page, compression=True),
-    Variant("json dicts", legacy_page),
-    Variant("typed + gzip", pod_page, compression=True),
-    Variant("typed (now)", pod_page),
-    Variant("typed, page 1000", pod_page, page_size=1000),
-    Variant("typed, page 5000", pod_page, page_size=5000),
-    Variant("typed, per namespace", pod_page, per_namespace=True),
+    Variant("json dicts, no gzip", legacy_page),
+    Variant("typed + gzip (now)", pod_page, compression=True),
+    Variant("typed, no gzip", pod_page),
+    Variant("typed + gzip, page 1000", pod_page, compression=True, page_size=1000),
+    Variant("typed + gzip, page 5000", pod_page, compression=True, page_size=5000),
+    Variant("typed + gzip, per namespace", pod_page, compression=True, per_namespace=True),
     Variant("protobuf, not decoded", None),
     Variant("protobuf + gzip, not decoded", None, compression=True),
 ]

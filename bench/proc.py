@@ -65,6 +65,8 @@ class Child:
 
     def exited(self) -> bool:
         """True once the child has ended; it stays unreaped for wait()."""
+        if self.proc.returncode is not None:
+            return True
         return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
     def stop(self, grace: float = 20.0) -> None:
