@@ -94,6 +94,15 @@ bench: deps cluster-build ## Cost per pass and convergence at N=100,500,1000 vs 
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.run $(BENCH_ARGS)
 
+.PHONY: bench-operators bench-lists
+bench-operators: deps cluster-build ## reconciler run (interval 30, 5) vs controller-runtime and kopf at N=200,1000.
+	pip install -q --disable-pip-version-check -e '.[bench]'
+	python -m bench.operators $(BENCH_ARGS)
+
+bench-lists: deps cluster-build ## One pod LIST by decoder, gzip, page size, scope and protobuf (6000 pods).
+	pip install -q --disable-pip-version-check -e '.[bench]'
+	python -m bench.lists $(BENCH_ARGS)
+
 .PHONY: demo
 demo: cluster-up ## Local cluster, samples applied, reconcile passes, pods Running.
 	@bash hack/demo.sh
