@@ -26,6 +26,7 @@ from bench.cpu import CpuMeter
 from bench.kubeapi import Api, populate
 from bench.watch import Board, namespace_board, pods_settled
 from bench.writes import fire, first_pass_requests
+from reconciler.config import Config
 from reconciler.kinds.redis import FINALIZER
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,23 @@ class Setup:
     kopf_timeout: float
     meter: CpuMeter
     code_dir: Path  # frozen copy of reconciler/ and bench/; children run from it
+
+    @classmethod
+    def for_cluster(
+        cls, cluster: Any, state_dir: Path, log_dir: Path, code_dir: Path, **limits: Any
+    ) -> Setup:
+        """The Setup of a bench cluster; ``limits`` are qps, burst, settle_timeout
+        and kopf_timeout. Creates the log directory."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        return cls(
+            api=Api(cluster.server, cluster.token, cluster.ca_file),
+            kubeconfig=Path(cluster.kubeconfig),
+            log_dir=log_dir,
+            write_concurrency=Config().write_concurrency,
+            meter=CpuMeter(state_dir),
+            code_dir=code_dir,
+            **limits,
+        )
 
     def reconciler_env(self) -> dict[str, str]:
         """The caller's environment minus any RECONCILER_* that would skew the run."""

@@ -220,10 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    from bench.cpu import CpuMeter
     from bench.run import STATE_DIR, freeze_code  # one bench cluster for both
     from hack.cluster import cluster as launcher
-    from reconciler.config import Config
 
     p = argparse.ArgumentParser(
         prog="python -m bench.operators", description=__doc__.split("\n")[0]
@@ -242,20 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     cluster = launcher.up(STATE_DIR)
     rows = []
     try:
-        api = Api(cluster.server, cluster.token, cluster.ca_file)
-        setup = Setup(
-            api=api,
-            kubeconfig=Path(cluster.kubeconfig),
-            log_dir=STATE_DIR / "logs" / f"operators-{stamp}",
+        setup = Setup.for_cluster(
+            cluster,
+            STATE_DIR,
+            STATE_DIR / "logs" / f"operators-{stamp}",
+            Path(code["dir"]),
             qps=args.qps,
             burst=args.burst,
-            write_concurrency=Config().write_concurrency,
             settle_timeout=600.0,
             kopf_timeout=args.timeout,
-            meter=CpuMeter(STATE_DIR),
-            code_dir=Path(code["dir"]),
         )
-        setup.log_dir.mkdir(parents=True, exist_ok=True)
         for n in sorted(int(s) for s in args.sizes.split(",")):
             rows.append(measure_size(setup, n, binary, not args.no_kopf))
     finally:

@@ -28,11 +28,9 @@ from typing import Any
 
 from bench import contenders, report
 from bench.contenders import Setup
-from bench.cpu import CpuMeter
-from bench.kubeapi import Api, populate
+from bench.kubeapi import populate
 from bench.watch import namespace_board, pods_settled
 from hack.cluster import cluster as launcher
-from reconciler.config import Config
 
 log = logging.getLogger("bench")
 
@@ -195,20 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     cluster = launcher.up(STATE_DIR)
     try:
-        api = Api(cluster.server, cluster.token, cluster.ca_file)
-        setup = Setup(
-            api=api,
-            kubeconfig=Path(cluster.kubeconfig),
-            log_dir=STATE_DIR / "logs" / f"bench-{stamp}",
+        setup = Setup.for_cluster(
+            cluster,
+            STATE_DIR,
+            STATE_DIR / "logs" / f"bench-{stamp}",
+            Path(code["dir"]),
             qps=args.qps,
             burst=args.burst,
-            write_concurrency=Config().write_concurrency,
             settle_timeout=args.settle_timeout,
             kopf_timeout=args.kopf_timeout,
-            meter=CpuMeter(STATE_DIR),
-            code_dir=Path(code["dir"]),
         )
-        setup.log_dir.mkdir(parents=True, exist_ok=True)
         doc: dict[str, Any] = {
             "started": stamp,
             "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),

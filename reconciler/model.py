@@ -294,9 +294,6 @@ class Page(Generic[T]):
     continue_token: str
 
 
-PageDecoder = Callable[[bytes], "Page[T]"]
-
-
 class _ListMeta(msgspec.Struct):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
@@ -386,7 +383,7 @@ class _PodList(msgspec.Struct):
 
 
 _pod_list = msgspec.json.Decoder(_PodList)
-_pods_generic = page_of(lambda obj: pod_from_api(obj))
+_pods_generic = page_of(pod_from_api)
 
 
 def _owner(ref: _WireOwner) -> OwnerRef:

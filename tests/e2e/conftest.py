@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hack.cluster import cluster as launcher
 
@@ -186,6 +187,21 @@ class Reconciler:
         raise AssertionError(
             f"no convergence in {passes} passes: {[r.summary['actions'] for r in results]}"
         )
+
+
+def gated_pod(ns: str, labels: dict[str, str], **metadata: Any) -> str:
+    """A pod no scheduler takes (a scheduling gate), so kwok never touches it:
+    it stays Pending, and a finalizer holds it while it is deleted."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gated", "namespace": ns, "labels": labels, **metadata},
+        "spec": {
+            "schedulingGates": [{"name": "e2e/hold"}],
+            "containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}]}],
+        },
+    }
+    return yaml.safe_dump(pod)
 
 
 def free_port() -> int:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from reconciler.kinds.registry import KINDS
 from reconciler.model import page_of, pod_from_api, pod_page
 
-from .conftest import Kubectl, Reconciler, wait_for
+from .conftest import Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import redis_yaml
 
 pytestmark = pytest.mark.e2e
@@ -28,21 +27,7 @@ def test_real_list_pages_decode_the_same_both_ways(
     kubectl.run("apply", "-n", ns, "-k", "config/samples")
     reconciler.sync(ns)
     # A foreign pod, and one held Pending (no node takes it) being deleted behind a finalizer.
-    gated = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "gated",
-            "namespace": ns,
-            "labels": {"e2e": "gated"},
-            "finalizers": ["e2e.test/hold"],
-        },
-        "spec": {
-            "schedulingGates": [{"name": "e2e/hold"}],
-            "containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}]}],
-        },
-    }
-    kubectl.apply(yaml.safe_dump(gated))
+    kubectl.apply(gated_pod(ns, {"e2e": "gated"}, finalizers=["e2e.test/hold"]))
     kubectl.run("run", "foreign", "-n", ns, "--image=nginx", "--restart=Never")
     kubectl.run("delete", "pod", "gated", "-n", ns, "--wait=false")
     wait_for(

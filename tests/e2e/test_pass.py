@@ -17,7 +17,7 @@ from reconciler.observe import observe
 from reconciler.plan import plan
 from reconciler.result import Result
 
-from .conftest import Kubectl, Reconciler, wait_for
+from .conftest import Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import pods, redis_yaml, settled
 
 XCA = """
@@ -84,16 +84,7 @@ def test_pod_report_across_one_shot_runs(
 ):
     args = ["--state-file", str(tmp_path / "state.json")]
     env = {"RECONCILER_POD_REPORT_SELECTOR": "e2e-report=yes"}
-    gated = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "gated", "namespace": ns, "labels": {"e2e-report": "yes"}},
-        "spec": {
-            "schedulingGates": [{"name": "e2e/hold"}],
-            "containers": [{"name": "c", "image": "busybox"}],
-        },
-    }
-    kubectl.apply(yaml.safe_dump(gated))
+    kubectl.apply(gated_pod(ns, {"e2e-report": "yes"}))
     added = reconciler.sync(ns, *args, env=env)
     assert f"[{ns}/gated] pod added, phase Pending" in added.stderr
 
