@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import proc
-from bench.cpu import process_cpu
+from bench.cpu import CpuMeter, process_cpu
 
 _SAMPLE = re.compile(r"^(\w+)(\{[^}]*\})? ([0-9.eE+-]+)$")
 
@@ -95,8 +95,12 @@ def measure(
     passes: int = 5,
     interval: float = 2.0,
     timeout: float = 300.0,
+    meter: CpuMeter | None = None,
 ) -> dict[str, Any]:
-    """Run the daemon for 1 + ``passes`` passes; report the last ``passes``."""
+    """Run the daemon for 1 + ``passes`` passes; report the last ``passes``.
+
+    With a ``meter``, also the cluster's CPU over exactly those passes
+    ("machine_cpu"), so the server-side price excludes the start-up pass."""
     port = _free_port()
     argv = [sys.executable, "-m", "reconciler", "run", *argv_tail]
     argv += ["--interval", str(interval), "--jitter", "0"]
@@ -104,14 +108,17 @@ def measure(
     child = proc.Child(argv, env, log_path, cwd)
     try:
         first = _await_passes(child, port, 1, timeout)
+        before = meter.snapshot() if meter else None
         last = _await_passes(child, port, 1 + passes, timeout)
+        window = meter.since(before, last.cpu - first.cpu) if meter and before else None
     finally:
         child.stop()
         usage = child.wait()
     if usage.returncode != 0:
         raise RuntimeError(f"reconciler run exited {usage.returncode}:\n{usage.stderr_tail}")
     done = last.passes - first.passes
-    return {
+    out: dict[str, Any] = {"machine_cpu": window} if window else {}
+    return out | {
         "passes": done,
         "interval": interval,
         "wall": (last.pass_seconds - first.pass_seconds) / done,

@@ -11,8 +11,7 @@ way worth choosing between, in one run, each ``--repeat`` times (medians):
 - gzip asked for or not (``compression``);
 - page size 500, 1000, 5000;
 - cluster-wide against one LIST per namespace;
-- protobuf, server side only: what the apiserver spends and sends (this
-  client has no protobuf types for core/v1, so nothing is decoded).
+- JSON against protobuf (``protowire.pod_page_any``), with and without gzip.
 
 For each it reports client CPU (this process), apiserver and etcd CPU (from
 /proc), bytes received, and where the apiserver served the LISTs: from its
@@ -40,11 +39,11 @@ from reconciler.config import Config
 from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
 from reconciler.kube import Kube
 from reconciler.model import PODS, Page, pod_from_api, pod_page
+from reconciler.protowire import ACCEPT, pod_page_any
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".cluster-bench"
 RESULTS = ROOT / "bench" / "results"
-PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 
 def legacy_page(body: bytes) -> Page[Any]:
@@ -57,22 +56,23 @@ def legacy_page(body: bytes) -> Page[Any]:
 @dataclass(frozen=True)
 class Variant:
     name: str
-    decode: Callable[[bytes], Page[Any]] | None  # None: protobuf, not decoded
+    decode: Callable[[bytes], Page[Any]]
     compression: bool = False
     page_size: int = 500
     per_namespace: bool = False
+    accept: str | None = None  # protobuf.ACCEPT asks for protobuf
 
 
 VARIANTS = [
     Variant("json dicts + gzip (before)", legacy_page, compression=True),
     Variant("json dicts, no gzip", legacy_page),
-    Variant("typed + gzip (now)", pod_page, compression=True),
+    Variant("typed + gzip", pod_page, compression=True),
     Variant("typed, no gzip", pod_page),
     Variant("typed + gzip, page 1000", pod_page, compression=True, page_size=1000),
     Variant("typed + gzip, page 5000", pod_page, compression=True, page_size=5000),
     Variant("typed + gzip, per namespace", pod_page, compression=True, per_namespace=True),
-    Variant("protobuf, not decoded", None),
-    Variant("protobuf + gzip, not decoded", None, compression=True),
+    Variant("protobuf", pod_page_any, accept=ACCEPT),
+    Variant("protobuf + gzip (now)", pod_page_any, compression=True, accept=ACCEPT),
 ]
 
 _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.eE+-]+)$")
@@ -140,72 +140,15 @@ def one_list(kube: Kube, api: Api, v: Variant, namespaces: list[str], meter: Cpu
     before = meter.snapshot()
     cpu0 = time.process_time()
     items = 0
-    if v.decode is None:
-        protobuf_list(kube, v)
-    elif v.per_namespace:
+    if v.per_namespace:
         for ns in namespaces:
-            items += len(kube.list(PODS, ns, None, v.decode))
+            items += len(kube.list(PODS, ns, None, v.decode, v.accept))
     else:
-        items = len(kube.list(PODS, None, None, v.decode))
+        items = len(kube.list(PODS, None, None, v.decode, v.accept))
     client = time.process_time() - cpu0
     spent = meter.since(before, 0.0)
     used = kube.stats.snapshot() - before_stats
     return Sample(client, spent["apiserver"], spent["etcd"], used.bytes_received, used.total, items)
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i
-        shift += 7
-
-
-def _field(buf: bytes, number: int) -> bytes:
-    """The first length-delimited field ``number`` of a protobuf message, or b""."""
-    i = 0
-    while i < len(buf):
-        tag, i = _varint(buf, i)
-        kind = tag & 7
-        if kind == 0:
-            _, i = _varint(buf, i)
-        elif kind == 2:
-            size, i = _varint(buf, i)
-            if tag >> 3 == number:
-                return buf[i : i + size]
-            i += size
-        elif kind == 1:
-            i += 8
-        elif kind == 5:
-            i += 4
-        else:
-            raise ValueError(f"wire type {kind}")
-    return b""
-
-
-def protobuf_continue(body: bytes) -> str:
-    """The continue token of a protobuf PodList: envelope (k8s\\0 + Unknown),
-    Unknown.raw (2), PodList.metadata (1), ListMeta.continue (3)."""
-    raw = _field(body[4:], 2)
-    return _field(_field(raw, 1), 3).decode()
-
-
-def protobuf_list(kube: Kube, v: Variant) -> int:
-    """Page through every pod as protobuf; decode only each page's continue token."""
-    params: dict[str, Any] = {"limit": v.page_size}
-    pages = 0
-    while True:
-        body = kube.send(
-            "GET", kube.path(PODS, None), verb="LIST", params=params, headers={"Accept": PROTOBUF}
-        )
-        pages += 1
-        token = protobuf_continue(body)
-        if not token:
-            return pages
-        params["continue"] = token
 
 
 def measure(
@@ -247,11 +190,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        rel = (
-            f" ({r['client_cpu'] / base['client_cpu']:.2f}x)"
-            if r["client_cpu"] and "protobuf" not in r["variant"]
-            else ""
-        )
+        rel = f" ({r['client_cpu'] / base['client_cpu']:.2f}x)" if r["client_cpu"] else ""
         out.append(
             f"| {r['variant']} | {r['client_cpu']:.3f}{rel} | {r['apiserver_cpu']:.2f} "
             f"({r['apiserver_cpu'] / base['apiserver_cpu']:.2f}x) | {r['etcd_cpu']:.2f} | "

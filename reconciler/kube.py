@@ -28,6 +28,7 @@ import requests
 
 from reconciler.config import Config
 from reconciler.model import Page, ResourceType, raw_page
+from reconciler.protowire import status_of
 
 T = TypeVar("T")
 
@@ -203,6 +204,10 @@ def _retry_after(resp: requests.Response) -> float | None:
 
 def _api_error(resp: requests.Response) -> ApiError:
     reason, message = resp.reason or "", resp.text[:500]
+    if status := status_of(resp.content):  # a request that asked for protobuf
+        return ApiError(
+            resp.status_code, status.reason or reason, status.message or reason, _retry_after(resp)
+        )
     try:
         body = resp.json()
         if isinstance(body, dict) and body.get("kind") == "Status":
@@ -336,6 +341,7 @@ class Kube:
         namespace: str | None = None,
         selector: str | None = None,
         decode: Callable[[bytes], Page[T]] | None = None,
+        accept: str | None = None,
     ) -> builtins.list[T]:
         """Page through a LIST with limit/continue (pykube's Query cannot page).
 
@@ -343,13 +349,14 @@ class Kube:
         always one consistent view, never a splice of two. ``decode`` (from
         reconciler.model; raw dicts without it) turns each page's bytes into
         items as the page arrives, so only one page of JSON is held at once.
+        ``accept`` asks for another media type (protobuf) that ``decode`` reads.
         """
         # Decoding a page makes hundreds of thousands of acyclic objects; the
         # cyclic collector would scan them again and again.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._list(res, namespace, selector, decode or raw_page)  # type: ignore[arg-type]
+            return self._list(res, namespace, selector, decode or raw_page, accept)  # type: ignore[arg-type]
         finally:
             if was_enabled:
                 gc.enable()
@@ -360,7 +367,9 @@ class Kube:
         namespace: str | None,
         selector: str | None,
         decode: Callable[[bytes], Page[T]],
+        accept: str | None,
     ) -> builtins.list[T]:
+        headers = {"Accept": accept} if accept else None
         while True:
             items: builtins.list[T] = []
             params: dict[str, Any] = {"limit": self.opts.page_size}
@@ -368,7 +377,13 @@ class Kube:
                 params["labelSelector"] = selector
             try:
                 while True:
-                    body = self.send("GET", self.path(res, namespace), verb="LIST", params=params)
+                    body = self.send(
+                        "GET",
+                        self.path(res, namespace),
+                        verb="LIST",
+                        params=params,
+                        headers=headers,
+                    )
                     page = decode(body)
                     del body  # free this page's bytes before fetching the next
                     items.extend(page.items)

@@ -31,6 +31,8 @@ from reconciler.model import (
     page_of,
     pod_page,
 )
+from reconciler.protowire import ACCEPT as POD_ACCEPT
+from reconciler.protowire import pod_page_any
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -52,13 +54,14 @@ def _list_all(
     namespaces: Sequence[str],
     selector: str | None,
     decode: Callable[[bytes], Page[Any]],
+    accept: str | None,
 ) -> list[Any]:
     """Decoded items of one kind, across the scoped namespaces (or all)."""
     if not namespaces:
-        return kube.list(res, None, selector, decode)
+        return kube.list(res, None, selector, decode, accept)
     items: list[Any] = []
     for ns in namespaces:
-        items.extend(kube.list(res, ns, selector, decode))
+        items.extend(kube.list(res, ns, selector, decode, accept))
     return items
 
 
@@ -91,11 +94,15 @@ class _Lister:
         self.counts: dict[str, int] = {}
 
     def list(
-        self, res: ResourceType, selector: str | None, decode: Callable[[bytes], Page[Any]]
+        self,
+        res: ResourceType,
+        selector: str | None,
+        decode: Callable[[bytes], Page[Any]],
+        accept: str | None = None,
     ) -> tuple[Any, ...] | None:
         self.attempts += 1
         try:
-            decoded = _list_all(self.kube, res, self.namespaces, selector, decode)
+            decoded = _list_all(self.kube, res, self.namespaces, selector, decode, accept)
         except (ApiError, Unreachable) as exc:
             self.errors.append(_why(res, exc))
             refused = _refused(res, exc)
@@ -160,15 +167,25 @@ def _ours(pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
     return tuple(p for p in pods if p.labels.get(LABEL_MANAGED_BY) == MANAGED_BY)
 
 
-def observe(kube: Kube, namespaces: Sequence[str], report_selector: str | None) -> Observation:
-    """LIST every kind; a failed LIST leaves that kind None, never partial."""
+def _list_pods(lister: _Lister, selector: str | None, protobuf: bool) -> tuple[Pod, ...] | None:
+    """Pods as protobuf when asked for (a JSON answer still decodes)."""
+    if protobuf:
+        return lister.list(PODS, selector, pod_page_any, POD_ACCEPT)
+    return lister.list(PODS, selector, pod_page)
+
+
+def observe(
+    kube: Kube, namespaces: Sequence[str], report_selector: str | None, *, protobuf: bool
+) -> Observation:
+    """LIST every kind; a failed LIST leaves that kind None, never partial.
+    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting)."""
     lister = _Lister(kube, namespaces)
-    pods = lister.list(PODS, None, pod_page)
+    pods = _list_pods(lister, None, protobuf)
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = None if pods is None else _ours(pods)
     elif report_selector is not None:
-        report_pods = lister.list(PODS, report_selector or None, pod_page)
+        report_pods = _list_pods(lister, report_selector or None, protobuf)
     objects = {kind.name: lister.list(kind.resource, None, page_of(kind.decode)) for kind in KINDS}
     seen = (
         _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())

@@ -136,7 +136,7 @@ def run_pass(
     p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8])
     selector = config.pod_report_selector if config.pod_report else None
 
-    obs = observe(kube, config.namespaces, selector)
+    obs = observe(kube, config.namespaces, selector, protobuf=config.protobuf)
     if obs.unreachable is None:
         for err in obs.errors:
             log.error("%s", err)

@@ -1,5 +1,6 @@
 """The fast page decoders read real LIST responses of the apiserver exactly
-as the generic decoders do: pods in every state a pass meets, and our kinds."""
+as the generic decoders do: pods in every state a pass meets, as JSON and as
+protobuf, and our kinds."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import json
 
 import pytest
 
+from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
+from reconciler.kube import ApiError, Kube
 from reconciler.model import page_of, pod_from_api, pod_page
+from reconciler.protowire import ACCEPT, MAGIC, pod_page_any
 
 from .conftest import Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import redis_yaml
@@ -20,8 +24,24 @@ def raw(kubectl: Kubectl, path: str) -> bytes:
     return kubectl.run("get", "--raw", path).stdout.encode()
 
 
+def protobuf_pods(cluster, ns: str, limit: int) -> list:
+    """The same LIST as protobuf, through the client a pass uses."""
+    kube = Kube(Config(kubeconfig=str(cluster.kubeconfig), protobuf=True))
+    params, pods = {"limit": limit}, []
+    while True:
+        body = kube.send(
+            "GET", f"/api/v1/namespaces/{ns}/pods", params=params, headers={"Accept": ACCEPT}
+        )
+        assert body.startswith(MAGIC)  # the apiserver did answer protobuf
+        page = pod_page_any(body)
+        pods += page.items
+        if not page.continue_token:
+            return pods
+        params["continue"] = page.continue_token
+
+
 def test_real_list_pages_decode_the_same_both_ways(
-    kubectl: Kubectl, reconciler: Reconciler, ns: str
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, cluster
 ) -> None:
     kubectl.apply(redis_yaml(ns, num=3))
     kubectl.run("apply", "-n", ns, "-k", "config/samples")
@@ -47,6 +67,7 @@ def test_real_list_pages_decode_the_same_both_ways(
                 if not token:
                     break
             assert fast == [pod_from_api(item) for item in items]
+            assert protobuf_pods(cluster, ns, limit) == fast
         assert len(fast) == 5
         assert {p.name for p in fast if p.terminating} == {"gated"}
         assert {p.name for p in fast if p.ready} >= {"redis-sample-0", "redis-sample-1"}
@@ -68,3 +89,12 @@ def test_real_list_pages_decode_the_same_both_ways(
             "-p",
             '{"metadata":{"finalizers":null}}',
         )
+
+
+def test_an_error_asked_as_protobuf_reads_as_one_line(cluster) -> None:
+    """Errors come in the media type asked for; the message must survive."""
+    kube = Kube(Config(kubeconfig=str(cluster.kubeconfig)))
+    with pytest.raises(ApiError) as err:
+        kube.send("GET", "/api/v1/namespaces/no-such-ns-e2e/pods/nope", headers={"Accept": ACCEPT})
+    assert err.value.status == 404
+    assert 'pods "nope" not found' in str(err.value)

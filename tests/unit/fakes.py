@@ -42,6 +42,7 @@ class FakeKube:
         namespace: str | None = None,
         selector: str | None = None,
         decode=None,
+        accept=None,
     ):
         self._maybe_fail("LIST", res.kind)
         value = self.lists.get(res.kind, [])
