@@ -94,7 +94,7 @@ bench: deps cluster-build ## Cost per pass and convergence at N=100,500,1000 vs 
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.run $(BENCH_ARGS)
 
-.PHONY: bench-operators bench-lists
+.PHONY: bench-operators bench-lists bench-scale
 bench-operators: deps cluster-build ## reconciler run (interval 30, 5) vs controller-runtime and kopf at N=200,1000.
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.operators $(BENCH_ARGS)
@@ -102,6 +102,10 @@ bench-operators: deps cluster-build ## reconciler run (interval 30, 5) vs contro
 bench-lists: deps cluster-build ## One pod LIST by decoder, gzip, page size, scope and protobuf (6000 pods).
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.lists $(BENCH_ARGS)
+
+bench-scale: deps cluster-build ## Steady pass at 1,000 and 10,000 Redis (3 pods each) + Xca, against commit 3af3b99.
+	pip install -q --disable-pip-version-check -e '.[bench]'
+	python -m bench.scale $(BENCH_ARGS)
 
 .PHONY: demo
 demo: cluster-up ## Local cluster, samples applied, reconcile passes, pods Running.
