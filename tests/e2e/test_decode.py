@@ -96,5 +96,5 @@ def test_an_error_asked_as_protobuf_reads_as_one_line(cluster) -> None:
     kube = Kube(Config(kubeconfig=str(cluster.kubeconfig)))
     with pytest.raises(ApiError) as err:
         kube.send("GET", "/api/v1/namespaces/no-such-ns-e2e/pods/nope", headers={"Accept": ACCEPT})
-    assert err.value.status == 404
-    assert 'pods "nope" not found' in str(err.value)
+    assert (err.value.status, err.value.reason) == (404, "NotFound")
+    assert err.value.message == 'pods "nope" not found'
