@@ -51,7 +51,9 @@ log = logging.getLogger("bench.scale")
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "3af3b99"  # the code before issue 12's lighter passes
-IDLE_SECONDS = 15.0  # the idle window that prices the cluster's own background load
+IDLE_SECONDS = 10.0  # the idle window that prices the cluster's own background load
+QUIET_CORES = 0.1  # below this the cluster is at rest (its idle load is ~0.02 cores)
+SETTLE_LIMIT = 300.0
 TARGETS = {  # measure -> (bound, what it bounds)
     "client_cpu": (0.25, "steady pass client CPU, today / baseline"),
     "server_cpu": (0.5, "steady pass apiserver + etcd CPU, today / baseline"),
@@ -120,13 +122,22 @@ def converge(setup: Setup, code_dir: Path, label: str, timeout: float) -> dict[s
     }
 
 
-def idle_rate(setup: Setup, seconds: float = IDLE_SECONDS) -> float:
-    """apiserver + etcd CPU per second with no contender: kwok's node leases,
-    the controller manager, the scheduler. Subtracted from each window."""
-    before = setup.meter.snapshot()
-    time.sleep(seconds)
-    window = setup.meter.since(before, 0.0)
-    return float(window["apiserver"] + window["etcd"]) / window["wall"]
+def idle_rate(setup: Setup) -> dict[str, float]:
+    """apiserver + etcd CPU per second with no contender (kwok's node leases, the
+    controller manager, the scheduler), subtracted from each window.
+
+    After a large convergence the cluster keeps working for a while (kwok and
+    the scheduler catching up), so it waits, in windows of IDLE_SECONDS, until
+    one is quiet (below QUIET_CORES) or SETTLE_LIMIT has passed."""
+    started = time.monotonic()
+    while True:
+        before = setup.meter.snapshot()
+        time.sleep(IDLE_SECONDS)
+        window = setup.meter.since(before, 0.0)
+        rate = float(window["apiserver"] + window["etcd"]) / window["wall"]
+        waited = time.monotonic() - started
+        if rate < QUIET_CORES or waited > SETTLE_LIMIT:
+            return {"rate": rate, "settled_after": waited, "quiet": rate < QUIET_CORES}
 
 
 def one_shot(setup: Setup, code_dir: Path, label: str) -> dict[str, Any]:
@@ -147,7 +158,8 @@ def one_shot(setup: Setup, code_dir: Path, label: str) -> dict[str, Any]:
 
 def steady(setup: Setup, code_dir: Path, label: str, passes: int) -> dict[str, Any]:
     """The daemon's steady pass, net of the cluster's idle load."""
-    rate = idle_rate(setup)
+    idle = idle_rate(setup)
+    rate = idle["rate"]
     run = daemon.measure(
         _cluster_args(setup),
         setup.reconciler_env(),
@@ -163,6 +175,7 @@ def steady(setup: Setup, code_dir: Path, label: str, passes: int) -> dict[str, A
     net = max(0.0, gross - rate * window["wall"])
     return run | {
         "idle_server_cpu_per_s": rate,
+        "idle": idle,
         "server_cpu": net / run["passes"],
         "server_cpu_gross": gross / run["passes"],
         "one_shot": one_shot(setup, code_dir, label),
