@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError as message_decode_error
+from google.protobuf.message import DecodeError
 
 from reconciler.model import (
     Container,
@@ -32,6 +32,7 @@ from reconciler.model import (
     Pod,
     PodCondition,
     pod_page,
+    rfc3339,
 )
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -134,11 +135,6 @@ def _unwrap(body: bytes) -> bytes:
     return bytes(MESSAGES["Unknown"].FromString(body[len(MAGIC) :]).raw)
 
 
-def _rfc3339(seconds: int) -> str:
-    """What the apiserver writes for a metav1.Time in JSON (second precision, UTC)."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _owner(ref: Any) -> OwnerRef:
     return OwnerRef(
         ref.api_version, ref.kind, ref.name, ref.uid, ref.controller, ref.block_owner_deletion
@@ -164,7 +160,7 @@ def _pod(wire: Any) -> Pod:
         controller_uid=controller.uid if controller else None,
         controller_kind=controller.kind if controller else None,
         deletion_timestamp=(
-            _rfc3339(meta.deletion_timestamp.seconds)
+            rfc3339(datetime.fromtimestamp(meta.deletion_timestamp.seconds, UTC))
             if meta.HasField("deletion_timestamp")
             else None
         ),
@@ -200,6 +196,6 @@ def status_of(body: bytes) -> ErrorStatus | None:
         return None
     try:
         status = MESSAGES["Status"].FromString(_unwrap(body))
-    except message_decode_error:
+    except DecodeError:
         return None
     return ErrorStatus(status.reason, status.message)

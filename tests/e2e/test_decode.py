@@ -11,7 +11,7 @@ import pytest
 from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import ApiError, Kube
-from reconciler.model import page_of, pod_from_api, pod_page
+from reconciler.model import PODS, page_of, pod_from_api, pod_page
 from reconciler.protowire import ACCEPT, MAGIC, pod_page_any
 
 from .conftest import Kubectl, Reconciler, gated_pod, wait_for
@@ -25,19 +25,17 @@ def raw(kubectl: Kubectl, path: str) -> bytes:
 
 
 def protobuf_pods(cluster, ns: str, limit: int) -> list:
-    """The same LIST as protobuf, through the client a pass uses."""
-    kube = Kube(Config(kubeconfig=str(cluster.kubeconfig), protobuf=True))
-    params, pods = {"limit": limit}, []
-    while True:
-        body = kube.send(
-            "GET", f"/api/v1/namespaces/{ns}/pods", params=params, headers={"Accept": ACCEPT}
-        )
-        assert body.startswith(MAGIC)  # the apiserver did answer protobuf
-        page = pod_page_any(body)
-        pods += page.items
-        if not page.continue_token:
-            return pods
-        params["continue"] = page.continue_token
+    """The same LIST as protobuf, through the client's own paging."""
+    kube = Kube(Config(kubeconfig=str(cluster.kubeconfig), page_size=limit))
+    answered: list[bool] = []
+
+    def decode(body: bytes):
+        answered.append(body.startswith(MAGIC))
+        return pod_page_any(body)
+
+    pods = kube.list(PODS, ns, None, decode, ACCEPT)
+    assert answered and all(answered)  # every page came as protobuf
+    return pods
 
 
 def test_real_list_pages_decode_the_same_both_ways(
@@ -91,7 +89,7 @@ def test_real_list_pages_decode_the_same_both_ways(
         )
 
 
-def test_an_error_asked_as_protobuf_reads_as_one_line(cluster) -> None:
+def test_an_error_asked_as_protobuf_keeps_its_reason_and_message(cluster) -> None:
     """Errors come in the media type asked for; the message must survive."""
     kube = Kube(Config(kubeconfig=str(cluster.kubeconfig)))
     with pytest.raises(ApiError) as err:
