@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.health import Health, not_ready
 from reconciler.model import PODS, ObjKey
+from reconciler.settled import NOTHING_SETTLED, Settled
 
 
 class Verb(StrEnum):
@@ -207,6 +208,7 @@ class Plan:
     actions: tuple[Action, ...] = ()
     backing_off: frozenset[ObjKey] = frozenset()
     health: Mapping[ObjKey, Health] = field(default_factory=dict)  # once the actions land
+    settled: Settled = NOTHING_SETTLED  # what the next pass may skip
 
     @property
     def pending(self) -> dict[ObjKey, Health]:

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 import msgspec
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, slots=True, order=True)
 class ObjKey:
     """Identifies an object across passes (kind, namespace, name)."""
 
@@ -52,7 +52,7 @@ PODS = ResourceType("", "v1", "Pod", "pods")
 NAMESPACES = ResourceType("", "v1", "Namespace", "namespaces")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Condition:
     type: str
     status: str
@@ -74,14 +74,14 @@ class Condition:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodCondition:
     type: str
     status: str
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Container:
     """The parts of a container a pod's owner decides, to see drift."""
 
@@ -90,7 +90,7 @@ class Container:
     ports: tuple[int, ...] = ()  # containerPort of each declared port
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OwnerRef:
     api_version: str
     kind: str
@@ -110,7 +110,7 @@ class OwnerRef:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -282,6 +282,59 @@ class PodIndex:
     def named(self, namespace: str, name: str) -> Pod | None:
         return self.by_name.get((namespace, name))
 
+    def answers(self, read: PodRead) -> bool:
+        """Would this lookup return the same pods, at the same versions, today?"""
+        if read.owner is not None:
+            return versions_of(self.by_owner.get(read.owner, ())) == read.seen
+        pod = self.by_name.get((read.namespace, read.name))
+        return versions_of(() if pod is None else (pod,)) == read.seen
+
+
+class PodLookup(Protocol):
+    """The two questions a kind's planner may ask about pods."""
+
+    def owned_by(self, uid: str) -> tuple[Pod, ...]: ...
+    def named(self, namespace: str, name: str) -> Pod | None: ...
+
+
+def versions_of(pods: Iterable[Pod]) -> tuple[tuple[str, str], ...]:
+    return tuple((p.uid, p.resource_version) for p in pods)
+
+
+@dataclass(frozen=True)
+class PodRead:
+    """One pod lookup a planner made, and the pods (uid, resourceVersion) it got.
+
+    A pod's resourceVersion changes with every write to it, so equal versions
+    mean equal pods: the same lookup answered alike is the same input.
+    """
+
+    owner: str | None  # owned_by(owner), or else named(namespace, name)
+    namespace: str
+    name: str
+    seen: tuple[tuple[str, str], ...]
+
+
+class RecordingLookup:
+    """A PodLookup that writes down every read, so that the planner can tell
+    later whether an object's plan could have changed."""
+
+    def __init__(self, index: PodIndex) -> None:
+        self.index = index
+        self.reads: list[PodRead] = []
+
+    def owned_by(self, uid: str) -> tuple[Pod, ...]:
+        pods = self.index.owned_by(uid)
+        self.reads.append(PodRead(uid, "", "", versions_of(pods)))
+        return pods
+
+    def named(self, namespace: str, name: str) -> Pod | None:
+        pod = self.index.named(namespace, name)
+        self.reads.append(
+            PodRead(None, namespace, name, versions_of(() if pod is None else (pod,)))
+        )
+        return pod
+
 
 # ------------------------------------------------------------ LIST pages off the wire
 
@@ -298,21 +351,51 @@ class _ListMeta(msgspec.Struct):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
 
-class _AnyList(msgspec.Struct):
+class _RawList(msgspec.Struct):
     metadata: _ListMeta | None = None
-    items: list[dict[str, Any]] | None = None
+    items: list[msgspec.Raw] | None = None
 
 
-_any_list = msgspec.json.Decoder(_AnyList)
+class _IdentMeta(msgspec.Struct):
+    uid: str = ""
+    resourceVersion: str = ""
 
 
-def page_of(decode: Callable[[Mapping[str, Any]], T]) -> Callable[[bytes], Page[T]]:
-    """A page decoder that decodes each item from its full JSON object."""
+class _Ident(msgspec.Struct):
+    metadata: _IdentMeta | None = None
+
+
+_raw_list = msgspec.json.Decoder(_RawList)
+_ident = msgspec.json.Decoder(_Ident)
+_item = msgspec.json.Decoder(dict[str, Any])
+
+# Objects decoded in an earlier pass, by (uid, resourceVersion): an object is
+# the same at the same version, so it need not be decoded again.
+Known = Mapping[tuple[str, str], T]
+
+
+def _known_item(raw: msgspec.Raw, known: Known[T]) -> T | None:
+    try:
+        meta = _ident.decode(raw).metadata
+    except msgspec.ValidationError:
+        return None  # decoded in full, which keeps what it can
+    return None if meta is None else known.get((meta.uid, meta.resourceVersion))
+
+
+def page_of(
+    decode: Callable[[Mapping[str, Any]], T], known: Known[T] | None = None
+) -> Callable[[bytes], Page[T]]:
+    """A page decoder that decodes each item from its full JSON object, unless
+    ``known`` holds it already: then only its uid and resourceVersion are read."""
 
     def decode_page(body: bytes) -> Page[T]:
-        page = _any_list.decode(body)
+        page = _raw_list.decode(body)
         meta = page.metadata or _ListMeta()
-        return Page([decode(item) for item in page.items or ()], meta.continue_ or "")
+        items = []
+        for raw in page.items or ():
+            found = _known_item(raw, known) if known else None
+            items.append(decode(_item.decode(raw)) if found is None else found)
+        return Page(items, meta.continue_ or "")
 
     return decode_page
 

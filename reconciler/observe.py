@@ -13,7 +13,7 @@ watch-based controller that owns pods caches too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from reconciler.kube import ApiError, Kube, Unreachable
 from reconciler.model import (
     NAMESPACES,
     PODS,
+    Known,
     Page,
     Pod,
     ResourceType,
@@ -32,7 +33,7 @@ from reconciler.model import (
     pod_page,
 )
 from reconciler.protowire import ACCEPT as POD_ACCEPT
-from reconciler.protowire import pod_page_any
+from reconciler.protowire import pod_page_reusing
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -167,26 +168,47 @@ def _ours(pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
     return tuple(p for p in pods if p.labels.get(LABEL_MANAGED_BY) == MANAGED_BY)
 
 
-def _list_pods(lister: _Lister, selector: str | None, protobuf: bool) -> tuple[Pod, ...] | None:
+def _list_pods(
+    lister: _Lister, selector: str | None, protobuf: bool, known: Known[Pod]
+) -> tuple[Pod, ...] | None:
     """Pods as protobuf when asked for (a JSON answer still decodes)."""
     if protobuf:
-        return lister.list(PODS, selector, pod_page_any, POD_ACCEPT)
+        return lister.list(PODS, selector, pod_page_reusing(known), POD_ACCEPT)
     return lister.list(PODS, selector, pod_page)
 
 
+def _known(objects: Iterable[Any] | None) -> dict[tuple[str, str], Any]:
+    return {(o.uid, o.resource_version): o for o in objects or ()}
+
+
 def observe(
-    kube: Kube, namespaces: Sequence[str], report_selector: str | None, *, protobuf: bool
+    kube: Kube,
+    namespaces: Sequence[str],
+    report_selector: str | None,
+    *,
+    protobuf: bool,
+    previous: Snapshot | None = None,
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial.
-    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting)."""
+    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). An
+    object unchanged since ``previous`` (same uid and resourceVersion) is
+    taken from there rather than decoded again."""
     lister = _Lister(kube, namespaces)
-    pods = _list_pods(lister, None, protobuf)
+    before = previous or Snapshot({}, None)
+    known_pods = _known(before.pods)
+    pods = _list_pods(lister, None, protobuf, known_pods)
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = None if pods is None else _ours(pods)
     elif report_selector is not None:
-        report_pods = _list_pods(lister, report_selector or None, protobuf)
-    objects = {kind.name: lister.list(kind.resource, None, page_of(kind.decode)) for kind in KINDS}
+        report_pods = _list_pods(lister, report_selector or None, protobuf, known_pods)
+    del known_pods
+    objects = {
+        kind.name: lister.list(
+            kind.resource, None, page_of(kind.decode, _known(before.of(kind.name)))
+        )
+        for kind in KINDS
+    }
     seen = (
         _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())
     )

@@ -9,7 +9,8 @@ kind's rules; then it deletes the kind's orphan pods.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +21,8 @@ from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
 from reconciler.kinds.base import Kind, Object, PlanInput
 from reconciler.kinds.registry import KINDS
-from reconciler.model import ObjKey, Pod, PodIndex
+from reconciler.model import ObjKey, Pod, PodIndex, RecordingLookup
+from reconciler.settled import NOTHING_SETTLED, Settled, SettledObject
 from reconciler.snapshot import Snapshot
 
 
@@ -42,29 +44,64 @@ def orphan_pods(kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod])
     ]
 
 
-def plan(snapshot: Snapshot, config: Config, now: datetime) -> Plan:
+def plan(
+    snapshot: Snapshot, config: Config, now: datetime, settled: Settled = NOTHING_SETTLED
+) -> Plan:
     """Plan one pass. A kind whose LIST failed (None) gets no writes, and
-    neither does a kind whose rules read pods when the pod LIST failed."""
-    actions: list[Action] = []
-    held: set[ObjKey] = set()
-    health: dict[ObjKey, Health] = {}
-    index = PodIndex(snapshot.pods or ())
+    neither does a kind whose rules read pods when the pod LIST failed.
+    ``settled`` is the previous plan's: an object it holds is not planned
+    again (`reconciler.settled`)."""
+    out = _Planned(PodIndex(snapshot.pods or ()), settled.under(config))
     for kind in KINDS:
         objects = snapshot.of(kind.name)
         if objects is None or (kind.reads_pods and snapshot.pods is None):
             continue
-        for obj in sorted(objects, key=lambda o: o.key):
-            obj_gate = gate(obj.failure, config.backoff, now)
-            if obj_gate.backing_off:
-                held.add(obj.key)
+        for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
             closing = obj.namespace in snapshot.terminating
-            inp = PlanInput(index, config, now, obj_gate, namespace_terminating=closing)
-            planned = kind.plan(obj, inp)
-            actions.extend(planned)
-            health[obj.key] = kind.health(obj, planned)
+            if not out.reuse(obj, closing):
+                obj_gate = gate(obj.failure, config.backoff, now)
+                out.plan(
+                    kind, obj, PlanInput(out.index, config, now, obj_gate, frozenset(), closing)
+                )
         if kind.owns_pods and snapshot.pods is not None:
-            actions.extend(orphan_pods(kind, objects, snapshot.pods))
-    return Plan(tuple(actions), frozenset(held), health)
+            out.actions.extend(orphan_pods(kind, objects, snapshot.pods))
+    return Plan(tuple(out.actions), frozenset(out.held), out.health, Settled(config, out.settled))
+
+
+class _Planned:
+    """The plan of one pass as it is built, object by object."""
+
+    def __init__(self, index: PodIndex, known: Mapping[ObjKey, SettledObject]) -> None:
+        self.index, self.known = index, known
+        self.actions: list[Action] = []
+        self.held: set[ObjKey] = set()
+        self.health: dict[ObjKey, Health] = {}
+        self.settled: dict[ObjKey, SettledObject] = {}
+
+    def reuse(self, obj: Object, closing: bool) -> bool:
+        """Take the object's empty plan from the pass before, if it still holds."""
+        prior = self.known.get(obj.key)
+        if prior is None or not prior.holds(obj.uid, obj.resource_version, closing, self.index):
+            return False
+        self.health[obj.key] = prior.health
+        self.settled[obj.key] = prior
+        return True
+
+    def plan(self, kind: Kind[Any], obj: Object, inp: PlanInput) -> None:
+        lookup = RecordingLookup(self.index)
+        planned = kind.plan(obj, replace(inp, pods=lookup))
+        if inp.gate.backing_off:
+            self.held.add(obj.key)
+        self.actions.extend(planned)
+        health = self.health[obj.key] = kind.health(obj, planned)
+        if not planned and obj.failure is None:
+            self.settled[obj.key] = SettledObject(
+                obj.uid,
+                obj.resource_version,
+                inp.namespace_terminating,
+                tuple(lookup.reads),
+                health,
+            )
 
 
 StatusAfterFailure = Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]]

@@ -18,8 +18,10 @@ decoder, so asking for protobuf never changes what a pass sees.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from sys import intern
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -27,6 +29,7 @@ from google.protobuf.message import DecodeError
 
 from reconciler.model import (
     Container,
+    Known,
     OwnerRef,
     Page,
     Pod,
@@ -135,15 +138,29 @@ def _unwrap(body: bytes) -> bytes:
     return bytes(MESSAGES["Unknown"].FromString(body[len(MAGIC) :]).raw)
 
 
+# Most pod strings repeat across pods (label keys and values, condition types
+# and statuses, owner references shared by a Redis's pods, the namespace):
+# interned, 30,000 pods take a fraction of the memory.
+
+
 def _owner(ref: Any) -> OwnerRef:
     return OwnerRef(
-        ref.api_version, ref.kind, ref.name, ref.uid, ref.controller, ref.block_owner_deletion
+        intern(ref.api_version),
+        intern(ref.kind),
+        intern(ref.name),
+        intern(ref.uid),
+        ref.controller,
+        ref.block_owner_deletion,
     )
 
 
 def _container(c: Any) -> Container:
     ports = tuple(p.container_port for p in c.ports if p.HasField("container_port"))
-    return Container(c.name, c.image, ports)
+    return Container(intern(c.name), intern(c.image), ports)
+
+
+def _strings(pairs: Any) -> dict[str, str]:
+    return {intern(k): intern(v) for k, v in pairs.items()}
 
 
 def _pod(wire: Any) -> Pod:
@@ -151,12 +168,12 @@ def _pod(wire: Any) -> Pod:
     owners = tuple(_owner(r) for r in meta.owner_references)
     controller = next((o for o in owners if o.controller), None)
     return Pod(
-        namespace=meta.namespace,
+        namespace=intern(meta.namespace),
         name=meta.name,
         uid=meta.uid,
         resource_version=meta.resource_version,
-        labels=dict(meta.labels),
-        annotations=dict(meta.annotations),
+        labels=_strings(meta.labels),
+        annotations=_strings(meta.annotations),
         controller_uid=controller.uid if controller else None,
         controller_kind=controller.kind if controller else None,
         deletion_timestamp=(
@@ -164,9 +181,9 @@ def _pod(wire: Any) -> Pod:
             if meta.HasField("deletion_timestamp")
             else None
         ),
-        phase=status.phase or "Unknown",
+        phase=intern(status.phase or "Unknown"),
         conditions=tuple(
-            PodCondition(c.type, c.status or "Unknown", c.reason)
+            PodCondition(intern(c.type), intern(c.status or "Unknown"), intern(c.reason))
             for c in status.conditions
             if c.type
         ),
@@ -177,10 +194,25 @@ def _pod(wire: Any) -> Pod:
 
 def pod_page_any(body: bytes) -> Page[Pod]:
     """A page of pods as protobuf or JSON, decoded to what pod_from_api makes of it."""
-    if not body.startswith(MAGIC):
-        return pod_page(body)
-    page = MESSAGES["PodList"].FromString(_unwrap(body))
-    return Page([_pod(item) for item in page.items], page.metadata.continue_token)
+    return pod_page_reusing({})(body)
+
+
+def pod_page_reusing(known: Known[Pod]) -> Callable[[bytes], Page[Pod]]:
+    """pod_page_any, except that a pod in ``known`` at the same uid and
+    resourceVersion is taken from there: its fields are not read at all."""
+
+    def decode(body: bytes) -> Page[Pod]:
+        if not body.startswith(MAGIC):
+            return pod_page(body)
+        page = MESSAGES["PodList"].FromString(_unwrap(body))
+        items = []
+        for item in page.items:
+            meta = item.metadata
+            found = known.get((meta.uid, meta.resource_version)) if known else None
+            items.append(_pod(item) if found is None else found)
+        return Page(items, page.metadata.continue_token)
+
+    return decode
 
 
 @dataclass(frozen=True)

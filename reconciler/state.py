@@ -1,5 +1,6 @@
 """What a pass remembers for the next one that the cluster does not hold: the
-pod report's previous view, and nothing else.
+pod report's previous view, and work it may skip (never knowledge: a pass
+without it plans the same).
 
 The daemon keeps it in memory; one-shot runs keep it in ``--state-file`` so
 that cron-driven passes still report transitions. Failure counts are not here:
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.report import PodView
+from reconciler.settled import NOTHING_SETTLED, Settled
+from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 VERSION = 1
@@ -25,6 +28,12 @@ VERSION = 1
 @dataclass
 class State:
     pod_views: dict[str, PodView] | None = None
+    # Work a pass may skip, kept in memory only (a one-shot run starts
+    # without them and does the same, slower): the last snapshot, whose
+    # objects need not be decoded again at the same resourceVersion, and the
+    # objects whose plan was empty (reconciler.settled).
+    seen: Snapshot | None = None
+    settled: Settled = NOTHING_SETTLED
 
 
 def load(path: str | None) -> State:

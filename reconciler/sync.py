@@ -45,9 +45,18 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def object_refs(snapshot: Snapshot) -> dict[ObjKey, ObjRef]:
-    """involvedObject references for events about every observed object of our kinds."""
-    return {obj.key: kind.ref(obj) for kind in KINDS for obj in snapshot.of(kind.name) or ()}
+def object_refs(snapshot: Snapshot, plan: Plan) -> dict[ObjKey, ObjRef]:
+    """involvedObject references for events about the objects this plan writes
+    for (a write's failure is reported on its owner)."""
+    owners = {a.owner for a in plan.actions}
+    if not owners:
+        return {}
+    return {
+        obj.key: kind.ref(obj)
+        for kind in KINDS
+        for obj in snapshot.of(kind.name) or ()
+        if obj.key in owners
+    }
 
 
 def _backing_off(snapshot: Snapshot, plan: Plan) -> list[str]:
@@ -112,7 +121,7 @@ def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyRepo
         clock=p.clock,
         dry_run=p.mode is Mode.DRY_RUN,
         pass_id=p.pass_id,
-        refs=object_refs(snapshot),
+        refs=object_refs(snapshot, plan),
         keep_going=p.keep_going,
         after_failure=status_after_failure(snapshot, p.config, now),
         quiet=snapshot.terminating,
@@ -136,12 +145,13 @@ def run_pass(
     p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8])
     selector = config.pod_report_selector if config.pod_report else None
 
-    obs = observe(kube, config.namespaces, selector, protobuf=config.protobuf)
+    obs = observe(kube, config.namespaces, selector, protobuf=config.protobuf, previous=state.seen)
     if obs.unreachable is None:
         for err in obs.errors:
             log.error("%s", err)
     snapshot, now = obs.snapshot, clock()
-    the_plan = make_plan(snapshot, config, now)
+    the_plan = make_plan(snapshot, config, now, state.settled)
+    state.seen, state.settled = snapshot, the_plan.settled
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
     planned = plural(len(the_plan.actions), "action")
     log.info("pass %s: %s planned over %s", p.pass_id, planned, observed)

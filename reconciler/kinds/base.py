@@ -13,7 +13,7 @@ from reconciler.actions import Action, ObjRef
 from reconciler.backoff import Failure, Gate
 from reconciler.config import Config
 from reconciler.health import Health
-from reconciler.model import ObjKey, PodIndex, ResourceType
+from reconciler.model import ObjKey, PodLookup, ResourceType
 
 
 class Object(Protocol):
@@ -26,6 +26,8 @@ class Object(Protocol):
     @property
     def uid(self) -> str: ...
     @property
+    def resource_version(self) -> str: ...
+    @property
     def key(self) -> ObjKey: ...
     @property
     def failure(self) -> Failure | None: ...
@@ -35,7 +37,7 @@ class Object(Protocol):
 class PlanInput:
     """What a kind's planner may read about one object's world this pass."""
 
-    pods: PodIndex
+    pods: PodLookup
     config: Config
     now: datetime
     gate: Gate

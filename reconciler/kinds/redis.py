@@ -52,7 +52,7 @@ from reconciler.model import (
     ObjKey,
     OwnerRef,
     Pod,
-    PodIndex,
+    PodLookup,
     ResourceType,
     mapping,
     meta_of,
@@ -306,10 +306,10 @@ class PodSet:
 
     owned: tuple[Pod, ...]  # controller ref is this Redis
     by_index: Mapping[int, Pod]  # owned, with a name of the form <redis>-<index>
-    index: PodIndex  # every pod, to see who holds a desired name
+    index: PodLookup  # every pod, to see who holds a desired name
 
 
-def pods_of(redis: Redis, index: PodIndex) -> PodSet:
+def pods_of(redis: Redis, index: PodLookup) -> PodSet:
     owned = index.owned_by(redis.uid)
     by_index: dict[int, Pod] = {}
     for pod in owned:

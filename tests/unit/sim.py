@@ -47,14 +47,15 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
             pods[action.target] = dataclasses.replace(
                 created,
                 uid=f"new-{action.target.name}",
+                resource_version="1",
                 phase="Pending",
                 conditions=(PodCondition("Ready", "False", "ContainersNotReady"),),
             )
         elif isinstance(action, DeletePod):
             old = pods.get(action.target)
             if old is not None and old.uid == action.uid:  # uid precondition
-                pods[action.target] = dataclasses.replace(
-                    old, deletion_timestamp="2026-11-22T12:00:00Z"
+                pods[action.target] = bumped(
+                    dataclasses.replace(old, deletion_timestamp="2026-11-22T12:00:00Z")
                 )
         elif isinstance(action, PatchPodMetadata):
             old = pods.get(action.target)
@@ -63,7 +64,7 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
         elif isinstance(action, PatchFinalizers):
             r = redis.get(action.owner)
             if r is not None:
-                redis[action.owner] = dataclasses.replace(r, finalizers=action.finalizers)
+                redis[action.owner] = bumped(dataclasses.replace(r, finalizers=action.finalizers))
         elif isinstance(action, PatchStatus):
             if action.owner in redis:
                 redis[action.owner] = merged(redis[action.owner], action.status)
@@ -72,6 +73,12 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
     # The apiserver drops an object being deleted once it has no finalizers.
     live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
     return snap(live_redis, tuple(xca.values()), tuple(pods.values()))
+
+
+def bumped(obj):
+    """Every write gives an object a new resourceVersion, as the apiserver does:
+    the planner may take an object at the same version to be the same."""
+    return dataclasses.replace(obj, resource_version=obj.resource_version + "+")
 
 
 def repaired(pod: Pod, action: PatchPodMetadata) -> Pod:
@@ -92,7 +99,7 @@ def merged(obj, patch):
     """A status merge patch: a null removes the field; the record is read back."""
     status = {**obj.status, **patch}
     status = {k: v for k, v in status.items() if v is not None}
-    return dataclasses.replace(obj, status=status, failure=from_status(status))
+    return bumped(dataclasses.replace(obj, status=status, failure=from_status(status)))
 
 
 def kubelet(snapshot: Snapshot) -> Snapshot:
@@ -101,13 +108,12 @@ def kubelet(snapshot: Snapshot) -> Snapshot:
     for p in snapshot.pods or ():
         if p.terminating:
             continue
-        pods.append(
-            dataclasses.replace(
-                p,
-                phase="Running",
-                conditions=(PodCondition("PodScheduled", "True"), PodCondition("Ready", "True")),
-            )
+        running = dataclasses.replace(
+            p,
+            phase="Running",
+            conditions=(PodCondition("PodScheduled", "True"), PodCondition("Ready", "True")),
         )
+        pods.append(p if running == p else bumped(running))
     return dataclasses.replace(snapshot, pods=tuple(pods))
 
 

@@ -201,11 +201,10 @@ def test_a_failed_list_of_one_kind_leaves_the_others_planned():
 
 
 def test_pods_controlled_by_a_kind_that_owns_none_are_never_orphans():
-    from reconciler.model import Pod
 
     r = redis(num=0)
     stray = pod(None, 0, name="stray", owner_uid="gone")
-    stray = Pod(**{**stray.__dict__, "controller_kind": "Xca"})
+    stray = dataclasses.replace(stray, controller_kind="Xca")
     actions = plan(snap((sim_converged(r),), (), (stray,)), CONFIG, NOW).actions
     assert actions == ()
 

@@ -4,6 +4,7 @@ structs refuse falls back to the generic path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -96,3 +97,31 @@ def test_an_empty_list_and_a_missing_items_key():
     assert pod_page(b'{"kind":"PodList","metadata":{},"items":[]}').items == []
     assert pod_page(b'{"kind":"PodList","metadata":{}}').items == []
     assert raw_page(b'{"metadata":{"continue":"abc"},"items":[{"a":1}]}').continue_token == "abc"
+
+
+@settings(max_examples=200)
+@given(st.lists(pod, max_size=4), st.data())
+def test_an_item_known_at_its_uid_and_version_is_reused_and_no_other(items, data):
+    """Only (uid, resourceVersion) is read of a known item; any other item,
+    including one whose metadata is malformed, is decoded in full."""
+    fresh = page_of(pod_from_api)(body(items)).items
+    known = {}
+    for i, p in enumerate(fresh):
+        if data.draw(st.booleans()):
+            version = p.resource_version if data.draw(st.booleans()) else p.resource_version + "x"
+            known[(p.uid, version)] = dataclasses.replace(p, phase=f"known-{i}")
+    got = page_of(pod_from_api, known)(body(items)).items
+    want = [
+        f if identity(item) is None else known.get(identity(item), f)
+        for item, f in zip(items, fresh, strict=True)
+    ]
+    assert got == want
+
+
+def identity(item: dict[str, Any]) -> tuple[str, str] | None:
+    """(uid, resourceVersion) as the page decoder reads them, or None if it cannot."""
+    meta = item.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    uid, version = meta.get("uid", ""), meta.get("resourceVersion", "")
+    return (uid, version) if isinstance(uid, str) and isinstance(version, str) else None

@@ -8,6 +8,7 @@ protobuf and JSON for the same pods."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.model import pod_from_api
-from reconciler.protowire import MAGIC, MESSAGES, pod_page_any, status_of
+from reconciler.protowire import MAGIC, MESSAGES, pod_page_any, pod_page_reusing, status_of
 
 text = st.text(max_size=8)
 labels = st.dictionaries(text, text, max_size=3)
@@ -126,6 +127,19 @@ def test_protobuf_pages_decode_as_the_json_of_the_same_pods(items, token):
     page = pod_page_any(wire(items, token))
     assert page.items == [pod_from_api(as_json(item)) for item in items]
     assert page.continue_token == token
+
+
+@given(st.lists(pod, max_size=4), st.data())
+def test_a_pod_known_at_its_uid_and_version_is_reused_and_no_other(items, data):
+    body = wire(items, "")
+    fresh = pod_page_any(body).items
+    known = {}
+    for i, p in enumerate(fresh):
+        if data.draw(st.booleans()):
+            version = p.resource_version if data.draw(st.booleans()) else p.resource_version + "x"
+            known[(p.uid, version)] = dataclasses.replace(p, phase=f"known-{i}")
+    got = pod_page_reusing(known)(body).items
+    assert got == [known.get((p.uid, p.resource_version), p) for p in fresh]
 
 
 def test_a_json_answer_goes_to_the_json_decoder():
