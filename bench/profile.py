@@ -8,6 +8,10 @@ each run their own profiler (pyinstrument samples per thread). Scheduling is
 unchanged: N threads pull owners in order and results keep their order.
 
     python -m bench.profile OUT_PREFIX -- sync -n NS --kubeconfig K -o json
+    python -m bench.profile OUT_PREFIX --steady -- sync ...
+
+``--steady`` profiles the second of two passes that share one State, as the
+daemon's passes do: the first, unprofiled, leaves what the next may reuse.
 
 writes OUT_PREFIX.{main,workers}.txt (call trees; workers combined),
 OUT_PREFIX.{main,workers}.flat.txt (self time by function) and the sessions
@@ -29,6 +33,7 @@ from pyinstrument.renderers import ConsoleRenderer
 from pyinstrument.session import Session
 
 import reconciler.apply
+import reconciler.cli
 from reconciler.cli import cli
 
 INTERVAL = 0.001
@@ -102,14 +107,32 @@ def _write(prefix: Path, name: str, session: Session) -> None:
     Path(base + ".flat.txt").write_text(flat.render(session))
 
 
+def _second_pass_only(profiler: Profiler) -> None:
+    """Make `sync` run an unprofiled pass first, then the profiled one, on one State."""
+    real = reconciler.cli.run_pass
+
+    def twice(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        profiler.start()
+        return real(*args, **kwargs)
+
+    reconciler.cli.run_pass = twice  # type: ignore[assignment]
+
+
 def main(argv: list[str]) -> int:
+    steady = len(argv) > 1 and argv[1] == "--steady"
+    if steady:
+        argv = [argv[0], *argv[2:]]
     if len(argv) < 2 or argv[1] != "--":
         print(__doc__, file=sys.stderr)
         return 2
     prefix, args = Path(argv[0]), argv[2:]
     reconciler.apply.ThreadPoolExecutor = ProfiledPool  # type: ignore[attr-defined,misc]
     profiler = Profiler(interval=INTERVAL)
-    profiler.start()
+    if steady:
+        _second_pass_only(profiler)
+    else:
+        profiler.start()
     code = 0
     try:
         cli.main(args=args, prog_name="reconciler", standalone_mode=True)

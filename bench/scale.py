@@ -182,8 +182,12 @@ def steady(setup: Setup, code_dir: Path, label: str, passes: int) -> dict[str, A
     }
 
 
-def profile(setup: Setup, code_dir: Path, prefix: Path) -> str:
-    argv = [sys.executable, "-m", "bench.profile", str(prefix), "--", "sync"]
+def profile(setup: Setup, code_dir: Path, prefix: Path, *, steady: bool) -> str:
+    """A profile of one pass; ``steady``: the second of two that share a State,
+    as in the daemon (the baseline's bench.profile predates --steady, and its
+    passes share nothing but the pod report)."""
+    flag = ["--steady"] if steady else []
+    argv = [sys.executable, "-m", "bench.profile", str(prefix), *flag, "--", "sync"]
     argv += [*_cluster_args(setup), "-o", "json"]
     subprocess.run(
         argv,
@@ -346,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
             prefix = STATE_DIR / "profiles" / f"scale-{stamp}"
             prefix.mkdir(parents=True, exist_ok=True)
             doc["profiles"] = {
-                name: profile(setup, path, prefix / f"steady-{sizes[-1]}-{name}")
+                name: profile(
+                    setup, path, prefix / f"steady-{sizes[-1]}-{name}", steady=name == "today"
+                )
                 for name, path in codes.items()
             }
     finally:

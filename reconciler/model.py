@@ -359,6 +359,8 @@ class _RawList(msgspec.Struct):
 class _IdentMeta(msgspec.Struct):
     uid: str = ""
     resourceVersion: str = ""
+    namespace: str = ""
+    name: str = ""
 
 
 class _Ident(msgspec.Struct):
@@ -368,6 +370,37 @@ class _Ident(msgspec.Struct):
 _raw_list = msgspec.json.Decoder(_RawList)
 _ident = msgspec.json.Decoder(_Ident)
 _item = msgspec.json.Decoder(dict[str, Any])
+
+
+class _IdentList(msgspec.Struct):
+    metadata: _ListMeta | None = None
+    items: list[_Ident] | None = None
+
+
+_ident_list = msgspec.json.Decoder(_IdentList)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """Where an object is, and at which resourceVersion: all a LIST of
+    metadata tells, and all it takes to know that an object is unchanged."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+
+    @property
+    def known_as(self) -> tuple[str, str]:
+        return (self.uid, self.resource_version)
+
+
+def version_page_json(body: bytes) -> Page[Version]:
+    page = _ident_list.decode(body)
+    metas = (item.metadata or _IdentMeta() for item in page.items or ())
+    versions = [Version(m.namespace, m.name, m.uid, m.resourceVersion) for m in metas]
+    return Page(versions, (page.metadata or _ListMeta()).continue_ or "")
+
 
 # Objects decoded in an earlier pass, by (uid, resourceVersion): an object is
 # the same at the same version, so it need not be decoded again.

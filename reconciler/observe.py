@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
+from reconciler.kinds.base import Kind
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import ApiError, Kube, Unreachable
 from reconciler.model import (
@@ -27,16 +28,28 @@ from reconciler.model import (
     Page,
     Pod,
     ResourceType,
+    Version,
     mapping,
     meta_of,
     page_of,
+    pod_from_api,
     pod_page,
 )
 from reconciler.protowire import ACCEPT as POD_ACCEPT
-from reconciler.protowire import pod_page_reusing
+from reconciler.protowire import META_ACCEPT, pod_page_reusing, version_page
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
+
+
+class _Versioned(Protocol):
+    @property
+    def uid(self) -> str: ...
+    @property
+    def resource_version(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Versioned)
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,50 @@ def _refused(res: ResourceType, exc: ApiError | Unreachable) -> str | None:
     return None
 
 
+# Past this many objects added or changed since the last pass, one full LIST
+# of the kind costs less than a GET for each.
+FETCH_MAX = 50
+
+
+@dataclass(frozen=True)
+class Reuse(Generic[T]):
+    """What a pass before decoded, and how to fetch one object anew."""
+
+    known: Known[T]
+    decode_one: Callable[[Mapping[str, Any]], T]
+
+
+def _unchanged_or_fetched(
+    kube: Kube, res: ResourceType, namespaces: Sequence[str], reuse: Reuse[T]
+) -> list[T] | None:
+    """The objects of a kind from a LIST of their metadata alone: each one at
+    a resourceVersion already decoded is reused, any other is fetched by GET.
+    None when that would not be cheaper than a full LIST (too many changed) or
+    failed: then the kind is listed in full, and a failure is reported there."""
+    try:
+        versions = _list_all(kube, res, namespaces, None, version_page, META_ACCEPT)
+        unknown = [v for v in versions if v.known_as not in reuse.known]
+        if len(unknown) > FETCH_MAX:
+            return None
+        fetched = {v.known_as: _get(kube, res, v, reuse.decode_one) for v in unknown}
+    except (ApiError, Unreachable):
+        return None
+    found = (reuse.known.get(v.known_as) or fetched.get(v.known_as) for v in versions)
+    return [obj for obj in found if obj is not None]
+
+
+def _get(
+    kube: Kube, res: ResourceType, v: Version, decode: Callable[[Mapping[str, Any]], T]
+) -> T | None:
+    """One object as it is now; None if it is gone since its metadata was listed."""
+    try:
+        return decode(kube.get(res, v.namespace, v.name))
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 class _Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
@@ -100,8 +157,15 @@ class _Lister:
         selector: str | None,
         decode: Callable[[bytes], Page[Any]],
         accept: str | None = None,
+        reuse: Reuse[Any] | None = None,
     ) -> tuple[Any, ...] | None:
         self.attempts += 1
+        if reuse is not None and selector is None:
+            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse)
+            if cheap is not None:
+                self.counts[res.kind] = len(cheap)
+                log.info("listed %d %s (metadata only: unchanged or fetched)", len(cheap), res.kind)
+                return tuple(cheap)
         try:
             decoded = _list_all(self.kube, res, self.namespaces, selector, decode, accept)
         except (ApiError, Unreachable) as exc:
@@ -169,16 +233,28 @@ def _ours(pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
 
 
 def _list_pods(
-    lister: _Lister, selector: str | None, protobuf: bool, known: Known[Pod]
+    lister: _Lister, selector: str | None, protobuf: bool, reuse: Reuse[Pod] | None
 ) -> tuple[Pod, ...] | None:
     """Pods as protobuf when asked for (a JSON answer still decodes)."""
+    known = reuse.known if reuse else {}
     if protobuf:
-        return lister.list(PODS, selector, pod_page_reusing(known), POD_ACCEPT)
-    return lister.list(PODS, selector, pod_page)
+        return lister.list(PODS, selector, pod_page_reusing(known), POD_ACCEPT, reuse)
+    return lister.list(PODS, selector, pod_page, None, reuse)
 
 
-def _known(objects: Iterable[Any] | None) -> dict[tuple[str, str], Any]:
-    return {(o.uid, o.resource_version): o for o in objects or ()}
+def _list_kind(lister: _Lister, kind: Kind[Any], before: Snapshot | None) -> tuple[Any, ...] | None:
+    reuse = _reuse(None if before is None else before.of(kind.name), kind.decode)
+    known = reuse.known if reuse else {}
+    return lister.list(kind.resource, None, page_of(kind.decode, known), None, reuse)
+
+
+def _reuse(
+    objects: Iterable[T] | None, decode_one: Callable[[Mapping[str, Any]], T]
+) -> Reuse[T] | None:
+    """What the pass before decoded of a kind; None if it did not list the kind."""
+    if objects is None:
+        return None
+    return Reuse({(o.uid, o.resource_version): o for o in objects}, decode_one)
 
 
 def observe(
@@ -194,21 +270,15 @@ def observe(
     object unchanged since ``previous`` (same uid and resourceVersion) is
     taken from there rather than decoded again."""
     lister = _Lister(kube, namespaces)
-    before = previous or Snapshot({}, None)
-    known_pods = _known(before.pods)
-    pods = _list_pods(lister, None, protobuf, known_pods)
+    pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
+    pods = _list_pods(lister, None, protobuf, pod_reuse)
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = None if pods is None else _ours(pods)
     elif report_selector is not None:
-        report_pods = _list_pods(lister, report_selector or None, protobuf, known_pods)
-    del known_pods
-    objects = {
-        kind.name: lister.list(
-            kind.resource, None, page_of(kind.decode, _known(before.of(kind.name)))
-        )
-        for kind in KINDS
-    }
+        report_pods = _list_pods(lister, report_selector or None, protobuf, pod_reuse)
+    del pod_reuse
+    objects = {kind.name: _list_kind(lister, kind, previous) for kind in KINDS}
     seen = (
         _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())
     )

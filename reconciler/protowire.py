@@ -34,13 +34,18 @@ from reconciler.model import (
     Page,
     Pod,
     PodCondition,
+    Version,
     pod_page,
     rfc3339,
+    version_page_json,
 )
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 # JSON stays acceptable: the server picks protobuf when it can serve it.
 ACCEPT = f"{MEDIA_TYPE}, application/json"
+# The metadata of each object only, for any kind (CRDs too), as protobuf.
+_AS_META = "as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+META_ACCEPT = f"{MEDIA_TYPE};{_AS_META}, application/json;{_AS_META}, application/json"
 MAGIC = b"k8s\x00"  # the envelope's prefix, before a runtime.Unknown message
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -90,6 +95,11 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
     "PodStatus": [("phase", 1, _STRING), ("conditions", 2, "PodCondition", _MANY)],
     "Pod": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec"), ("status", 3, "PodStatus")],
     "PodList": [("metadata", 1, "ListMeta"), ("items", 2, "Pod", _MANY)],
+    "PartialObjectMetadata": [("metadata", 1, "ObjectMeta")],
+    "PartialObjectMetadataList": [
+        ("metadata", 1, "ListMeta"),
+        ("items", 2, "PartialObjectMetadata", _MANY),
+    ],
 }
 _PACKAGE = "reconciler.protowire"
 
@@ -213,6 +223,21 @@ def pod_page_reusing(known: Known[Pod]) -> Callable[[bytes], Page[Pod]]:
         return Page(items, page.metadata.continue_token)
 
     return decode
+
+
+def version_page(body: bytes) -> Page[Version]:
+    """Each object's identity and resourceVersion, from a LIST asked for with
+    META_ACCEPT (JSON, and full objects, decode too)."""
+    if not body.startswith(MAGIC):
+        return version_page_json(body)
+    page = MESSAGES["PartialObjectMetadataList"].FromString(_unwrap(body))
+    return Page(
+        [
+            Version(m.namespace, m.name, m.uid, m.resource_version)
+            for m in (item.metadata for item in page.items)
+        ],
+        page.metadata.continue_token,
+    )
 
 
 @dataclass(frozen=True)

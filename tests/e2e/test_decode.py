@@ -11,8 +11,8 @@ import pytest
 from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import ApiError, Kube
-from reconciler.model import PODS, page_of, pod_from_api, pod_page
-from reconciler.protowire import ACCEPT, MAGIC, pod_page_any
+from reconciler.model import PODS, Version, page_of, pod_from_api, pod_page
+from reconciler.protowire import ACCEPT, MAGIC, META_ACCEPT, pod_page_any, version_page
 
 from .conftest import Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import redis_yaml
@@ -96,3 +96,34 @@ def test_an_error_asked_as_protobuf_keeps_its_reason_and_message(cluster) -> Non
         kube.send("GET", "/api/v1/namespaces/no-such-ns-e2e/pods/nope", headers={"Accept": ACCEPT})
     assert (err.value.status, err.value.reason) == (404, "NotFound")
     assert err.value.message == 'pods "nope" not found'
+
+
+def test_a_list_of_metadata_names_each_object_at_its_version(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, cluster
+) -> None:
+    """The metadata LIST that tells a pass what changed: asked as protobuf, for
+    pods and for our CRDs, paged, it names what the full LIST holds."""
+    kubectl.apply(redis_yaml(ns, num=3))
+    kubectl.run("apply", "-n", ns, "-k", "config/samples")
+    reconciler.sync(ns)
+    kube = Kube(Config(kubeconfig=str(cluster.kubeconfig), page_size=2))
+    for res in (PODS, *(kind.resource for kind in KINDS)):
+        answered: list[bool] = []
+
+        def decode(body: bytes, answered: list[bool] = answered):
+            answered.append(body.startswith(MAGIC))
+            return version_page(body)
+
+        versions = kube.list(res, ns, None, decode, META_ACCEPT)
+        assert answered and all(answered), res.kind  # protobuf, CRDs included
+        full = kube.list(res, ns)
+        assert versions == [
+            Version(
+                o["metadata"]["namespace"],
+                o["metadata"]["name"],
+                o["metadata"]["uid"],
+                o["metadata"]["resourceVersion"],
+            )
+            for o in full
+        ], res.kind
+        assert versions, res.kind

@@ -26,6 +26,7 @@ class FakeKube:
         # Every write with all its arguments: (verb, kind, namespace, name, detail).
         self.writes: list[tuple[str, str, str | None, str, Any]] = []
         self.patch_answer: dict[str, Any] | None = None  # None: a new resourceVersion
+        self.accepts: list[tuple[str, str | None]] = []  # (kind, Accept) of each LIST
 
     def _maybe_fail(self, verb: str, name: str) -> None:
         self.calls.append((verb, name))
@@ -44,6 +45,7 @@ class FakeKube:
         decode=None,
         accept=None,
     ):
+        self.accepts.append((res.kind, accept))
         self._maybe_fail("LIST", res.kind)
         value = self.lists.get(res.kind, [])
         if isinstance(value, Exception):

@@ -4,7 +4,8 @@ failed LIST leaves out; the client is replaced by FakeKube."""
 from __future__ import annotations
 
 from reconciler.kube import ApiError
-from reconciler.observe import observe
+from reconciler.observe import FETCH_MAX, observe
+from reconciler.protowire import META_ACCEPT
 
 from .fakes import FakeKube
 
@@ -38,3 +39,76 @@ def test_namespaces_that_cannot_be_read_hold_nothing_back_and_say_so():
     (warning,) = obs.warnings
     assert warning.startswith("cannot read namespaces (403 Forbidden")
     assert obs.snapshot.of("Redis") == ()  # the rest of the pass goes on
+
+
+# ------------------------------------------------------------ reuse across passes
+
+
+def redis_obj(name: str, version: str = "1") -> dict:
+    meta = {"name": name, "namespace": "a", "uid": f"uid-{name}", "resourceVersion": version}
+    return {"metadata": meta, "spec": {"num": 1}, "status": {}}
+
+
+def two_passes(kube: FakeKube, change) -> tuple:
+    kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
+    first = observe(kube, (), None, protobuf=False)
+    kube.accepts.clear()
+    kube.calls.clear()
+    change(kube)
+    return first.snapshot, observe(kube, (), None, protobuf=False, previous=first.snapshot)
+
+
+def test_unchanged_objects_are_known_from_a_list_of_their_metadata():
+    kube = FakeKube()
+    before, after = two_passes(kube, lambda k: None)
+    assert all(a is b for a, b in zip(before.of("Redis"), after.snapshot.of("Redis"), strict=True))
+    assert {accept for kind, accept in kube.accepts if kind != "Namespace"} == {META_ACCEPT}
+    assert not [c for c in kube.calls if c[0] == "GET"]
+
+
+def test_a_changed_or_new_object_is_fetched_alone_and_a_deleted_one_is_gone():
+    def change(k: FakeKube) -> None:
+        k.lists["Redis"] = [redis_obj("r0"), redis_obj("r1", "2"), redis_obj("r3")]
+        k.objects[("Redis", "a", "r1")] = redis_obj("r1", "2")
+        k.objects[("Redis", "a", "r3")] = redis_obj("r3")
+
+    kube = FakeKube()
+    before, after = two_passes(kube, change)
+    redis = after.snapshot.of("Redis")
+    assert [(r.name, r.resource_version) for r in redis] == [("r0", "1"), ("r1", "2"), ("r3", "1")]
+    assert redis[0] is before.of("Redis")[0]
+    assert sorted(c[1] for c in kube.calls if c[0] == "GET") == ["r1", "r3"]
+    assert ("Redis", None) not in kube.accepts  # no full LIST
+
+
+def test_an_object_gone_before_its_get_is_left_out():
+    def change(k: FakeKube) -> None:
+        k.lists["Redis"] = [redis_obj("r0"), redis_obj("r1"), redis_obj("r2"), redis_obj("r9")]
+
+    kube = FakeKube()
+    _, after = two_passes(kube, change)  # r9 is listed, but its GET finds nothing
+    assert [r.name for r in after.snapshot.of("Redis")] == ["r0", "r1", "r2"]
+    assert after.errors == ()
+
+
+def test_past_fetch_max_changes_the_kind_is_listed_in_full():
+    def change(k: FakeKube) -> None:
+        k.lists["Redis"] = [redis_obj(f"n{i}") for i in range(FETCH_MAX + 1)]
+
+    kube = FakeKube()
+    _, after = two_passes(kube, change)
+    assert len(after.snapshot.of("Redis")) == FETCH_MAX + 1
+    assert ("Redis", None) in kube.accepts
+    assert not [c for c in kube.calls if c[0] == "GET"]
+
+
+def test_a_failed_get_falls_back_to_the_full_list():
+    def change(k: FakeKube) -> None:
+        k.lists["Redis"] = [redis_obj("r0", "2"), redis_obj("r1"), redis_obj("r2")]
+        k.errors[("GET", "r0")] = ApiError(500, "InternalError", "etcd is sad")
+
+    kube = FakeKube()
+    _, after = two_passes(kube, change)
+    assert [r.resource_version for r in after.snapshot.of("Redis")] == ["2", "1", "1"]
+    assert ("Redis", None) in kube.accepts
+    assert after.errors == ()

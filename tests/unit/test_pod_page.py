@@ -119,9 +119,12 @@ def test_an_item_known_at_its_uid_and_version_is_reused_and_no_other(items, data
 
 
 def identity(item: dict[str, Any]) -> tuple[str, str] | None:
-    """(uid, resourceVersion) as the page decoder reads them, or None if it cannot."""
+    """(uid, resourceVersion) as the page decoder reads them, or None if it
+    cannot (a field it reads is not a string)."""
     meta = item.get("metadata")
     if not isinstance(meta, dict):
         return None
-    uid, version = meta.get("uid", ""), meta.get("resourceVersion", "")
-    return (uid, version) if isinstance(uid, str) and isinstance(version, str) else None
+    fields = ("uid", "resourceVersion", "namespace", "name")
+    if not all(isinstance(meta.get(f, ""), str) for f in fields):
+        return None
+    return (meta.get("uid", ""), meta.get("resourceVersion", ""))
