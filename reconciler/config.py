@@ -43,7 +43,7 @@ class Config:
     # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
     # over uncompressed pages costs this client more than inflating them).
     compression: bool = True
-    protobuf: bool = True  # pods as protobuf (CRDs are JSON only)
+    protobuf: bool = True  # pods and metadata LISTs as protobuf (full CRD objects: JSON only)
     write_concurrency: int = 8
     qps: float = 50.0
     burst: int = 100

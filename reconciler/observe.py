@@ -36,7 +36,7 @@ from reconciler.model import (
     pod_page,
 )
 from reconciler.protowire import ACCEPT as POD_ACCEPT
-from reconciler.protowire import META_ACCEPT, pod_page_reusing, version_page
+from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON, pod_page_reusing, version_page
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -111,14 +111,14 @@ class Reuse(Generic[T]):
 
 
 def _unchanged_or_fetched(
-    kube: Kube, res: ResourceType, namespaces: Sequence[str], reuse: Reuse[T]
+    kube: Kube, res: ResourceType, namespaces: Sequence[str], reuse: Reuse[T], accept: str
 ) -> list[T] | None:
     """The objects of a kind from a LIST of their metadata alone: each one at
     a resourceVersion already decoded is reused, any other is fetched by GET.
     None when that would not be cheaper than a full LIST (too many changed) or
     failed: then the kind is listed in full, and a failure is reported there."""
     try:
-        versions = _list_all(kube, res, namespaces, None, version_page, META_ACCEPT)
+        versions = _list_all(kube, res, namespaces, None, version_page, accept)
         unknown = [v for v in versions if v.known_as not in reuse.known]
         if len(unknown) > FETCH_MAX:
             return None
@@ -144,8 +144,8 @@ def _get(
 class _Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
-    def __init__(self, kube: Kube, namespaces: Sequence[str]) -> None:
-        self.kube, self.namespaces = kube, namespaces
+    def __init__(self, kube: Kube, namespaces: Sequence[str], meta_accept: str) -> None:
+        self.kube, self.namespaces, self.meta_accept = kube, namespaces, meta_accept
         self.errors: list[str] = []
         self.attempts = 0
         self.failed_to_reach: list[str] = []
@@ -161,7 +161,7 @@ class _Lister:
     ) -> tuple[Any, ...] | None:
         self.attempts += 1
         if reuse is not None and selector is None:
-            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse)
+            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse, self.meta_accept)
             if cheap is not None:
                 self.counts[res.kind] = len(cheap)
                 log.info("listed %d %s (metadata only: unchanged or fetched)", len(cheap), res.kind)
@@ -269,7 +269,7 @@ def observe(
     ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). An
     object unchanged since ``previous`` (same uid and resourceVersion) is
     taken from there rather than decoded again."""
-    lister = _Lister(kube, namespaces)
+    lister = _Lister(kube, namespaces, META_ACCEPT if protobuf else META_ACCEPT_JSON)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
     pods = _list_pods(lister, None, protobuf, pod_reuse)
     report_pods = None

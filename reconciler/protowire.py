@@ -45,7 +45,8 @@ MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 ACCEPT = f"{MEDIA_TYPE}, application/json"
 # The metadata of each object only, for any kind (CRDs too), as protobuf.
 _AS_META = "as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-META_ACCEPT = f"{MEDIA_TYPE};{_AS_META}, application/json;{_AS_META}, application/json"
+META_ACCEPT_JSON = f"application/json;{_AS_META}, application/json"
+META_ACCEPT = f"{MEDIA_TYPE};{_AS_META}, {META_ACCEPT_JSON}"
 MAGIC = b"k8s\x00"  # the envelope's prefix, before a runtime.Unknown message
 
 _F = descriptor_pb2.FieldDescriptorProto

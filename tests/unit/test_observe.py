@@ -3,9 +3,11 @@ failed LIST leaves out; the client is replaced by FakeKube."""
 
 from __future__ import annotations
 
+import pytest
+
 from reconciler.kube import ApiError
 from reconciler.observe import FETCH_MAX, observe
-from reconciler.protowire import META_ACCEPT
+from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON
 
 from .fakes import FakeKube
 
@@ -49,20 +51,22 @@ def redis_obj(name: str, version: str = "1") -> dict:
     return {"metadata": meta, "spec": {"num": 1}, "status": {}}
 
 
-def two_passes(kube: FakeKube, change) -> tuple:
+def two_passes(kube: FakeKube, change, protobuf: bool = False) -> tuple:
     kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
-    first = observe(kube, (), None, protobuf=False)
+    first = observe(kube, (), None, protobuf=protobuf)
     kube.accepts.clear()
     kube.calls.clear()
     change(kube)
-    return first.snapshot, observe(kube, (), None, protobuf=False, previous=first.snapshot)
+    return first.snapshot, observe(kube, (), None, protobuf=protobuf, previous=first.snapshot)
 
 
-def test_unchanged_objects_are_known_from_a_list_of_their_metadata():
+@pytest.mark.parametrize(("protobuf", "accept"), [(True, META_ACCEPT), (False, META_ACCEPT_JSON)])
+def test_unchanged_objects_are_known_from_a_list_of_their_metadata(protobuf, accept):
+    """Asked as protobuf only when the protobuf setting is on (JSON decodes too)."""
     kube = FakeKube()
-    before, after = two_passes(kube, lambda k: None)
+    before, after = two_passes(kube, lambda k: None, protobuf)
     assert all(a is b for a, b in zip(before.of("Redis"), after.snapshot.of("Redis"), strict=True))
-    assert {accept for kind, accept in kube.accepts if kind != "Namespace"} == {META_ACCEPT}
+    assert {accept for kind, accept in kube.accepts if kind != "Namespace"} == {accept}
     assert not [c for c in kube.calls if c[0] == "GET"]
 
 
