@@ -116,14 +116,16 @@ def _unchanged_or_fetched(
     """The objects of a kind from a LIST of their metadata alone: each one at
     a resourceVersion already decoded is reused, any other is fetched by GET.
     None when that would not be cheaper than a full LIST (too many changed) or
-    failed: then the kind is listed in full, and a failure is reported there."""
+    the apiserver refused it: then the kind is listed in full, and a failure
+    is reported there. An unreachable cluster raises at once: a full LIST
+    would only fail again, after its own retries."""
     try:
         versions = _list_all(kube, res, namespaces, None, version_page, accept)
         unknown = [v for v in versions if v.known_as not in reuse.known]
         if len(unknown) > FETCH_MAX:
             return None
         fetched = {v.known_as: _get(kube, res, v, reuse.decode_one) for v in unknown}
-    except (ApiError, Unreachable):
+    except ApiError:
         return None
     found = (reuse.known.get(v.known_as) or fetched.get(v.known_as) for v in versions)
     return [obj for obj in found if obj is not None]
@@ -160,14 +162,8 @@ class _Lister:
         reuse: Reuse[Any] | None = None,
     ) -> tuple[Any, ...] | None:
         self.attempts += 1
-        if reuse is not None and selector is None:
-            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse, self.meta_accept)
-            if cheap is not None:
-                self.counts[res.kind] = len(cheap)
-                log.info("listed %d %s (metadata only: unchanged or fetched)", len(cheap), res.kind)
-                return tuple(cheap)
         try:
-            decoded = _list_all(self.kube, res, self.namespaces, selector, decode, accept)
+            decoded = self._items(res, selector, decode, accept, reuse)
         except (ApiError, Unreachable) as exc:
             self.errors.append(_why(res, exc))
             refused = _refused(res, exc)
@@ -177,6 +173,22 @@ class _Lister:
         self.counts[res.kind] = len(decoded)
         log.info("listed %d %s", len(decoded), res.kind)
         return tuple(decoded)
+
+    def _items(
+        self,
+        res: ResourceType,
+        selector: str | None,
+        decode: Callable[[bytes], Page[Any]],
+        accept: str | None,
+        reuse: Reuse[Any] | None,
+    ) -> Sequence[Any]:
+        """By a LIST of metadata when the pass before saw the kind, else in full."""
+        if reuse is not None and selector is None:
+            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse, self.meta_accept)
+            if cheap is not None:
+                log.debug("%s: unchanged or fetched one by one", res.kind)
+                return cheap
+        return _list_all(self.kube, res, self.namespaces, selector, decode, accept)
 
     @property
     def unreachable(self) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.kube import ApiError
+from reconciler.kube import ApiError, Unreachable
 from reconciler.observe import FETCH_MAX, observe
 from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON
 
@@ -116,3 +116,19 @@ def test_a_failed_get_falls_back_to_the_full_list():
     assert [r.resource_version for r in after.snapshot.of("Redis")] == ["2", "1", "1"]
     assert ("Redis", None) in kube.accepts
     assert after.errors == ()
+
+
+def test_an_unreachable_cluster_is_not_asked_twice_per_kind():
+    """A LIST of metadata that cannot reach the cluster is that kind's failed
+    LIST: retrying in full would only double the time to say so."""
+
+    def change(k: FakeKube) -> None:
+        for kind in ("Pod", "Redis", "Xca"):
+            k.lists[kind] = Unreachable("connection refused")
+
+    kube = FakeKube()
+    _, after = two_passes(kube, change)
+    lists = [kind for kind, _ in kube.accepts if kind != "Namespace"]
+    assert lists == ["Pod", "Redis", "Xca"]
+    assert after.unreachable == "cannot reach the cluster: connection refused"
+    assert after.snapshot.of("Redis") is None
