@@ -21,6 +21,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from reconciler.actions import (
@@ -212,8 +213,10 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
 # ------------------------------------------------------------ its pods
 
 
+@lru_cache(maxsize=256)
 def template_hash(spec: RedisSpec) -> str:
-    """Hash of everything in the pod template that the spec controls."""
+    """Hash of everything in the pod template that the spec controls. Cached:
+    it is asked for each pod of each pass, and specs repeat."""
     doc = {"image": spec.image, "port": spec.port, "container": CONTAINER_NAME}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]
 

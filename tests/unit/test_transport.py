@@ -1,0 +1,174 @@
+"""reconciler.transport against a real HTTP server on loopback, and which
+transport reconciler.kube picks for which credentials."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler import kube
+from reconciler.config import Config
+from reconciler.transport import Direct, TransportError
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _answer(self) -> None:
+        server: _Server = self.server  # type: ignore[assignment]
+        length = int(self.headers.get("Content-Length") or 0)
+        sent = self.rfile.read(length) if length else b""
+        server.seen.append((self.command, self.path, sent, dict(self.headers)))
+        body = f"{self.command} {self.path}".encode()
+        gzipped = server.gzip and "gzip" in (self.headers.get("Accept-Encoding") or "")
+        if gzipped:
+            body = gzip.compress(body)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        if gzipped:
+            self.send_header("Content-Encoding", "gzip")
+        self.end_headers()
+        self.wfile.write(body)
+        if server.close_after_answer:
+            self.close_connection = True
+
+    do_GET = do_POST = do_PATCH = _answer
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.seen: list[tuple[str, str, bytes, dict[str, str]]] = []
+        self.connections = 0
+        self.gzip = False
+        self.close_after_answer = False
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        self.connections += 1
+        super().process_request(request, client_address)  # type: ignore[arg-type]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    srv = _Server()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_requests_share_one_kept_alive_connection(server: _Server) -> None:
+    direct = Direct(server.url, None, timeout=5, compression=False)
+    answers = [direct.send("GET", f"/x/{i}", None, {}) for i in range(5)]
+    assert [a.body for a in answers] == [f"GET /x/{i}".encode() for i in range(5)]
+    assert server.connections == 1
+
+
+def test_a_connection_the_server_closed_is_replaced_before_a_write(server: _Server) -> None:
+    """A POST is never sent twice, so a connection the server closed while we
+    were idle must be noticed before the write, not after it failed."""
+    server.close_after_answer = True
+    direct = Direct(server.url, None, timeout=5, compression=False)
+    direct.send("GET", "/a", None, {})
+    answer = direct.send("POST", "/b", b'{"k":1}', {"Content-Type": "application/json"})
+    assert answer.status == 200 and answer.body == b"POST /b"
+    assert server.seen[-1][2] == b'{"k":1}'
+    assert server.connections == 2
+
+
+def test_gzip_is_asked_for_and_undone_only_with_compression(server: _Server) -> None:
+    server.gzip = True
+    plain = Direct(server.url, None, timeout=5, compression=False)
+    zipped = Direct(server.url, None, timeout=5, compression=True)
+    assert plain.send("GET", "/p", None, {}).body == b"GET /p"
+    assert zipped.send("GET", "/z", None, {}).body == b"GET /z"
+    assert server.seen[0][3]["Accept-Encoding"] == "identity"
+    assert server.seen[1][3]["Accept-Encoding"] == "gzip"
+
+
+def test_a_server_url_with_a_path_prefixes_every_request(server: _Server) -> None:
+    direct = Direct(server.url + "/k8s/clusters/c1/", None, timeout=5, compression=False)
+    assert direct.send("GET", "/api/v1/pods?limit=1", None, {}).body == (
+        b"GET /k8s/clusters/c1/api/v1/pods?limit=1"
+    )
+
+
+def test_nothing_listening_is_a_transport_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    direct = Direct(f"http://127.0.0.1:{port}", None, timeout=5, compression=False)
+    with pytest.raises(TransportError, match="Connection refused"):
+        direct.send("GET", "/", None, {})
+
+
+# ------------------------------------------------------------ kube's choice
+
+
+def _kubeconfig(tmp_path: Path, server: str, user: dict[str, object], name: str = "k") -> str:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_static_credentials_go_direct_with_their_header(server: _Server, tmp_path: Path) -> None:
+    token = Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t0k"}))
+    basic_user = {"username": "a", "password": "b"}
+    basic = Config(kubeconfig=_kubeconfig(tmp_path, server.url, basic_user, "basic"))
+    kube.Kube(token).send("GET", "/t", params={"limit": 2, "labelSelector": "a=b"})
+    kube.Kube(basic).send("PATCH", "/b", json={"x": [1]}, headers={"Content-Type": "m+json"})
+    (_, path, _, headers), (_, _, body, patched) = server.seen
+    assert path == "/t?limit=2&labelSelector=a%3Db"
+    assert headers["Authorization"] == "Bearer t0k"
+    assert patched["Authorization"] == "Basic YTpi" and patched["Content-Type"] == "m+json"
+    assert body == b'{"x":[1]}'
+    assert isinstance(kube.Kube(token).transport, Direct)
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "true"}},
+        {"auth-provider": {"name": "oidc", "config": {}}},
+    ],
+)
+def test_credentials_only_pykube_knows_go_through_its_session(
+    server: _Server, tmp_path: Path, user: dict[str, object]
+) -> None:
+    chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, user))).transport
+    assert isinstance(chosen, kube._Session)
+
+
+def test_a_proxy_goes_through_the_session(
+    server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
+    assert isinstance(chosen.transport, kube._Session)
