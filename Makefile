@@ -90,9 +90,10 @@ mutate: ## Mutation testing of the planner, kinds, apply and model (slow; not in
 	python hack/mutate.py $(MUTATE_ARGS)
 
 .PHONY: bench
-bench: deps cluster-build ## Cost per pass and convergence at N=100,500,1000 vs the write limit and kopf.
+bench: deps cluster-build ## Cost per pass vs the write limit and kopf; then the daemon vs controller-runtime, with verdicts.
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.run $(BENCH_ARGS)
+	python -m bench.operators $(OPERATORS_ARGS)
 
 .PHONY: bench-operators bench-lists bench-scale
 bench-operators: deps cluster-build ## reconciler run (interval 30, 5) vs controller-runtime and kopf at N=200,1000.
