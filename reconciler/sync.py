@@ -146,6 +146,9 @@ def run_pass(
     selector = config.pod_report_selector if config.pod_report else None
 
     obs = observe(kube, config.namespaces, selector, protobuf=config.protobuf, previous=state.seen)
+    # What observe reused is in the new snapshot; free the rest of the old
+    # one before the plan is built (at scale, the two together set the peak).
+    state.seen = None
     if obs.unreachable is None:
         for err in obs.errors:
             log.error("%s", err)

@@ -98,4 +98,7 @@ def wait(
         delay = min(pace.delay, max(deadline - clock(), 0.0))
         if moved is not None:
             log.info("next pass in %gs: %s (%s)", round(delay, 1), moved.why, moved.detail)
+        # Free this pass's plan and outcomes before the next pass builds its
+        # own: at scale they are the larger part of the peak memory.
+        del result, moved
         sleep(delay)

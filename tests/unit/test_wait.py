@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -153,3 +155,24 @@ def test_min_interval_at_the_interval_still_waits_for_motion() -> None:
     )
     assert waited.verdict is Verdict.CONVERGED
     assert clock.slept == [5, 5]
+
+
+def test_a_pass_runs_without_the_result_of_the_pass_before() -> None:
+    """A converging pass at scale holds thousands of actions; keeping the last
+    one alive through the next pass would double the peak memory."""
+    results: list[PassResult] = []
+    alive_during: list[bool] = []
+
+    def one_pass() -> PassResult:
+        if results:
+            previous = weakref.ref(results.pop())
+            gc.collect()
+            alive_during.append(previous() is not None)
+        res = result(Result.OK) if len(alive_during) < 2 else result()
+        results.append(res)
+        return res
+
+    clock = Clock()
+    waited = wait(one_pass, timeout=60, interval=30, min_interval=1, clock=clock, sleep=clock.sleep)
+    assert waited.verdict is Verdict.CONVERGED and waited.passes == 3
+    assert alive_during == [False, False]
