@@ -304,7 +304,10 @@ class Kube:
         self.opts = opts
         self.config, token_path = _load_config(opts)
         self.token = _TokenFile(token_path) if token_path else None
-        self.server = self.config.cluster["server"].rstrip("/")
+        try:
+            self.server = self.config.cluster["server"].rstrip("/")
+        except pykube.exceptions.PyKubeError as exc:  # e.g. its CA file is not there
+            raise ConfigMissing(f"kubeconfig {self.config.filepath}: {exc}") from None
         self.limiter = RateLimiter(opts.qps, opts.burst)
         self.stats = Stats()
         self.auth: str | None = None  # static credentials Direct sends itself
@@ -316,12 +319,15 @@ class Kube:
 
     def _choose_transport(self) -> Transport:
         """``Direct`` when it can send these credentials; else pykube's session."""
-        tls = _direct_tls(self.config)
-        if tls is None or requests.utils.get_environ_proxies(self.server):
-            log.debug("sending through pykube's session (exec, auth provider or proxy)")
-            return _Session(self.config, self.server, self.opts)
-        self.auth = _static_auth(self.config)
-        return Direct(self.server, tls, self.opts.timeout, self.opts.compression)
+        try:
+            tls = _direct_tls(self.config)
+            if tls is None or requests.utils.get_environ_proxies(self.server):
+                log.debug("sending through pykube's session (exec, auth provider or proxy)")
+                return _Session(self.config, self.server, self.opts)
+            self.auth = _static_auth(self.config)
+            return Direct(self.server, tls, self.opts.timeout, self.opts.compression)
+        except (OSError, pykube.exceptions.PyKubeError) as exc:  # a TLS file missing or bad
+            raise ConfigMissing(f"kubeconfig {self.config.filepath}: TLS files: {exc}") from None
 
     @staticmethod
     def path(

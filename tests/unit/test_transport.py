@@ -54,6 +54,11 @@ class _Server(ThreadingHTTPServer):
         self.connections = 0
         self.gzip = False
         self.close_after_answer = False
+        self.closed = threading.Event()  # set when a connection is shut down
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        super().shutdown_request(request)
+        self.closed.set()
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         self.connections += 1
@@ -87,6 +92,7 @@ def test_a_connection_the_server_closed_is_replaced_before_a_write(server: _Serv
     server.close_after_answer = True
     direct = Direct(server.url, None, timeout=5, compression=False)
     direct.send("GET", "/a", None, {})
+    assert server.closed.wait(5)
     answer = direct.send("POST", "/b", b'{"k":1}', {"Content-Type": "application/json"})
     assert answer.status == 200 and answer.body == b"POST /b"
     assert server.seen[-1][2] == b'{"k":1}'
@@ -172,3 +178,20 @@ def test_a_proxy_goes_through_the_session(
     monkeypatch.delenv("no_proxy", raising=False)
     chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
     assert isinstance(chosen.transport, kube._Session)
+
+
+@pytest.mark.parametrize("field", ["certificate-authority", "client-key"])
+def test_a_tls_file_that_is_not_there_is_a_config_error_naming_it(
+    tmp_path: Path, field: str
+) -> None:
+    path = _kubeconfig(tmp_path, "https://127.0.0.1:9", {"token": "t"})
+    doc = yaml.safe_load(Path(path).read_text())
+    if field == "client-key":
+        (tmp_path / "client.crt").write_text("not read: the key is missing first")
+        doc["users"][0]["user"] = {"client-certificate": str(tmp_path / "client.crt")}
+        doc["users"][0]["user"]["client-key"] = str(tmp_path / "gone.crt")
+    else:
+        doc["clusters"][0]["cluster"][field] = str(tmp_path / "gone.crt")
+    Path(path).write_text(yaml.safe_dump(doc))
+    with pytest.raises(kube.ConfigMissing, match=r"gone\.crt. file does not exist"):
+        kube.Kube(Config(kubeconfig=path))
