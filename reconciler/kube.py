@@ -296,7 +296,8 @@ def _static_auth(config: pykube.KubeConfig) -> str | None:
 
 
 class Kube:
-    """A small, thread-safe façade over pykube's HTTPClient."""
+    """A small, thread-safe client: one transport, a shared rate limiter,
+    retries, and the verbs the rest of the package uses."""
 
     def __init__(self, opts: Config) -> None:
         """Connect with the client settings of ``opts`` (kubeconfig, context,
@@ -310,7 +311,6 @@ class Kube:
             raise ConfigMissing(f"kubeconfig {self.config.filepath}: {exc}") from None
         self.limiter = RateLimiter(opts.qps, opts.burst)
         self.stats = Stats()
-        self.auth: str | None = None  # static credentials Direct sends itself
         self.transport = self._choose_transport()
 
     @property
@@ -324,8 +324,8 @@ class Kube:
             if tls is None or requests.utils.get_environ_proxies(self.server):
                 log.debug("sending through pykube's session (exec, auth provider or proxy)")
                 return _Session(self.config, self.server, self.opts)
-            self.auth = _static_auth(self.config)
-            return Direct(self.server, tls, self.opts.timeout, self.opts.compression)
+            auth = _static_auth(self.config)
+            return Direct(self.server, tls, self.opts.timeout, self.opts.compression, auth)
         except (OSError, pykube.exceptions.PyKubeError) as exc:  # a TLS file missing or bad
             raise ConfigMissing(f"kubeconfig {self.config.filepath}: TLS files: {exc}") from None
 
@@ -375,8 +375,6 @@ class Kube:
         base = {"Accept": "application/json", "User-Agent": "reconciler"}
         if body is not None:
             base["Content-Type"] = "application/json"
-        if self.auth is not None:
-            base["Authorization"] = self.auth
         attempt = 0
         while True:
             self.limiter.acquire()

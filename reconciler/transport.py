@@ -72,7 +72,15 @@ _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
 class Direct:
     """Sends requests to one server on a kept-alive connection per thread."""
 
-    def __init__(self, server: str, tls: Tls | None, timeout: float, compression: bool) -> None:
+    def __init__(
+        self,
+        server: str,
+        tls: Tls | None,
+        timeout: float,
+        compression: bool,
+        auth: str | None = None,
+    ) -> None:
+        """``auth``: the Authorization header of static credentials."""
         url = urlsplit(server)
         self.https = url.scheme == "https"
         self.host = url.hostname or "localhost"
@@ -80,6 +88,7 @@ class Direct:
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.compression = compression
+        self.auth = auth
         self.context = (tls or Tls(None)).context() if self.https else None
         self.local = threading.local()
 
@@ -100,25 +109,23 @@ class Direct:
     def send(
         self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
     ) -> Response:
-        """One request; ``target`` is the path and query below the server URL."""
+        """One request; ``target`` is the path and query below the server URL.
+        ``headers`` may carry their own Authorization (a rotated token file)."""
         hdrs = dict(headers)
         hdrs["Accept-Encoding"] = "gzip" if self.compression else "identity"
-        conn = self._connection()
-        reused = conn.sock is not None
-        try:
-            return self._exchange(conn, method, self.prefix + target, body, hdrs)
-        except _STALE as exc:
-            conn.close()
-            if not (reused and method == "GET"):
-                raise TransportError(str(exc) or type(exc).__name__) from None
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise TransportError(str(exc) or type(exc).__name__) from None
-        try:
-            return self._exchange(conn, method, self.prefix + target, body, hdrs)
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise TransportError(str(exc) or type(exc).__name__) from None
+        if self.auth is not None:
+            hdrs.setdefault("Authorization", self.auth)
+        for attempt in (1, 2):
+            conn = self._connection()
+            reused = conn.sock is not None
+            try:
+                return self._exchange(conn, method, self.prefix + target, body, hdrs)
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                again = attempt == 1 and reused and method == "GET" and isinstance(exc, _STALE)
+                if not again:
+                    raise TransportError(str(exc) or type(exc).__name__) from None
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     @staticmethod
     def _exchange(

@@ -29,6 +29,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         sent = self.rfile.read(length) if length else b""
         server.seen.append((self.command, self.path, sent, dict(self.headers)))
+        self.answered = getattr(self, "answered", 0) + 1  # on this connection
+        if server.hang_up_on_second and self.answered == 2:
+            self.close_connection = True  # read the request, then close unanswered
+            return
         body = f"{self.command} {self.path}".encode()
         gzipped = server.gzip and "gzip" in (self.headers.get("Accept-Encoding") or "")
         if gzipped:
@@ -54,6 +58,7 @@ class _Server(ThreadingHTTPServer):
         self.connections = 0
         self.gzip = False
         self.close_after_answer = False
+        self.hang_up_on_second = False  # a kept-alive connection closed as it is reused
         self.closed = threading.Event()  # set when a connection is shut down
 
     def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
@@ -97,6 +102,20 @@ def test_a_connection_the_server_closed_is_replaced_before_a_write(server: _Serv
     assert answer.status == 200 and answer.body == b"POST /b"
     assert server.seen[-1][2] == b'{"k":1}'
     assert server.connections == 2
+
+
+def test_a_get_the_server_hung_up_on_is_sent_again_and_a_write_is_not(server: _Server) -> None:
+    """The server may close a kept-alive connection just as a request goes
+    out. A GET is safe to send again; a write might have landed, so it fails
+    and the next pass decides afresh."""
+    server.hang_up_on_second = True
+    direct = Direct(server.url, None, timeout=5, compression=False)
+    direct.send("GET", "/1", None, {})
+    assert direct.send("GET", "/2", None, {}).body == b"GET /2"
+    assert server.connections == 2
+    with pytest.raises(TransportError):
+        direct.send("POST", "/3", b"{}", {})
+    assert [path for _, path, _, _ in server.seen] == ["/1", "/2", "/2", "/3"]
 
 
 def test_gzip_is_asked_for_and_undone_only_with_compression(server: _Server) -> None:
