@@ -4,11 +4,13 @@ Everything above this module talks in plain dicts and the exceptions defined
 here, so the rest of the code is testable without an API server and the
 client library could be swapped without touching the planner or executor.
 
-pykube reads the kubeconfig. Requests go through ``transport.Direct`` (a
-kept-alive http.client connection per thread, a third of the CPU) when the
-credentials are static, else through pykube's requests session, one per
-thread because a ``requests.Session`` is not thread-safe. The rate limiter
-and the request counters are shared.
+``reconciler.kubeconfig`` reads the kubeconfig. Requests go through
+``transport.Direct`` (a kept-alive http.client connection per thread, a
+third of the CPU) when the credentials are static. Exec plugins, auth
+providers and proxies go through pykube's requests session, one per thread
+because a ``requests.Session`` is not thread-safe; pykube and requests are
+imported only then (about 10 MB of memory). The rate limiter and the
+request counters are shared.
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ import builtins
 import gc
 import logging
 import os
+import ssl
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import msgspec
-import pykube
-import requests
 
+from reconciler import kubeconfig
 from reconciler.config import Config
 from reconciler.model import Page, ResourceType, raw_page
 from reconciler.protowire import status_of
@@ -40,7 +43,7 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SA_DIR = kubeconfig.SA_DIR
 MAX_RETRY_AFTER = 30.0
 
 EVENTS = ResourceType("", "v1", "Event", "events")
@@ -147,7 +150,7 @@ def _home_kubeconfig() -> str | None:
     return str(default) if default.is_file() else None
 
 
-def _load_config(opts: Config) -> tuple[pykube.KubeConfig, Path | None]:
+def _load_config(opts: Config) -> kubeconfig.KubeConfig:
     """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
     path = opts.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
     if path and not Path(path).is_file():
@@ -155,22 +158,11 @@ def _load_config(opts: Config) -> tuple[pykube.KubeConfig, Path | None]:
         raise ConfigMissing(f"{source} {path}: no such file")
     try:
         if path:
-            cfg = pykube.KubeConfig.from_file(path)
-            if opts.context:
-                if opts.context not in cfg.contexts:
-                    raise ConfigMissing(
-                        f"context {opts.context!r} not found in {cfg.filepath} "
-                        f"(have: {', '.join(sorted(cfg.contexts))})"
-                    )
-                cfg.set_current_context(opts.context)
-            token_file = cfg.user.get("tokenFile")
-            return cfg, Path(token_file) if token_file else None
-        if (SA_DIR / "token").is_file() and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return pykube.KubeConfig.from_service_account(str(SA_DIR)), SA_DIR / "token"
-    except pykube.exceptions.PyKubeError as exc:
+            return kubeconfig.from_file(Path(path), opts.context)
+        if pod := kubeconfig.in_cluster(SA_DIR):
+            return pod
+    except (kubeconfig.KubeconfigError, OSError) as exc:
         raise ConfigMissing(str(exc)) from None
-    except (OSError, KeyError, TypeError) as exc:
-        raise ConfigMissing(f"cannot load kubeconfig {path}: {exc}") from None
     raise ConfigMissing(
         "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
         "or run in a pod with a service account"
@@ -178,7 +170,7 @@ def _load_config(opts: Config) -> tuple[pykube.KubeConfig, Path | None]:
 
 
 class _TokenFile:
-    """Re-reads a rotated service-account token (pykube reads it only once)."""
+    """Re-reads a rotated token file (a projected service-account token expires)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -232,15 +224,24 @@ class Transport(Protocol):
 class _Session:
     """pykube's requests session per thread: it knows exec plugins, auth
     providers and proxies, at about three times the CPU per request of
-    ``transport.Direct``."""
+    ``transport.Direct``. pykube is imported here, only when it is needed."""
 
-    def __init__(self, config: pykube.KubeConfig, server: str, opts: Config) -> None:
-        self.config = config
-        self.server = server
+    def __init__(self, config: kubeconfig.KubeConfig, opts: Config) -> None:
+        import pykube
+
+        if config.file is None:
+            self.config = pykube.KubeConfig.from_service_account(config.source)
+        else:
+            self.config = pykube.KubeConfig.from_file(str(config.file))
+            self.config.set_current_context(config.context)
+        self.server = config.server.rstrip("/")
         self.opts = opts
         self.local = threading.local()
 
-    def _http(self) -> pykube.HTTPClient:
+    def _http(self) -> Any:
+        import pykube
+        import requests
+
         api = getattr(self.local, "api", None)
         if api is None:
             api = pykube.HTTPClient(self.config, timeout=self.opts.timeout)
@@ -256,6 +257,8 @@ class _Session:
     def send(
         self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
     ) -> Response:
+        import requests
+
         try:
             resp = self._http().session.request(
                 method, self.server + target, data=body, headers=headers, timeout=self.opts.timeout
@@ -266,31 +269,30 @@ class _Session:
         return Response(resp.status_code, resp.reason or "", resp.content, retry_after)
 
 
-def _direct_tls(config: pykube.KubeConfig) -> Tls | None:
-    """The TLS settings of a kubeconfig whose credentials ``Direct`` can send,
-    or None when only pykube's session knows how (exec plugins, auth
-    providers, a tls-server-name)."""
-    user, cluster = config.user, config.cluster
-    if "exec" in user or "auth-provider" in user or "tls-server-name" in cluster:
-        return None
-    ca = os.environ.get("PYKUBE_SSL_CERTIFICATE_AUTHORITY")
-    if ca is None and "certificate-authority" in cluster:
-        ca = cluster["certificate-authority"].filename()
-    cert = key = None
-    if "client-certificate" in user:
-        cert = user["client-certificate"].filename()
-        key = user["client-key"].filename()
-    verify = not cluster.get("insecure-skip-tls-verify", False) or ca is not None
-    return Tls(ca, verify, cert, key)
+def _proxied(server: str) -> bool:
+    """Whether the environment sends requests to ``server`` through a proxy
+    (HTTPS_PROXY and the like, minus NO_PROXY). When unsure (a CIDR in NO_PROXY,
+    which only requests reads), the session decides."""
+    url = urlsplit(server)
+    proxies = urllib.request.getproxies_environment()
+    if url.scheme not in proxies:
+        return False
+    return not urllib.request.proxy_bypass(url.hostname or "")
 
 
-def _static_auth(config: pykube.KubeConfig) -> str | None:
-    """The Authorization header of static credentials, as pykube would send it."""
-    user = config.user
-    if user.get("token"):
-        return f"Bearer {user['token']}"
-    if user.get("username") and user.get("password"):
-        pair = f"{user['username']}:{user['password']}".encode("latin1")
+def _direct_tls(config: kubeconfig.KubeConfig) -> Tls:
+    """How ``Direct`` verifies the server and presents the client certificate."""
+    ca = os.environ.get("PYKUBE_SSL_CERTIFICATE_AUTHORITY", config.ca_file)
+    verify = not config.insecure or ca is not None
+    return Tls(ca, verify, config.cert_file, config.key_file)
+
+
+def _static_auth(config: kubeconfig.KubeConfig) -> str | None:
+    """The Authorization header of static credentials, as kubectl would send it."""
+    if config.token:
+        return f"Bearer {config.token}"
+    if config.username and config.password:
+        pair = f"{config.username}:{config.password}".encode("latin1")
         return "Basic " + base64.b64encode(pair).decode()
     return None
 
@@ -303,12 +305,10 @@ class Kube:
         """Connect with the client settings of ``opts`` (kubeconfig, context,
         timeout, qps, burst, max_retries, page_size)."""
         self.opts = opts
-        self.config, token_path = _load_config(opts)
+        self.config = _load_config(opts)
+        token_path = self.config.token_file
         self.token = _TokenFile(token_path) if token_path else None
-        try:
-            self.server = self.config.cluster["server"].rstrip("/")
-        except pykube.exceptions.PyKubeError as exc:  # e.g. its CA file is not there
-            raise ConfigMissing(f"kubeconfig {self.config.filepath}: {exc}") from None
+        self.server = self.config.server.rstrip("/")
         self.limiter = RateLimiter(opts.qps, opts.burst)
         self.stats = Stats()
         self.transport = self._choose_transport()
@@ -320,14 +320,14 @@ class Kube:
     def _choose_transport(self) -> Transport:
         """``Direct`` when it can send these credentials; else pykube's session."""
         try:
-            tls = _direct_tls(self.config)
-            if tls is None or requests.utils.get_environ_proxies(self.server):
+            if self.config.only_pykube or _proxied(self.server):
                 log.debug("sending through pykube's session (exec, auth provider or proxy)")
-                return _Session(self.config, self.server, self.opts)
+                return _Session(self.config, self.opts)
+            tls = _direct_tls(self.config)
             auth = _static_auth(self.config)
             return Direct(self.server, tls, self.opts.timeout, self.opts.compression, auth)
-        except (OSError, pykube.exceptions.PyKubeError) as exc:  # a TLS file missing or bad
-            raise ConfigMissing(f"kubeconfig {self.config.filepath}: TLS files: {exc}") from None
+        except (OSError, ssl.SSLError) as exc:  # a TLS file unreadable or not PEM
+            raise ConfigMissing(f"kubeconfig {self.config.source}: TLS files: {exc}") from None
 
     @staticmethod
     def path(

@@ -1,0 +1,136 @@
+"""The kubeconfig reader: kubectl's rules for contexts, file references and
+inline data, the pod's service account, and no requests in memory."""
+
+from __future__ import annotations
+
+import base64
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler import kubeconfig
+from reconciler.kubeconfig import KubeconfigError
+
+
+def _write(tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], **ctx: Any) -> Path:
+    doc = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://k:6443", **cluster}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [
+            {"name": "one", "context": {"cluster": "c", "user": "u", **ctx}},
+            {"name": "two", "context": {"cluster": "c", "user": "u", "namespace": "b"}},
+        ],
+        "current-context": "one",
+    }
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_file_references_are_relative_to_the_kubeconfig(tmp_path: Path) -> None:
+    (tmp_path / "pki").mkdir()
+    for name in ("ca.crt", "me.crt", "me.key", "token"):
+        (tmp_path / "pki" / name).write_text(name)
+    user = {
+        "client-certificate": "pki/me.crt",
+        "client-key": "pki/me.key",
+        "tokenFile": "pki/token",
+    }
+    config = kubeconfig.from_file(_write(tmp_path, {"certificate-authority": "pki/ca.crt"}, user))
+    assert config.ca_file == str(tmp_path / "pki" / "ca.crt")
+    assert (config.cert_file, config.key_file) == (
+        str(tmp_path / "pki" / "me.crt"),
+        str(tmp_path / "pki" / "me.key"),
+    )
+    assert config.token_file == tmp_path / "pki" / "token"
+    assert (config.server, config.context, config.namespace) == ("https://k:6443", "one", None)
+
+
+def test_inline_certificates_go_to_one_private_file_each(tmp_path: Path) -> None:
+    pem = b"-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n"
+    cluster = {"certificate-authority-data": base64.b64encode(pem).decode()}
+    path = _write(tmp_path, cluster, {"token": "t"})
+    first, again = kubeconfig.from_file(path), kubeconfig.from_file(path)
+    assert first.ca_file is not None and first.ca_file == again.ca_file
+    assert Path(first.ca_file).read_bytes() == pem
+    assert stat.S_IMODE(Path(first.ca_file).stat().st_mode) == 0o600
+    assert first.token == "t" and not first.only_pykube
+
+
+def test_a_named_context_wins_and_an_unknown_one_lists_those_there_are(tmp_path: Path) -> None:
+    path = _write(tmp_path, {}, {"token": "t"})
+    assert kubeconfig.from_file(path, "two").namespace == "b"
+    with pytest.raises(KubeconfigError, match=r"context 'three' not found .*\(have: one, two\)"):
+        kubeconfig.from_file(path, "three")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "message"),
+    [
+        (
+            {"certificate-authority": "gone.crt"},
+            {},
+            r"certificate-authority \S+/gone\.crt: no such",
+        ),
+        ({"certificate-authority-data": "%%%"}, {}, "certificate-authority-data is not base64"),
+        ({}, {"client-key": "/nowhere/k"}, "client-key /nowhere/k: no such file"),
+    ],
+)
+def test_a_bad_field_is_named(
+    tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(KubeconfigError, match=message):
+        kubeconfig.from_file(_write(tmp_path, cluster, user))
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user"),
+    [
+        ({}, {"exec": {"command": "get-token"}}),
+        ({}, {"auth-provider": {"name": "oidc"}}),
+        ({"tls-server-name": "api"}, {"token": "t"}),
+    ],
+)
+def test_what_only_pykube_knows_is_marked(
+    tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any]
+) -> None:
+    assert kubeconfig.from_file(_write(tmp_path, cluster, user)).only_pykube
+
+
+def test_not_a_kubeconfig_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text("- a list\n")
+    with pytest.raises(KubeconfigError, match="not a kubeconfig"):
+        kubeconfig.from_file(path)
+
+
+def test_the_service_account_of_a_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "token").write_text("t")
+    (tmp_path / "namespace").write_text("ops\n")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    pod = kubeconfig.in_cluster(tmp_path)
+    assert pod is not None
+    assert (pod.server, pod.namespace, pod.token_file) == (
+        "https://[fd00::1]:443",
+        "ops",
+        tmp_path / "token",
+    )
+    assert pod.ca_file == str(tmp_path / "ca.crt") and pod.token is None
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert kubeconfig.in_cluster(tmp_path) is None
+
+
+def test_the_cli_and_the_daemon_start_without_requests_or_pykube() -> None:
+    """They cost about 10 MB of resident memory that static credentials never use."""
+    code = (
+        "import sys, reconciler.cli, reconciler.daemon, reconciler.wait;"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'requests', 'pykube', 'urllib3'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
