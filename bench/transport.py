@@ -4,11 +4,12 @@
 
 The same small GET, sent in turn through:
 
-- ``direct``: `reconciler.transport.Direct` (http.client, a kept-alive
-  connection per thread), the path for static credentials;
+- ``direct``: `reconciler.transport.Direct` (HTTP/1.1 on a kept-alive
+  socket per thread), the path for static credentials;
 - ``session``: pykube's requests session, the path for exec plugins, auth
   providers and proxies (and every request before `Direct`);
-- ``bare``: http.client with nothing of ours around it: the floor.
+- ``bare``: the standard library's http.client with nothing of ours
+  around it: what ``direct`` used before.
 
 Rounds alternate the three, so a noisy machine weighs on each alike. Prints
 the median CPU microseconds per request and each path's ratio to ``session``.

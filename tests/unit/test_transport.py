@@ -144,6 +144,72 @@ def test_nothing_listening_is_a_transport_error() -> None:
         direct.send("GET", "/", None, {})
 
 
+def _canned(answers: list[bytes]) -> tuple[str, list[bytes]]:
+    """A server that reads one request per answer on one connection and
+    writes each answer as given, byte for byte; it closes after the last."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    requests: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as reader:
+            for answer in answers:
+                head = b"".join(iter(lambda: reader.readline(), b"\r\n"))
+                length = next(
+                    (
+                        int(h.split(b":")[1])
+                        for h in head.split(b"\r\n")
+                        if h.startswith(b"Content-Length")
+                    ),
+                    0,
+                )
+                requests.append(head + b"\r\n" + reader.read(length))
+                conn.sendall(answer)
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", requests
+
+
+def test_chunked_and_unlengthed_answers_are_read_whole() -> None:
+    """The apiserver streams large LISTs in chunks; an answer with neither a
+    length nor chunks ends with the connection, which is then not reused."""
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunked += b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nTrailer: x\r\n\r\n"
+    informational = b"HTTP/1.1 100 Continue\r\n\r\n"
+    no_content = b"HTTP/1.1 204 No Content\r\n\r\n"
+    until_close = b"HTTP/1.1 409 Conflict\r\nRetry-After: 2\r\n\r\nthe rest"
+    url, seen = _canned([chunked, informational + no_content, until_close])
+    direct = Direct(url, None, timeout=5, compression=False)
+    first = direct.send("GET", "/a", None, {})
+    assert (first.status, first.body) == (200, b"hello, world")
+    assert direct.send("DELETE", "/b", None, {}).status == 204
+    last = direct.send("PATCH", "/c", b"{}", {"Content-Type": "m"})
+    assert (last.status, last.reason, last.body, last.retry_after) == (
+        409,
+        "Conflict",
+        b"the rest",
+        "2",
+    )
+    assert seen[2].startswith(b"PATCH /c HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert seen[2].endswith(b"Content-Length: 2\r\n\r\n{}")
+    assert not direct.local.conn.open
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+def test_an_answer_that_is_not_http_or_cut_short_is_a_transport_error(answer: bytes) -> None:
+    url, _ = _canned([answer])
+    with pytest.raises(TransportError):
+        Direct(url, None, timeout=5, compression=False).send("GET", "/", None, {})
+
+
 # ------------------------------------------------------------ kube's choice
 
 
