@@ -23,7 +23,6 @@ import os
 import ssl
 import threading
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -270,14 +269,22 @@ class _Session:
 
 
 def _proxied(server: str) -> bool:
-    """Whether the environment sends requests to ``server`` through a proxy
-    (HTTPS_PROXY and the like, minus NO_PROXY). When unsure (a CIDR in NO_PROXY,
-    which only requests reads), the session decides."""
+    """Whether the environment may send requests to ``server`` through a proxy
+    (http_proxy, https_proxy or all_proxy, minus no_proxy). A no_proxy entry
+    this does not read (a CIDR, a port) leaves it to requests to decide."""
     url = urlsplit(server)
-    proxies = urllib.request.getproxies_environment()
-    if url.scheme not in proxies:
+    if not (_env(f"{url.scheme}_proxy") or _env("all_proxy")):
         return False
-    return not urllib.request.proxy_bypass(url.hostname or "")
+    host = url.hostname or ""
+    for entry in _env("no_proxy").replace(" ", "").split(","):
+        entry = entry.lstrip(".")
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return False
+    return True
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name) or os.environ.get(name.upper()) or ""
 
 
 def _direct_tls(config: kubeconfig.KubeConfig) -> Tls:

@@ -263,6 +263,9 @@ def test_a_proxy_goes_through_the_session(
     monkeypatch.delenv("no_proxy", raising=False)
     chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
     assert isinstance(chosen.transport, kube._Session)
+    monkeypatch.setenv("NO_PROXY", "localhost,.127.0.0.1")
+    again = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
+    assert isinstance(again.transport, Direct)
 
 
 @pytest.mark.parametrize("field", ["certificate-authority", "client-key"])
