@@ -6,10 +6,10 @@ client library could be swapped without touching the planner or executor.
 
 ``reconciler.kubeconfig`` reads the kubeconfig. Requests go through
 ``transport.Direct`` (HTTP/1.1 on a kept-alive socket per thread, a
-third of the CPU) when the credentials are static. Exec plugins, auth
+sixth of the CPU) when the credentials are static. Exec plugins, auth
 providers and proxies go through pykube's requests session, one per thread
 because a ``requests.Session`` is not thread-safe; pykube and requests are
-imported only then (about 10 MB of memory). The rate limiter and the
+imported only then (about 6 MB of memory). The rate limiter and the
 request counters are shared.
 """
 

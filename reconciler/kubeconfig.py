@@ -1,7 +1,7 @@
 """Reads the client's connection settings: a kubeconfig context, or the pod's
 service account.
 
-Why not pykube's KubeConfig: importing pykube imports requests, about 10 MB
+Why not pykube's KubeConfig: importing pykube imports requests, about 6 MB
 of resident memory and a fifth of a second of start-up that a daemon or a
 cron job with static credentials never uses. pykube is imported only for
 what it alone knows (exec plugins, auth providers, proxies); see
