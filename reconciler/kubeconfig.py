@@ -59,9 +59,9 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
     if name not in contexts:
         have = ", ".join(sorted(contexts)) or "none"
         raise KubeconfigError(f"context {name!r} not found in {path} (have: {have})")
-    ctx = _named(doc, "contexts", name, path)["context"] or {}
-    cluster = _named(doc, "clusters", ctx.get("cluster"), path)["cluster"] or {}
-    user = _named(doc, "users", ctx.get("user"), path, optional=True).get("user") or {}
+    ctx = _named(doc, "contexts", name, path)
+    cluster = _named(doc, "clusters", ctx.get("cluster"), path)
+    user = _named(doc, "users", ctx.get("user"), path, optional=True)
     resolve = _Resolver(path)
     return KubeConfig(
         source=str(path),
@@ -118,9 +118,14 @@ def _contexts(doc: dict[str, Any]) -> list[str]:
 def _named(
     doc: dict[str, Any], section: str, name: object, path: Path, optional: bool = False
 ) -> dict[str, Any]:
+    """The body of the entry ``name`` of ``section`` (``clusters[c].cluster``)."""
+    key = section[:-1]
     for entry in doc.get(section) or []:
         if isinstance(entry, dict) and entry.get("name") == name:
-            return entry
+            body = entry.get(key)
+            if not isinstance(body, dict):
+                raise KubeconfigError(f"kubeconfig {path}: {section}[{name}].{key}: not a mapping")
+            return body
     if optional:
         return {}
     raise KubeconfigError(f"kubeconfig {path}: {section} has no entry named {name!r}")

@@ -102,6 +102,30 @@ def test_what_only_pykube_knows_is_marked(
     assert kubeconfig.from_file(_write(tmp_path, cluster, user)).only_pykube
 
 
+@pytest.mark.parametrize(
+    ("section", "body", "message"),
+    [
+        ("clusters", None, r"clusters\[c\]\.cluster: not a mapping"),
+        ("clusters", "https://k", r"clusters\[c\]\.cluster: not a mapping"),
+        ("contexts", ["c"], r"contexts\[one\]\.context: not a mapping"),
+        ("users", "u", r"users\[u\]\.user: not a mapping"),
+    ],
+)
+def test_an_entry_that_is_not_a_mapping_is_named(
+    tmp_path: Path, section: str, body: object, message: str
+) -> None:
+    path = _write(tmp_path, {}, {"token": "t"})
+    doc = yaml.safe_load(path.read_text())
+    key = section[:-1]
+    if body is None:
+        del doc[section][0][key]
+    else:
+        doc[section][0][key] = body
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(KubeconfigError, match=message):
+        kubeconfig.from_file(path)
+
+
 def test_not_a_kubeconfig_says_so(tmp_path: Path) -> None:
     path = tmp_path / "config"
     path.write_text("- a list\n")
