@@ -20,7 +20,6 @@ import builtins
 import gc
 import logging
 import os
-import ssl
 import threading
 import time
 from collections import Counter
@@ -333,7 +332,7 @@ class Kube:
             tls = _direct_tls(self.config)
             auth = _static_auth(self.config)
             return Direct(self.server, tls, self.opts.timeout, self.opts.compression, auth)
-        except (OSError, ssl.SSLError) as exc:  # a TLS file unreadable or not PEM
+        except OSError as exc:  # a TLS file unreadable or not PEM (ssl.SSLError)
             raise ConfigMissing(f"kubeconfig {self.config.source}: TLS files: {exc}") from None
 
     @staticmethod

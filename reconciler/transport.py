@@ -112,7 +112,10 @@ class _Connection:
         if fields.get("connection", "").lower() == "close":
             self.close()
         if fields.get("content-encoding") == "gzip":
-            data = zlib.decompress(data, wbits=31)
+            try:
+                data = zlib.decompress(data, wbits=31)
+            except zlib.error as exc:
+                raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
         return Response(status, reason, data, fields.get("retry-after"))
 
     def _line(self) -> bytes:
@@ -145,8 +148,9 @@ class _Connection:
         if "chunked" in fields.get("transfer-encoding", "").lower():
             return self._chunks()
         if (length := fields.get("content-length")) is not None:
-            data = self.reader.read(int(length))
-            if len(data) != int(length):
+            size = _number(length, 10)
+            data = self.reader.read(size)
+            if len(data) != size:
                 raise ProtocolError("the connection closed in the body")
             return data
         self.open = False  # no length: the body ends where the connection does
@@ -154,7 +158,7 @@ class _Connection:
 
     def _chunks(self) -> bytes:
         parts = []
-        while size := int(self._line().split(b";", 1)[0].strip() or b"x", 16):
+        while size := _number(self._line().split(b";", 1)[0].decode("latin-1"), 16):
             chunk = self.reader.read(size + 2)  # and its CRLF
             if len(chunk) != size + 2:
                 raise ProtocolError("the connection closed in a chunk")
@@ -217,13 +221,24 @@ class Direct:
             try:
                 conn, reused = self._connection()
                 return conn.exchange(method, self.prefix + target, body, hdrs)
-            except (OSError, ValueError) as exc:
+            except OSError as exc:  # ProtocolError and TLS errors too
                 if conn is not None:
                     conn.close()
                 again = attempt == 1 and reused and method == "GET" and isinstance(exc, _STALE)
                 if not again:
                     raise TransportError(str(exc) or type(exc).__name__) from None
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def _number(text: str, base: int) -> int:
+    """A length or chunk size; anything else is not HTTP as we read it."""
+    try:
+        value = int(text.strip(), base)
+    except ValueError:
+        raise ProtocolError(f"not a length: {text[:20]!r}") from None
+    if value < 0:
+        raise ProtocolError(f"a negative length: {value}")
+    return value
 
 
 def _dropped(sock: socket.socket) -> bool:

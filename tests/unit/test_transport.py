@@ -202,6 +202,8 @@ def test_chunked_and_unlengthed_answers_are_read_whole() -> None:
         b"SSH-2.0-OpenSSH\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: x1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nnope",
     ],
 )
 def test_an_answer_that_is_not_http_or_cut_short_is_a_transport_error(answer: bytes) -> None:
