@@ -27,7 +27,7 @@ class Verb(StrEnum):
     PATCH_METADATA = "patch-metadata"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjRef:
     """An involvedObject for events."""
 
@@ -38,7 +38,7 @@ class ObjRef:
     uid: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EventSpec:
     """An event to post. ``pods`` and ``why`` are set on pod events (see
     `pod_event`) so that the executor can merge them without reading
@@ -70,7 +70,7 @@ def pod_event(
     return EventSpec(involved, "Normal", reason, message, component, tuple(pods), why)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CreatePod:
     owner: ObjKey
     manifest: Mapping[str, Any]
@@ -91,7 +91,7 @@ class CreatePod:
         return f"create pod {self.target}" + (f" ({self.event.message})" if self.event else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeletePod:
     owner: ObjKey
     namespace: str
@@ -110,7 +110,7 @@ class DeletePod:
         return f"delete pod {self.target} ({self.why})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PatchFinalizers:
     """Replace the finalizer list, guarded by resourceVersion.
 
@@ -136,7 +136,7 @@ class PatchFinalizers:
         return f"patch {self.owner.kind.lower()} {self.owner} finalizers ({self.why})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PatchStatus:
     owner: ObjKey
     resource_version: str
@@ -157,7 +157,7 @@ class PatchStatus:
         return f"patch {self.owner.kind.lower()} {self.owner} status ({keys})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PatchPodMetadata:
     """Put back what was changed by hand on a pod's metadata: the labels and
     annotations we set (others are left alone) and, if it drifted, the

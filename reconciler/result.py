@@ -28,7 +28,7 @@ class Result(StrEnum):
     DRY_RUN = "dry-run"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     action: Action
     result: Result

@@ -241,32 +241,50 @@ def desired_container(spec: RedisSpec) -> Container:
     return Container(CONTAINER_NAME, spec.image, (spec.port,))
 
 
-def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
+def pod_template(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
+    """A pod manifest of this Redis without its name. Its pods' manifests
+    share it: a first pass over 10,000 Redis plans 30,000 creates, and a
+    manifest of their own took 2.7 kB each."""
     container = desired_container(spec)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": pod_name(redis, index),
             "namespace": redis.namespace,
             "labels": pod_labels(redis),
             "annotations": {TEMPLATE_HASH_ANNOTATION: template_hash(spec)},
             "ownerReferences": [controller_ref(redis).to_dict()],
         },
-        "spec": {
-            "containers": [
-                {
-                    "name": container.name,
-                    "image": container.image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "ports": [
-                        {"name": "redis", "containerPort": port, "protocol": "TCP"}
-                        for port in container.ports
-                    ],
-                }
-            ]
-        },
+        "spec": _pod_spec(container),
     }
+
+
+@lru_cache(maxsize=256)
+def _pod_spec(container: Container) -> dict[str, Any]:
+    """Shared by every manifest with this container, like the template: never
+    mutated."""
+    return {
+        "containers": [
+            {
+                "name": container.name,
+                "image": container.image,
+                "imagePullPolicy": "IfNotPresent",
+                "ports": [
+                    {"name": "redis", "containerPort": port, "protocol": "TCP"}
+                    for port in container.ports
+                ],
+            }
+        ]
+    }
+
+
+def named(template: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The manifest of one pod: the template's, with its own metadata."""
+    return {**template, "metadata": {"name": name, **template["metadata"]}}
+
+
+def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
+    return named(pod_template(redis, spec), pod_name(redis, index))
 
 
 def spec_drift(pod: Pod, spec: RedisSpec) -> str | None:
@@ -428,13 +446,18 @@ def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
     (an owned pod still terminating holds it too, until it is gone)."""
     creates: list[CreatePod] = []
     conflicts: list[str] = []
+    template: dict[str, Any] | None = None  # built once, for the first create
+    involved: ObjRef | None = None
     for idx in range(spec.num):
         name = pod_name(redis, idx)
         if _held_by_another(redis, podset, name):
             conflicts.append(name)
         elif idx not in podset.by_index:
-            event = _pod_event(redis, "CreatePod", name, _create_reason(redis, idx))
-            creates.append(CreatePod(redis.key, pod_manifest(redis, spec, idx), event))
+            template = template or pod_template(redis, spec)
+            involved = involved or ref(redis)
+            why = _create_reason(redis, idx)
+            event = pod_event(involved, "CreatePod", (name,), why, COMPONENT)
+            creates.append(CreatePod(redis.key, named(template, name), event))
     return Missing(tuple(creates), tuple(conflicts))
 
 

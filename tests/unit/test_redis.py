@@ -888,3 +888,16 @@ def test_in_a_namespace_being_deleted_nothing_is_created_but_pods_still_go():
     other = Snapshot(base.objects, base.pods, frozenset({"other"}))
     verbs = [a.verb for a in plan(other, CONFIG, NOW).actions]
     assert verbs[:3] == ["patch-finalizers", "delete", "create"]
+
+
+def test_creates_of_one_redis_share_their_template():
+    """A first pass over 10,000 Redis holds 30,000 creates: their manifests
+    share everything but their metadata (`pod_template`)."""
+    creates = [a for a in plan_redis(redis(num=3), [], CONFIG, NOW) if isinstance(a, CreatePod)]
+    first, *others = [c.manifest for c in creates]
+    assert [m["metadata"]["name"] for m in (first, *others)] == ["r-0", "r-1", "r-2"]
+    for other in others:
+        assert other["spec"] is first["spec"]
+        assert other["metadata"]["labels"] is first["metadata"]["labels"]
+        assert other["metadata"]["ownerReferences"] is first["metadata"]["ownerReferences"]
+    assert creates[1].event.involved is creates[0].event.involved
