@@ -12,7 +12,7 @@ from reconciler.model import ObjKey
 READY = "Ready"  # the state of an object with nothing left to do
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Health:
     """Where an object stands once this pass's writes land: the state column
     of `kubectl get`, what `reconciler plan` explains, what the metrics count.

@@ -301,7 +301,7 @@ def versions_of(pods: Iterable[Pod]) -> tuple[tuple[str, str], ...]:
     return tuple((p.uid, p.resource_version) for p in pods)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodRead:
     """One pod lookup a planner made, and the pods (uid, resourceVersion) it got.
 

@@ -24,7 +24,7 @@ from reconciler.health import Health
 from reconciler.model import ObjKey, PodIndex, PodRead
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SettledObject:
     uid: str
     resource_version: str
