@@ -20,11 +20,24 @@ TICK = os.sysconf("SC_CLK_TCK")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
-def machine_busy() -> float:
-    """CPU seconds the whole machine has been busy (all cores), from /proc/stat."""
+@dataclass(frozen=True)
+class MachineTimes:
+    busy: float  # CPU seconds this machine's kernel ran something (all cores)
+    steal: float  # CPU seconds the hypervisor gave to other guests instead
+
+
+def machine_times() -> MachineTimes:
+    """From /proc/stat. Steal is kept apart: on a shared host it is CPU this
+    machine wanted and did not get, not work anyone here did."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / TICK
+    steal = fields[7] if len(fields) > 7 else 0
+    return MachineTimes((sum(fields[:7]) - idle) / TICK, steal / TICK)
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has been busy (all cores), steal excluded."""
+    return machine_times().busy
 
 
 def process_cpu(pid: int) -> float:
@@ -52,6 +65,7 @@ def cluster_pids(state_dir: Path) -> dict[str, int]:
 class Snapshot:
     at: float
     busy: float
+    steal: float
     components: dict[str, float]
     harness: float
 
@@ -62,9 +76,11 @@ class CpuMeter:
 
     def snapshot(self) -> Snapshot:
         times = os.times()
+        machine = machine_times()
         return Snapshot(
             at=time.monotonic(),
-            busy=machine_busy(),
+            busy=machine.busy,
+            steal=machine.steal,
             components={name: process_cpu(pid) for name, pid in self.pids.items()},
             harness=times.user + times.system,
         )
@@ -90,4 +106,6 @@ class CpuMeter:
             "contender": contender,
             "foreign": foreign,
             "foreign_cores": foreign / wall if wall else 0.0,
+            "steal": now.steal - before.steal,
+            "steal_cores": (now.steal - before.steal) / wall if wall else 0.0,
         }
