@@ -1,5 +1,5 @@
-"""Long-running contenders, each started on a fresh namespace of N Redis and
-N Xca: `reconciler run` at a given interval, the controller-runtime peer
+"""Long-running contenders, each started on a cluster of its own, started
+fresh, with a namespace of N Redis and N Xca: `reconciler run` at a given interval, the controller-runtime peer
 (bench/peers/crpeer), and the kopf peer. For each, in one run:
 
 - time from start to the common end state (bench.watch);
@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,10 +171,11 @@ def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- the run
 
-# The namespaces of earlier contenders stay (their finalizers would hold a
-# deletion, and a deletion would load the cluster while the next one runs), so
-# a later contender meets a busier cluster. controller-runtime goes first: the
-# bias is in its favour, never in ours.
+# Each contender gets a cluster of its own, started fresh. On a shared
+# cluster, a later contender met the objects of every earlier one: a bigger
+# watch cache and a bigger heap for the apiserver's garbage collector (about a
+# seventh of its CPU while a contender converges, in a pprof profile), so the
+# order decided part of the ratio.
 CONTENDERS = ("crpeer", "run30", "run5", "kopf")
 TARGETS = {  # against controller-runtime, at the default interval (30 s)
     "time to the end state": ("wall", 1.0),
@@ -182,12 +184,16 @@ TARGETS = {  # against controller-runtime, at the default interval (30 s)
 }
 
 
-def measure_size(setup: Setup, n: int, binary: Path, with_kopf: bool) -> dict[str, Any]:
+def measure_size(
+    fresh: Callable[[], Setup], n: int, binary: Path, with_kopf: bool
+) -> dict[str, Any]:
+    """Every contender at this N, each on a cluster that ``fresh`` starts anew."""
     row: dict[str, Any] = {"n": n}
     for name in CONTENDERS:
         if name == "kopf" and not with_kopf:
             continue
         log.info("N=%d: %s", n, name)
+        setup = fresh()
         if name.startswith("run"):
             row[name] = run_daemon(setup, n, float(name[3:]))
         elif name == "crpeer":
@@ -291,11 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     binary = crpeer_binary()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     code = freeze_code(STATE_DIR / "frozen" / stamp, True)
-    cluster = launcher.up(STATE_DIR)
-    rows = []
-    try:
-        setup = Setup.for_cluster(
-            cluster,
+
+    def fresh() -> Setup:
+        launcher.down(STATE_DIR)  # drops the etcd data too
+        return Setup.for_cluster(
+            launcher.up(STATE_DIR),
             STATE_DIR,
             STATE_DIR / "logs" / f"operators-{stamp}",
             Path(code["dir"]),
@@ -304,8 +310,11 @@ def main(argv: list[str] | None = None) -> int:
             settle_timeout=600.0,
             kopf_timeout=args.timeout,
         )
+
+    rows = []
+    try:
         for n in sorted(int(s) for s in args.sizes.split(",")):
-            rows.append(measure_size(setup, n, binary, not args.no_kopf))
+            rows.append(measure_size(fresh, n, binary, not args.no_kopf))
     finally:
         if not args.keep:
             launcher.down(STATE_DIR)
