@@ -106,6 +106,9 @@ leaderElection:
 """
 
 
+PROFILING_ENV = "RECONCILER_CLUSTER_PROFILING"  # set and non-empty: serve /debug/pprof
+
+
 class ClusterError(RuntimeError):
     """Start-up failed; the message ends with the failing component's log tail."""
 
@@ -367,7 +370,8 @@ def _apiserver_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[s
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         # A loopback address is not a valid Endpoints IP; nothing needs that Service anyway.
         "--endpoint-reconciler-type=none",
-        "--profiling=false",
+        # /debug/pprof, for profiling the apiserver under a bench (docs/performance.md).
+        f"--profiling={'true' if os.environ.get(PROFILING_ENV) else 'false'}",
     ]
 
 
