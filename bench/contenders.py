@@ -294,6 +294,8 @@ def bracket(runs: list[dict[str, Any]]) -> dict[str, Any]:
             key: _mean([r[window][key] for r in runs])
             for key in ("wall", "cluster", "apiserver", "etcd", "harness", "foreign_cores")
         }
+        # Runs recorded before steal was counted apart have no steal_cores.
+        out[window]["steal_cores"] = _mean([r[window].get("steal_cores") for r in runs])
     walls = [r["wall"] for r in runs]
     out.update(
         requests=runs[0]["requests"],

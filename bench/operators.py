@@ -1,6 +1,7 @@
-"""Long-running contenders, each started on a cluster of its own, started
-fresh, with a namespace of N Redis and N Xca: `reconciler run` at a given interval, the controller-runtime peer
-(bench/peers/crpeer), and the kopf peer. For each, in one run:
+"""Long-running contenders, each on a cluster of its own, started fresh, with
+a namespace of N Redis and N Xca: `reconciler run` at a given interval, the
+controller-runtime peer (bench/peers/crpeer), and the kopf peer. For each, in
+one run:
 
 - time from start to the common end state (bench.watch);
 - the process's CPU and RSS at that moment (from /proc);

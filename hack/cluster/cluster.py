@@ -106,7 +106,10 @@ leaderElection:
 """
 
 
-PROFILING_ENV = "RECONCILER_CLUSTER_PROFILING"  # set and non-empty: serve /debug/pprof
+# "1": the apiserver serves /debug/pprof. Read when a cluster starts, not by a
+# running one. Not RECONCILER_*: the reconciler refuses variables of that
+# prefix it does not know.
+PROFILING_ENV = "BENCH_APISERVER_PROFILING"
 
 
 class ClusterError(RuntimeError):
@@ -371,7 +374,7 @@ def _apiserver_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[s
         # A loopback address is not a valid Endpoints IP; nothing needs that Service anyway.
         "--endpoint-reconciler-type=none",
         # /debug/pprof, for profiling the apiserver under a bench (docs/performance.md).
-        f"--profiling={'true' if os.environ.get(PROFILING_ENV) else 'false'}",
+        f"--profiling={'true' if os.environ.get(PROFILING_ENV) == '1' else 'false'}",
     ]
 
 
