@@ -41,7 +41,6 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-SA_DIR = kubeconfig.SA_DIR
 MAX_RETRY_AFTER = 30.0
 
 EVENTS = ResourceType("", "v1", "Event", "events")
@@ -157,7 +156,7 @@ def _load_config(opts: Config) -> kubeconfig.KubeConfig:
     try:
         if path:
             return kubeconfig.from_file(Path(path), opts.context)
-        if pod := kubeconfig.in_cluster(SA_DIR):
+        if pod := kubeconfig.in_cluster():
             return pod
     except (kubeconfig.KubeconfigError, OSError) as exc:
         raise ConfigMissing(str(exc)) from None

@@ -79,6 +79,15 @@ _STALE = (_Stale, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
 _MAX_LINE = 65536
 
 
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """An answer's status line and header fields (names in lower case)."""
+
+    status: int
+    reason: str
+    fields: dict[str, str]
+
+
 class _Connection:
     """One kept-alive HTTP/1.1 connection. Why not http.client: it parses
     every response's headers with the email package, a fifth of the client's
@@ -90,6 +99,7 @@ class _Connection:
         self.reader = sock.makefile("rb")
         self.host = host
         self.open = True
+        self.answered = 0  # exchanges completed: a reused connection may be stale
 
     def close(self) -> None:
         self.open = False
@@ -104,11 +114,11 @@ class _Connection:
         if body is not None or method in ("POST", "PUT", "PATCH"):
             head.append(f"Content-Length: {len(body or b'')}")
         self.sock.sendall("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + (body or b""))
-        while True:
-            status, reason, fields = self._head()
-            if not 100 <= status < 200:  # skip informational answers
-                break
+        while 100 <= (answer := self._head()).status < 200:
+            pass  # skip informational answers
+        status, fields = answer.status, answer.fields
         data = self._body(method, status, fields)
+        self.answered += 1
         if fields.get("connection", "").lower() == "close":
             self.close()
         if fields.get("content-encoding") == "gzip":
@@ -116,7 +126,7 @@ class _Connection:
                 data = zlib.decompress(data, wbits=31)
             except zlib.error as exc:
                 raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
-        return Response(status, reason, data, fields.get("retry-after"))
+        return Response(status, answer.reason, data, fields.get("retry-after"))
 
     def _line(self) -> bytes:
         line = self.reader.readline(_MAX_LINE + 1)
@@ -124,7 +134,7 @@ class _Connection:
             raise ProtocolError("header line too long")
         return line
 
-    def _head(self) -> tuple[int, str, dict[str, str]]:
+    def _head(self) -> _Head:
         line = self._line()
         if not line:
             raise _Stale("the server closed the connection without an answer")
@@ -140,7 +150,7 @@ class _Connection:
                 raise ProtocolError("the connection closed in the headers")
             name, _, value = line.decode("latin-1").partition(":")
             fields[name.strip().lower()] = value.strip()
-        return int(code), reason, fields
+        return _Head(int(code), reason, fields)
 
     def _body(self, method: str, status: int, fields: dict[str, str]) -> bytes:
         if method == "HEAD" or status in (204, 304):
@@ -192,11 +202,11 @@ class Direct:
         self.context = (tls or Tls(None)).context() if self.https else None
         self.local = threading.local()
 
-    def _connection(self) -> tuple[_Connection, bool]:
-        """This thread's connection and whether it was used before."""
+    def _connection(self) -> _Connection:
+        """This thread's connection: kept alive, or new."""
         conn: _Connection | None = getattr(self.local, "conn", None)
         if conn is not None and conn.open and not _dropped(conn.sock):
-            return conn, True
+            return conn
         if conn is not None:
             conn.close()
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
@@ -204,7 +214,7 @@ class Direct:
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_hostname=self.host)
         conn = self.local.conn = _Connection(sock, self.host_header)
-        return conn, False
+        return conn
 
     def send(
         self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
@@ -219,7 +229,8 @@ class Direct:
             conn: _Connection | None = None
             reused = False
             try:
-                conn, reused = self._connection()
+                conn = self._connection()
+                reused = conn.answered > 0
                 return conn.exchange(method, self.prefix + target, body, hdrs)
             except OSError as exc:  # ProtocolError and TLS errors too
                 if conn is not None:
