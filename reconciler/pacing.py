@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from reconciler.result import PassOutcome, PassResult, Result
+from reconciler.result import PassOutcome, PassResult, Result, plural
 
 
 class Why(StrEnum):
@@ -52,16 +52,16 @@ def motion(result: PassResult) -> Motion | None:
     wrote = sum(n for (_, _, res), n in counts.items() if res is Result.OK)
     conflicts = sum(n for (_, _, res), n in counts.items() if res is Result.CONFLICT)
     if wrote:
-        return Motion(Why.WROTE, f"{wrote} writes")
+        return Motion(Why.WROTE, plural(wrote, "write"))
     if conflicts:
-        return Motion(Why.CONFLICT, f"{conflicts} writes refused with 409 Conflict")
+        return Motion(Why.CONFLICT, f"{plural(conflicts, 'write')} refused with 409 Conflict")
     moving = [
         key
         for key, health in result.health.items()
         if health.progressing and not health.degraded and key not in result.plan.backing_off
     ]
     if moving:
-        return Motion(Why.PROGRESSING, f"{len(moving)} objects progressing")
+        return Motion(Why.PROGRESSING, f"{plural(len(moving), 'object')} progressing")
     return None
 
 

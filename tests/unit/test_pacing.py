@@ -49,23 +49,23 @@ def pace(res: PassResult | None, previous: Pace | None = None, **kw: float) -> P
         (None, Pace(1, Why.WROTE), Pace(INTERVAL)),
         (result(unreachable="cannot reach"), Pace(1, Why.WROTE), Pace(INTERVAL)),
         # A write: look again soon, whatever came before.
-        (result(Result.OK), Pace(16, Why.PROGRESSING), Pace(MIN, Why.WROTE, "1 writes")),
+        (result(Result.OK), Pace(16, Why.PROGRESSING), Pace(MIN, Why.WROTE, "1 write")),
         # Waiting for pods, nothing written: min_interval, then doubled, capped.
-        (result(health={KEY: WAITING}), None, Pace(1, Why.PROGRESSING, "1 objects progressing")),
+        (result(health={KEY: WAITING}), None, Pace(1, Why.PROGRESSING, "1 object progressing")),
         (
             result(health={KEY: WAITING}),
             Pace(1, Why.WROTE),
-            Pace(2, Why.PROGRESSING, "1 objects progressing"),
+            Pace(2, Why.PROGRESSING, "1 object progressing"),
         ),
         (
             result(health={KEY: WAITING}),
             Pace(16, Why.PROGRESSING),
-            Pace(30, Why.PROGRESSING, "1 objects progressing"),
+            Pace(30, Why.PROGRESSING, "1 object progressing"),
         ),
         (
             result(health={KEY: WAITING}),
             Pace(30, Why.PROGRESSING),
-            Pace(30, Why.PROGRESSING, "1 objects progressing"),
+            Pace(30, Why.PROGRESSING, "1 object progressing"),
         ),
         # Degraded (a conflict only a person resolves) or backing off: never early.
         (result(health={KEY: CONFLICT}), Pace(1, Why.WROTE), Pace(INTERVAL)),
@@ -76,7 +76,7 @@ def pace(res: PassResult | None, previous: Pace | None = None, **kw: float) -> P
         (
             result(Result.CONFLICT),
             Pace(2, Why.CONFLICT),
-            Pace(4, Why.CONFLICT, "1 writes refused with 409 Conflict"),
+            Pace(4, Why.CONFLICT, "1 write refused with 409 Conflict"),
         ),
         # Dry-run plans are not writes.
         (result(Result.DRY_RUN, health={KEY: DONE}), None, Pace(INTERVAL)),
@@ -115,7 +115,7 @@ def test_the_pace_stays_between_min_and_interval_and_only_a_write_resets_it(
         assert MIN <= now.delay <= INTERVAL
         moving = health.progressing and not health.degraded and not held
         if wrote:
-            assert now == Pace(MIN, Why.WROTE, "1 writes")
+            assert now == Pace(MIN, Why.WROTE, "1 write")
         elif not moving:
             assert now == Pace(INTERVAL)  # nothing in motion: never early
         elif previous is not None and previous.early:
