@@ -1,6 +1,6 @@
 """The steady pass at scale, against the code of commit 3af3b99, in one run.
 
-    python -m bench.scale [--sizes 1000,10000] [--namespaces 20] [--passes 3]
+    python -m bench.scale [--sizes 1000,10000] [--namespaces 20] [--passes 5]
 
 Starts the bench cluster (<repo>/.cluster-bench) and grows one population,
 spread evenly over ``--namespaces`` namespaces, through each size in turn:
@@ -294,7 +294,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000,10000", help="ascending N (default %(default)s)")
     p.add_argument("--namespaces", type=int, default=20)
-    p.add_argument("--passes", type=int, default=3, help="steady daemon passes per code")
+    p.add_argument(
+        "--passes", type=int, default=5, help="steady daemon passes per code (%(default)s)"
+    )
     p.add_argument("--baseline", default=BASELINE, help="commit to compare with")
     p.add_argument("--qps", type=int, default=1000)
     p.add_argument("--burst", type=int, default=1000)

@@ -40,6 +40,11 @@ class Config:
     context: str | None = None
     timeout: float = 10.0
     page_size: int = 500
+    # Items per page of the metadata-only LISTs of the passes after the first.
+    # The apiserver's watch cache walks every item left in the LIST for each
+    # page it serves, so a LIST of N items in pages of P costs it about
+    # N*N/(2P) steps: larger pages for these small items (docs/performance.md).
+    metadata_page_size: int = 5000
     # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
     # over uncompressed pages costs this client more than inflating them).
     compression: bool = True
@@ -79,6 +84,7 @@ _POSITIVE = {
     "min_interval",
     "timeout",
     "page_size",
+    "metadata_page_size",
     "write_concurrency",
     "qps",
     "burst",

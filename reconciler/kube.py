@@ -423,6 +423,7 @@ class Kube:
         selector: str | None = None,
         decode: Callable[[bytes], Page[T]] | None = None,
         accept: str | None = None,
+        page_size: int | None = None,
     ) -> builtins.list[T]:
         """Page through a LIST with limit/continue (pykube's Query cannot page).
 
@@ -431,13 +432,15 @@ class Kube:
         reconciler.model; raw dicts without it) turns each page's bytes into
         items as the page arrives, so only one page of JSON is held at once.
         ``accept`` asks for another media type (protobuf) that ``decode`` reads.
+        ``page_size`` overrides the ``page_size`` setting for this LIST.
         """
         # Decoding a page makes hundreds of thousands of acyclic objects; the
         # cyclic collector would scan them again and again.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._list(res, namespace, selector, decode or raw_page, accept)  # type: ignore[arg-type]
+            limit = page_size or self.opts.page_size
+            return self._list(res, namespace, selector, decode or raw_page, accept, limit)  # type: ignore[arg-type]
         finally:
             if was_enabled:
                 gc.enable()
@@ -449,11 +452,12 @@ class Kube:
         selector: str | None,
         decode: Callable[[bytes], Page[T]],
         accept: str | None,
+        limit: int,
     ) -> builtins.list[T]:
         headers = {"Accept": accept} if accept else None
         while True:
             items: builtins.list[T] = []
-            params: dict[str, Any] = {"limit": self.opts.page_size}
+            params: dict[str, Any] = {"limit": limit}
             if selector:
                 params["labelSelector"] = selector
             try:

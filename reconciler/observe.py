@@ -69,13 +69,14 @@ def _list_all(
     selector: str | None,
     decode: Callable[[bytes], Page[Any]],
     accept: str | None,
+    page_size: int | None = None,
 ) -> list[Any]:
     """Decoded items of one kind, across the scoped namespaces (or all)."""
     if not namespaces:
-        return kube.list(res, None, selector, decode, accept)
+        return kube.list(res, None, selector, decode, accept, page_size)
     items: list[Any] = []
     for ns in namespaces:
-        items.extend(kube.list(res, ns, selector, decode, accept))
+        items.extend(kube.list(res, ns, selector, decode, accept, page_size))
     return items
 
 
@@ -110,8 +111,17 @@ class Reuse(Generic[T]):
     decode_one: Callable[[Mapping[str, Any]], T]
 
 
+@dataclass(frozen=True)
+class MetaList:
+    """How the LISTs of metadata alone are asked for: the media type, and the
+    page size (larger than for full objects: their items are small)."""
+
+    accept: str
+    page_size: int
+
+
 def _unchanged_or_fetched(
-    kube: Kube, res: ResourceType, namespaces: Sequence[str], reuse: Reuse[T], accept: str
+    kube: Kube, res: ResourceType, namespaces: Sequence[str], reuse: Reuse[T], how: MetaList
 ) -> list[T] | None:
     """The objects of a kind from a LIST of their metadata alone: each one at
     a resourceVersion already decoded is reused, any other is fetched by GET.
@@ -120,7 +130,7 @@ def _unchanged_or_fetched(
     is reported there. An unreachable cluster raises at once: a full LIST
     would only fail again, after its own retries."""
     try:
-        versions = _list_all(kube, res, namespaces, None, version_page, accept)
+        versions = _list_all(kube, res, namespaces, None, version_page, how.accept, how.page_size)
         unknown = [v for v in versions if v.known_as not in reuse.known]
         if len(unknown) > FETCH_MAX:
             return None
@@ -146,8 +156,8 @@ def _get(
 class _Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
-    def __init__(self, kube: Kube, namespaces: Sequence[str], meta_accept: str) -> None:
-        self.kube, self.namespaces, self.meta_accept = kube, namespaces, meta_accept
+    def __init__(self, kube: Kube, namespaces: Sequence[str], meta: MetaList) -> None:
+        self.kube, self.namespaces, self.meta = kube, namespaces, meta
         self.errors: list[str] = []
         self.attempts = 0
         self.failed_to_reach: list[str] = []
@@ -184,7 +194,7 @@ class _Lister:
     ) -> Sequence[Any]:
         """By a LIST of metadata when the pass before saw the kind, else in full."""
         if reuse is not None and selector is None:
-            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse, self.meta_accept)
+            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse, self.meta)
             if cheap is not None:
                 log.debug("%s: unchanged or fetched one by one", res.kind)
                 return cheap
@@ -275,13 +285,16 @@ def observe(
     report_selector: str | None,
     *,
     protobuf: bool,
+    metadata_page_size: int,
     previous: Snapshot | None = None,
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial.
     ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). An
     object unchanged since ``previous`` (same uid and resourceVersion) is
-    taken from there rather than decoded again."""
-    lister = _Lister(kube, namespaces, META_ACCEPT if protobuf else META_ACCEPT_JSON)
+    taken from there rather than decoded again, after a LIST of metadata in
+    pages of ``metadata_page_size``."""
+    meta = MetaList(META_ACCEPT if protobuf else META_ACCEPT_JSON, metadata_page_size)
+    lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
     pods = _list_pods(lister, None, protobuf, pod_reuse)
     report_pods = None

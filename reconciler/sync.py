@@ -145,7 +145,14 @@ def run_pass(
     p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8])
     selector = config.pod_report_selector if config.pod_report else None
 
-    obs = observe(kube, config.namespaces, selector, protobuf=config.protobuf, previous=state.seen)
+    obs = observe(
+        kube,
+        config.namespaces,
+        selector,
+        protobuf=config.protobuf,
+        metadata_page_size=config.metadata_page_size,
+        previous=state.seen,
+    )
     # What observe reused is in the new snapshot; free the rest of the old
     # one before the plan is built (at scale, the two together set the peak).
     state.seen = None

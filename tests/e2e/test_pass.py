@@ -121,7 +121,13 @@ def test_conflicting_writer_means_see_it_next_pass(
     kubectl.apply(redis_yaml(ns, num=1))
     kube = Kube(Config(kubeconfig=str(cluster.kubeconfig)))
     config = dataclasses.replace(Config(), namespaces=(ns,))
-    obs = observe(kube, config.namespaces, None, protobuf=config.protobuf)
+    obs = observe(
+        kube,
+        config.namespaces,
+        None,
+        protobuf=config.protobuf,
+        metadata_page_size=config.metadata_page_size,
+    )
     the_plan = plan(obs.snapshot, config, datetime.now(UTC))
     kubectl.run("label", "redis", "redis-sample", "-n", ns, "racer=1")  # bumps resourceVersion
     report = Executor(kube, concurrency=2, clock=lambda: datetime.now(UTC)).run(the_plan)

@@ -27,6 +27,8 @@ class FakeKube:
         self.writes: list[tuple[str, str, str | None, str, Any]] = []
         self.patch_answer: dict[str, Any] | None = None  # None: a new resourceVersion
         self.accepts: list[tuple[str, str | None]] = []  # (kind, Accept) of each LIST
+        # (kind, page size asked) of each LIST; None: the page_size setting.
+        self.page_sizes: list[tuple[str, int | None]] = []
 
     def _maybe_fail(self, verb: str, name: str) -> None:
         self.calls.append((verb, name))
@@ -44,8 +46,10 @@ class FakeKube:
         selector: str | None = None,
         decode=None,
         accept=None,
+        page_size=None,
     ):
         self.accepts.append((res.kind, accept))
+        self.page_sizes.append((res.kind, page_size))
         self._maybe_fail("LIST", res.kind)
         value = self.lists.get(res.kind, [])
         if isinstance(value, Exception):

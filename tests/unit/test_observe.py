@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.config import Config
 from reconciler.kube import ApiError, Unreachable
 from reconciler.observe import FETCH_MAX, observe
 from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON
 
 from .fakes import FakeKube
+
+PAGE = Config().metadata_page_size
 
 
 def ns_obj(name: str, phase: str = "Active") -> dict:
@@ -19,7 +22,7 @@ def ns_obj(name: str, phase: str = "Active") -> dict:
 def test_all_namespaces_one_list_finds_those_being_deleted():
     kube = FakeKube()
     kube.lists["Namespace"] = [ns_obj("a"), ns_obj("b", "Terminating")]
-    obs = observe(kube, (), None, protobuf=False)
+    obs = observe(kube, (), None, protobuf=False, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == {"b"}
     assert obs.warnings == ()
 
@@ -27,7 +30,7 @@ def test_all_namespaces_one_list_finds_those_being_deleted():
 def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
     kube = FakeKube()
     kube.objects[("Namespace", "", "a")] = ns_obj("a", "Terminating")
-    obs = observe(kube, ("a", "nosuch"), None, protobuf=False)
+    obs = observe(kube, ("a", "nosuch"), None, protobuf=False, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == {"a"}
     assert obs.warnings == ("namespace nosuch does not exist (is it a typo in the scope?)",)
     assert obs.errors == ()
@@ -36,7 +39,7 @@ def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
 def test_namespaces_that_cannot_be_read_hold_nothing_back_and_say_so():
     kube = FakeKube()
     kube.lists["Namespace"] = ApiError(403, "Forbidden", "namespaces is forbidden")
-    obs = observe(kube, (), None, protobuf=False)
+    obs = observe(kube, (), None, protobuf=False, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == frozenset()
     (warning,) = obs.warnings
     assert warning.startswith("cannot read namespaces (403 Forbidden")
@@ -53,11 +56,15 @@ def redis_obj(name: str, version: str = "1") -> dict:
 
 def two_passes(kube: FakeKube, change, protobuf: bool = False) -> tuple:
     kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
-    first = observe(kube, (), None, protobuf=protobuf)
+    first = observe(kube, (), None, protobuf=protobuf, metadata_page_size=PAGE)
     kube.accepts.clear()
+    kube.page_sizes.clear()
     kube.calls.clear()
     change(kube)
-    return first.snapshot, observe(kube, (), None, protobuf=protobuf, previous=first.snapshot)
+    second = observe(
+        kube, (), None, protobuf=protobuf, metadata_page_size=PAGE, previous=first.snapshot
+    )
+    return first.snapshot, second
 
 
 @pytest.mark.parametrize(("protobuf", "accept"), [(True, META_ACCEPT), (False, META_ACCEPT_JSON)])
@@ -68,6 +75,19 @@ def test_unchanged_objects_are_known_from_a_list_of_their_metadata(protobuf, acc
     assert all(a is b for a, b in zip(before.of("Redis"), after.snapshot.of("Redis"), strict=True))
     assert {accept for kind, accept in kube.accepts if kind != "Namespace"} == {accept}
     assert not [c for c in kube.calls if c[0] == "GET"]
+
+
+def test_lists_of_metadata_ask_their_own_page_size_and_full_lists_the_usual_one():
+    """The watch cache walks the rest of a LIST for each page it serves: the
+    small metadata items come in large pages; full objects keep page_size."""
+    kube = FakeKube()
+    kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
+    first = observe(kube, (), None, protobuf=True, metadata_page_size=PAGE)
+    full = [size for kind, size in kube.page_sizes if kind != "Namespace"]
+    assert full == [None, None, None]  # Pod, Redis, Xca in full: the page_size setting
+    kube.page_sizes.clear()
+    observe(kube, (), None, protobuf=True, metadata_page_size=7, previous=first.snapshot)
+    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [7, 7, 7]
 
 
 def test_a_changed_or_new_object_is_fetched_alone_and_a_deleted_one_is_gone():
