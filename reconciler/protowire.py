@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
@@ -96,7 +96,15 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
     "PodStatus": [("phase", 1, _STRING), ("conditions", 2, "PodCondition", _MANY)],
     "Pod": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec"), ("status", 3, "PodStatus")],
     "PodList": [("metadata", 1, "ListMeta"), ("items", 2, "Pod", _MANY)],
-    "PartialObjectMetadata": [("metadata", 1, "ObjectMeta")],
+    # What a LIST of metadata is read for: every other field (labels,
+    # managedFields...) is skipped unparsed.
+    "Identity": [
+        ("name", 1, _STRING),
+        ("namespace", 3, _STRING),
+        ("uid", 5, _STRING),
+        ("resource_version", 6, _STRING),
+    ],
+    "PartialObjectMetadata": [("metadata", 1, "Identity")],
     "PartialObjectMetadataList": [
         ("metadata", 1, "ListMeta"),
         ("items", 2, "PartialObjectMetadata", _MANY),
@@ -144,9 +152,50 @@ def _messages() -> dict[str, Any]:
 MESSAGES = _messages()
 
 
-def _unwrap(body: bytes) -> bytes:
-    """The object inside the envelope (MAGIC + runtime.Unknown)."""
-    return bytes(MESSAGES["Unknown"].FromString(body[len(MAGIC) :]).raw)
+class _Varint(NamedTuple):
+    value: int
+    end: int  # the offset just past it
+
+
+def _varint(buf: memoryview, at: int) -> _Varint:
+    value = shift = 0
+    while at < len(buf) and shift < 64:
+        byte = buf[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return _Varint(value, at)
+        shift += 7
+    raise DecodeError("the envelope ends inside a number")
+
+
+_RAW = 2  # runtime.Unknown's field that holds the object
+_FIXED = {1: 8, 5: 4}  # wire type -> width
+
+
+def _unwrap(body: bytes) -> memoryview:
+    """The object inside the envelope (MAGIC + runtime.Unknown), as a view of
+    ``body``. Read by hand rather than parsed: parsing copies the object twice
+    more, and a page of thousands of objects is megabytes."""
+    buf = memoryview(body)[len(MAGIC) :]
+    at = 0
+    while at < len(buf):
+        key = _varint(buf, at)
+        number, wire = key.value >> 3, key.value & 7
+        if wire == 0:
+            at = _varint(buf, key.end).end
+        elif wire in _FIXED:
+            at = key.end + _FIXED[wire]
+        elif wire == 2:
+            size = _varint(buf, key.end)
+            at = size.end + size.value
+            if number == _RAW and at <= len(buf):
+                return buf[size.end : at]
+        else:
+            raise DecodeError(f"wire type {wire} in the envelope")
+        if at > len(buf):
+            raise DecodeError("a field of the envelope runs past its end")
+    return buf[len(buf) :]  # no object: an empty message
 
 
 # Most pod strings repeat across pods (label keys and values, condition types

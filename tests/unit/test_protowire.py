@@ -13,11 +13,21 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import pod_from_api
-from reconciler.protowire import MAGIC, MESSAGES, pod_page_any, pod_page_reusing, status_of
+from reconciler.model import Version, pod_from_api
+from reconciler.protowire import (
+    MAGIC,
+    MESSAGES,
+    ErrorStatus,
+    pod_page_any,
+    pod_page_reusing,
+    status_of,
+    version_page,
+)
 
 text = st.text(max_size=8)
 labels = st.dictionaries(text, text, max_size=3)
@@ -157,3 +167,55 @@ def test_an_error_status_sent_as_protobuf_gives_its_reason_and_message():
     assert (found.reason, found.message) == ("Expired", "the continue token is too old")
     assert status_of(b'{"kind":"Status"}') is None
     assert status_of(MAGIC + b"\xff\xff") is None  # not a message: the caller keeps the text
+
+
+def metadata_page(items: list[dict[str, Any]], token: str) -> bytes:
+    """A LIST of metadata as the apiserver sends it. A PodList has the same
+    field numbers for the list and each item's metadata; the fields the
+    reader does not declare (labels, owners, spec, status) stay in the wire."""
+    return wire(items, token)
+
+
+@settings(max_examples=200)
+@given(st.lists(pod, max_size=4), text)
+def test_a_protobuf_list_of_metadata_gives_each_identity_and_version(items, token):
+    page = version_page(metadata_page(items, token))
+    metas = [as_json(item).get("metadata", {}) for item in items]
+    assert page.items == [
+        Version(
+            m.get("namespace", ""),
+            m.get("name", ""),
+            m.get("uid", ""),
+            m.get("resourceVersion", ""),
+        )
+        for m in metas
+    ]
+    assert page.continue_token == token
+
+
+def envelope(*fields: bytes) -> bytes:
+    return MAGIC + b"".join(fields)
+
+
+def test_the_envelope_is_read_whatever_surrounds_the_object():
+    """runtime.Unknown: typeMeta (1), raw (2), contentEncoding (3), contentType (4)."""
+    raw = MESSAGES["Status"](reason="NotFound", message="gone").SerializeToString()
+    type_meta = b"\x0a\x05" + b"\x0a\x03" + b"v1x"  # field 1, 5 bytes: a nested message
+    body = envelope(type_meta, b"\x12" + bytes([len(raw)]) + raw, b"\x1a\x00", b"\x22\x00")
+    assert status_of(body) == ErrorStatus("NotFound", "gone")
+    assert version_page(envelope(b"\x1a\x00")).items == []  # no object: an empty list
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        envelope(b"\x12\x09abc"),  # raw says 9 bytes, 3 follow
+        envelope(b"\x12"),  # the length is missing
+        envelope(b"\x0a\xff\xff"),  # a length cut short
+        envelope(b"\x0b"),  # wire type 3 (a group): not in an envelope
+    ],
+)
+def test_a_broken_envelope_is_a_decode_error(body):
+    with pytest.raises(DecodeError):
+        version_page(body)
+    assert status_of(body) is None
