@@ -13,8 +13,8 @@ way worth choosing between, in one run, each ``--repeat`` times (medians):
 - cluster-wide against one LIST per namespace;
 - JSON against protobuf (``protowire.pod_page_any``), with and without gzip;
 - the LIST of metadata alone that the daemon's later passes make
-  (``protowire.version_page``), in pages of 500 and 5000, with and without
-  gzip. For each page it serves, the watch cache walks every item left in the
+  (``protowire.version_page``), in pages of 500, 2000 and 5000, with and
+  without gzip. For each page it serves, the watch cache walks every item left in the
   LIST, so the page size matters more as the pods grow.
 
 For each it reports client CPU (this process), apiserver and etcd CPU (from
@@ -79,7 +79,14 @@ VARIANTS = [
     Variant("protobuf + gzip (now)", pod_page_any, compression=True, accept=ACCEPT),
     Variant("metadata + gzip, page 500", version_page, compression=True, accept=META_ACCEPT),
     Variant(
-        "metadata + gzip, page 5000 (now)",
+        "metadata + gzip, page 2000 (now)",
+        version_page,
+        compression=True,
+        page_size=2000,
+        accept=META_ACCEPT,
+    ),
+    Variant(
+        "metadata + gzip, page 5000",
         version_page,
         compression=True,
         page_size=5000,

@@ -43,8 +43,8 @@ class Config:
     # Items per page of the metadata-only LISTs of the passes after the first.
     # The apiserver's watch cache walks every item left in the LIST for each
     # page it serves, so a LIST of N items in pages of P costs it about
-    # N*N/(2P) steps. A page is held whole while it is read: 2000 pods'
-    # metadata is about 3.4 MB of protobuf (docs/performance.md).
+    # N*N/(2P) steps. A page is held whole, and twice over while it is
+    # parsed: 2000 pods' metadata is about 3.4 MB of protobuf (docs/performance.md).
     metadata_page_size: int = 2000
     # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
     # over uncompressed pages costs this client more than inflating them).

@@ -439,7 +439,7 @@ class Kube:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            limit = page_size or self.opts.page_size
+            limit = self.opts.page_size if page_size is None else page_size
             return self._list(res, namespace, selector, decode or raw_page, accept, limit)  # type: ignore[arg-type]
         finally:
             if was_enabled:

@@ -175,8 +175,11 @@ _FIXED = {1: 8, 5: 4}  # wire type -> width
 
 def _unwrap(body: bytes) -> memoryview:
     """The object inside the envelope (MAGIC + runtime.Unknown), as a view of
-    ``body``. Read by hand rather than parsed: parsing copies the object twice
-    more, and a page of thousands of objects is megabytes."""
+    ``body``. Read by hand rather than parsed: parsing the envelope copied the
+    object twice more (the protobuf runtime still copies it once when it
+    parses the object), and a page of thousands of objects is megabytes.
+    Groups and repeated ``raw`` fields, which no apiserver sends, are not
+    read as the runtime would: a group is an error, and the first ``raw`` wins."""
     buf = memoryview(body)[len(MAGIC) :]
     at = 0
     while at < len(buf):

@@ -23,6 +23,7 @@ from reconciler.protowire import (
     MAGIC,
     MESSAGES,
     ErrorStatus,
+    _unwrap,
     pod_page_any,
     pod_page_reusing,
     status_of,
@@ -219,3 +220,43 @@ def test_a_broken_envelope_is_a_decode_error(body):
     with pytest.raises(DecodeError):
         version_page(body)
     assert status_of(body) is None
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from([1, 3, 4, 9]), st.just(2), st.binary(max_size=300)),
+            st.tuples(st.integers(5, 99), st.just(0), st.integers(0, 2**64 - 1)),
+            st.tuples(st.integers(5, 99), st.just(1), st.binary(min_size=8, max_size=8)),
+            st.tuples(st.integers(5, 99), st.just(5), st.binary(min_size=4, max_size=4)),
+        ),
+        max_size=5,
+    ),
+    st.one_of(st.none(), st.binary(max_size=300)),
+)
+def test_the_envelope_is_read_as_the_protobuf_runtime_reads_it(others, raw):
+    """Any valid envelope with at most one raw field: the object found by hand
+    is the runtime's ``raw``, whatever other fields come before or after."""
+    fields = []
+    for number, wire_type, value in others:
+        key = _varint_bytes(number << 3 | wire_type)
+        if wire_type == 2:
+            fields.append(key + _varint_bytes(len(value)) + value)
+        elif wire_type == 0:
+            fields.append(key + _varint_bytes(value))
+        else:
+            fields.append(key + value)
+    if raw is not None:
+        fields.insert(len(fields) // 2, b"\x12" + _varint_bytes(len(raw)) + raw)
+    body = envelope(*fields)
+    assert bytes(_unwrap(body)) == MESSAGES["Unknown"].FromString(body[len(MAGIC) :]).raw
