@@ -48,6 +48,7 @@ class Config:
     metadata_page_size: int = 2000
     # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
     # over uncompressed pages costs this client more than inflating them).
+    # The kubeconfig cluster's disable-compression turns it off as well.
     compression: bool = True
     protobuf: bool = True  # pods and metadata LISTs as protobuf (full CRD objects: JSON only)
     write_concurrency: int = 8

@@ -233,6 +233,7 @@ class _Session:
             self.config.set_current_context(config.context)
         self.server = config.server.rstrip("/")
         self.opts = opts
+        self.gzip = _compression(opts, config)
         self.local = threading.local()
 
     def _http(self) -> Any:
@@ -242,7 +243,7 @@ class _Session:
         api = getattr(self.local, "api", None)
         if api is None:
             api = pykube.HTTPClient(self.config, timeout=self.opts.timeout)
-            api.session.headers["Accept-Encoding"] = "gzip" if self.opts.compression else "identity"
+            api.session.headers["Accept-Encoding"] = "gzip" if self.gzip else "identity"
             # With trust_env on, requests re-reads the proxy variables and looks
             # for ~/.netrc on every request. Resolve the proxy once instead, so
             # HTTPS_PROXY and NO_PROXY still apply.
@@ -283,6 +284,13 @@ def _proxied(server: str) -> bool:
 
 def _env(name: str) -> str:
     return os.environ.get(name) or os.environ.get(name.upper()) or ""
+
+
+def _compression(opts: Config, config: kubeconfig.KubeConfig) -> bool:
+    """Ask for gzip unless the settings or the kubeconfig's cluster turn it
+    off: a cluster entry with ``disable-compression: true`` means it for
+    kubectl too."""
+    return opts.compression and not config.disable_compression
 
 
 def _direct_tls(config: kubeconfig.KubeConfig) -> Tls:
@@ -330,7 +338,8 @@ class Kube:
                 return _Session(self.config, self.opts)
             tls = _direct_tls(self.config)
             auth = _static_auth(self.config)
-            return Direct(self.server, tls, self.opts.timeout, self.opts.compression, auth)
+            gzip = _compression(self.opts, self.config)
+            return Direct(self.server, tls, self.opts.timeout, gzip, auth)
         except OSError as exc:  # a TLS file unreadable or not PEM (ssl.SSLError)
             raise ConfigMissing(f"kubeconfig {self.config.source}: TLS files: {exc}") from None
 

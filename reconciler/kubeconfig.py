@@ -47,6 +47,7 @@ class KubeConfig:
     username: str | None = None
     password: str | None = None
     only_pykube: bool = False  # exec plugin, auth provider or tls-server-name
+    disable_compression: bool = False  # the cluster's disable-compression, as kubectl reads it
 
 
 def from_file(path: Path, context: str | None = None) -> KubeConfig:
@@ -70,7 +71,7 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
         server=str(cluster.get("server") or "http://localhost"),
         namespace=ctx.get("namespace"),
         ca_file=resolve.file(cluster, "certificate-authority"),
-        insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
+        insecure=_flag(cluster, "insecure-skip-tls-verify", path),
         cert_file=resolve.file(user, "client-certificate"),
         key_file=resolve.file(user, "client-key"),
         token=user.get("token") or None,
@@ -78,6 +79,7 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
         username=user.get("username") or None,
         password=user.get("password") or None,
         only_pykube="exec" in user or "auth-provider" in user or "tls-server-name" in cluster,
+        disable_compression=_flag(cluster, "disable-compression", path),
     )
 
 
@@ -109,6 +111,15 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise KubeconfigError(f"kubeconfig {path}: not a kubeconfig (a YAML mapping)")
     return doc
+
+
+def _flag(section: dict[str, Any], field: str, path: Path) -> bool:
+    """A boolean field; kubectl refuses a string such as "false", which
+    Python would read as true."""
+    value = section.get(field, False)
+    if not isinstance(value, bool):
+        raise KubeconfigError(f"kubeconfig {path}: {field}: {value!r} is not true or false")
+    return value
 
 
 def _contexts(doc: dict[str, Any]) -> list[str]:

@@ -60,6 +60,10 @@ def test_inline_certificates_go_to_one_private_file_each(tmp_path: Path) -> None
     assert Path(first.ca_file).read_bytes() == pem
     assert stat.S_IMODE(Path(first.ca_file).stat().st_mode) == 0o600
     assert first.token == "t" and not first.only_pykube
+    assert not first.disable_compression and not first.insecure
+    flags = {"disable-compression": True, "insecure-skip-tls-verify": True}
+    both = kubeconfig.from_file(_write(tmp_path, flags, {"token": "t"}))
+    assert both.disable_compression and both.insecure
 
 
 def test_a_named_context_wins_and_an_unknown_one_lists_those_there_are(tmp_path: Path) -> None:
@@ -79,6 +83,8 @@ def test_a_named_context_wins_and_an_unknown_one_lists_those_there_are(tmp_path:
         ),
         ({"certificate-authority-data": "%%%"}, {}, "certificate-authority-data is not base64"),
         ({}, {"client-key": "/nowhere/k"}, "client-key /nowhere/k: no such file"),
+        ({"disable-compression": "false"}, {}, "disable-compression: 'false' is not true or"),
+        ({"insecure-skip-tls-verify": "no"}, {}, "insecure-skip-tls-verify: 'no' is not true"),
     ],
 )
 def test_a_bad_field_is_named(

@@ -215,11 +215,17 @@ def test_an_answer_that_is_not_http_or_cut_short_is_a_transport_error(answer: by
 # ------------------------------------------------------------ kube's choice
 
 
-def _kubeconfig(tmp_path: Path, server: str, user: dict[str, object], name: str = "k") -> str:
+def _kubeconfig(
+    tmp_path: Path,
+    server: str,
+    user: dict[str, object],
+    name: str = "k",
+    cluster: dict[str, object] | None = None,
+) -> str:
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "clusters": [{"name": "c", "cluster": {"server": server, **(cluster or {})}}],
         "users": [{"name": "u", "user": user}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "x",
@@ -241,6 +247,22 @@ def test_static_credentials_go_direct_with_their_header(server: _Server, tmp_pat
     assert patched["Authorization"] == "Basic YTpi" and patched["Content-Type"] == "m+json"
     assert body == b'{"x":[1]}'
     assert isinstance(kube.Kube(token).transport, Direct)
+
+
+def test_a_cluster_that_disables_compression_is_never_asked_for_gzip(
+    server: _Server, tmp_path: Path
+) -> None:
+    server.gzip = True
+    off = {"disable-compression": True}
+    plain = _kubeconfig(tmp_path, server.url, {"token": "t"}, "plain", off)
+    zipped = _kubeconfig(tmp_path, server.url, {"token": "t"}, "zipped")
+    assert kube.Kube(Config(kubeconfig=plain)).send("GET", "/p") == b"GET /p"
+    assert kube.Kube(Config(kubeconfig=zipped)).send("GET", "/z") == b"GET /z"
+    assert [h["Accept-Encoding"] for _, _, _, h in server.seen] == ["identity", "gzip"]
+    provider = {"auth-provider": {"name": "oidc", "config": {}}}
+    session = _kubeconfig(tmp_path, server.url, provider, "session", off)
+    chosen = kube.Kube(Config(kubeconfig=session)).transport
+    assert isinstance(chosen, kube._Session) and not chosen.gzip
 
 
 @pytest.mark.parametrize(
