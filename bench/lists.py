@@ -95,7 +95,7 @@ VARIANTS = [
     Variant("metadata, no gzip, page 5000", version_page, page_size=5000, accept=META_ACCEPT),
 ]
 
-_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.eE+-]+)$")
+SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.eE+-]+)$")
 
 
 def list_counters(api: Api) -> dict[str, float]:
@@ -103,7 +103,7 @@ def list_counters(api: Api) -> dict[str, float]:
     resp = api.send(Request("GET", "/metrics"))
     totals = {"cache": 0.0, "storage": 0.0}
     for line in resp.text.splitlines():
-        m = _SAMPLE.match(line)
+        m = SAMPLE.match(line)
         if not m or "pods" not in m[2]:
             continue
         if m[1] == "apiserver_cache_list_total":

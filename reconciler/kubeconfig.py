@@ -113,10 +113,18 @@ def _read(path: Path) -> dict[str, Any]:
     return doc
 
 
+_YAML11_LETTERS = {"y": True, "Y": True, "n": False, "N": False}
+
+
 def _flag(section: dict[str, Any], field: str, path: Path) -> bool:
-    """A boolean field; kubectl refuses a string such as "false", which
-    Python would read as true."""
-    value = section.get(field, False)
+    """A boolean field as kubectl reads it: empty is false, and y/n are
+    booleans to its YAML reader (strings to PyYAML). A quoted "false", which
+    Python would take as true, is refused, as kubectl refuses it."""
+    value = section.get(field)
+    if value is None:
+        return False
+    if isinstance(value, str) and value in _YAML11_LETTERS:
+        return _YAML11_LETTERS[value]
     if not isinstance(value, bool):
         raise KubeconfigError(f"kubeconfig {path}: {field}: {value!r} is not true or false")
     return value

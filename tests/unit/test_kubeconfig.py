@@ -64,6 +64,9 @@ def test_inline_certificates_go_to_one_private_file_each(tmp_path: Path) -> None
     flags = {"disable-compression": True, "insecure-skip-tls-verify": True}
     both = kubeconfig.from_file(_write(tmp_path, flags, {"token": "t"}))
     assert both.disable_compression and both.insecure
+    as_kubectl = {"disable-compression": "y", "insecure-skip-tls-verify": None}
+    read = kubeconfig.from_file(_write(tmp_path, as_kubectl, {"token": "t"}))
+    assert read.disable_compression and not read.insecure
 
 
 def test_a_named_context_wins_and_an_unknown_one_lists_those_there_are(tmp_path: Path) -> None:
