@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.cpu import CpuMeter
 from bench.kubeapi import CORE_PATH, MERGE_PATCH, Api, Request
-from bench.lists import SAMPLE
+from bench.lists import served
 from hack.cluster import cluster as launcher
 from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
@@ -65,23 +65,6 @@ def _resources() -> dict[str, ResourceType]:
     found: dict[str, ResourceType] = {"pods": PODS}
     found.update({kind.name: kind.resource for kind in KINDS})
     return found
-
-
-def served(api: Api, resources: tuple[str, ...] | None = None) -> dict[str, float]:
-    """LISTs of ``resources`` (None: of every resource) the apiserver served so
-    far: from its watch cache, and from etcd (a consistent LIST's revision read
-    counts there too)."""
-    totals = {"cache": 0.0, "etcd": 0.0}
-    wanted = None if resources is None else {f'resource="{r}"' for r in resources}
-    for line in api.send(Request("GET", "/metrics")).text.splitlines():
-        m = SAMPLE.match(line)
-        if not m or (wanted is not None and not wanted & set(m[2].split(","))):
-            continue
-        if m[1] == "apiserver_cache_list_total":
-            totals["cache"] += float(m[3])
-        elif m[1] == "apiserver_storage_list_total":
-            totals["etcd"] += float(m[3])
-    return totals
 
 
 def one_list(kube: Kube, res: ResourceType, v: Variant, namespaces: list[str]) -> int:

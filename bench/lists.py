@@ -95,21 +95,23 @@ VARIANTS = [
     Variant("metadata, no gzip, page 5000", version_page, page_size=5000, accept=META_ACCEPT),
 ]
 
-SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.eE+-]+)$")
+_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.eE+-]+)$")
 
 
-def list_counters(api: Api) -> dict[str, float]:
-    """The apiserver's LIST counters for pods: served from the watch cache or etcd."""
-    resp = api.send(Request("GET", "/metrics"))
-    totals = {"cache": 0.0, "storage": 0.0}
-    for line in resp.text.splitlines():
-        m = SAMPLE.match(line)
-        if not m or "pods" not in m[2]:
+def served(api: Api, resources: tuple[str, ...] | None = None) -> dict[str, float]:
+    """LISTs of ``resources`` (None: of every resource) the apiserver served so
+    far: from its watch cache, and from etcd (a consistent LIST's revision read
+    counts there too)."""
+    totals = {"cache": 0.0, "etcd": 0.0}
+    wanted = None if resources is None else {f'resource="{r}"' for r in resources}
+    for line in api.send(Request("GET", "/metrics")).text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m or (wanted is not None and not wanted & set(m[2].split(","))):
             continue
         if m[1] == "apiserver_cache_list_total":
             totals["cache"] += float(m[3])
         elif m[1] == "apiserver_storage_list_total":
-            totals["storage"] += float(m[3])
+            totals["etcd"] += float(m[3])
     return totals
 
 
@@ -184,14 +186,14 @@ def measure(
     for v in VARIANTS:
         one_list(kubes[v.name], api, v, namespaces, meter)  # warm connections and caches
     runs: dict[str, list[Sample]] = {v.name: [] for v in VARIANTS}
-    served = {v.name: {"cache": 0.0, "storage": 0.0} for v in VARIANTS}
+    counted = {v.name: {"cache": 0.0, "etcd": 0.0} for v in VARIANTS}
     for _ in range(repeat):
         for v in VARIANTS:
-            counters0 = list_counters(api)
+            counters0 = served(api, ("pods",))
             runs[v.name].append(one_list(kubes[v.name], api, v, namespaces, meter))
-            counters1 = list_counters(api)
-            for where in ("cache", "storage"):
-                served[v.name][where] += counters1[where] - counters0[where]
+            counters1 = served(api, ("pods",))
+            for where in ("cache", "etcd"):
+                counted[v.name][where] += counters1[where] - counters0[where]
     rows = []
     for v in VARIANTS:
         samples = runs[v.name]
@@ -204,8 +206,8 @@ def measure(
                 "mb": statistics.median(s.bytes for s in samples) / 1e6,
                 "requests": samples[0].requests,
                 "items": samples[0].items,
-                "from_cache": served[v.name]["cache"],
-                "from_etcd": served[v.name]["storage"],
+                "from_cache": counted[v.name]["cache"],
+                "from_etcd": counted[v.name]["etcd"],
             }
         )
         print(rows[-1], file=sys.stderr, flush=True)

@@ -36,7 +36,6 @@ from typing import Any
 
 from bench import daemon, proc
 from bench.contenders import Setup
-from bench.continuation import served
 from bench.kubeapi import (
     CORE_PATH,
     REDIS_PATH,
@@ -47,6 +46,7 @@ from bench.kubeapi import (
     redis_body,
     xca_body,
 )
+from bench.lists import served
 
 log = logging.getLogger("bench.scale")
 OUR_RESOURCES = ("pods", "redis", "xcas")
