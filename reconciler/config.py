@@ -40,12 +40,14 @@ class Config:
     context: str | None = None
     timeout: float = 10.0
     page_size: int = 500
-    # Items per page of the metadata-only LISTs of the passes after the first.
-    # The apiserver's watch cache walks every item left in the LIST for each
-    # page it serves, so a LIST of N items in pages of P costs it about
-    # N*N/(2P) steps. A page is held whole, and twice over while it is
-    # parsed: 2000 pods' metadata is about 3.4 MB of protobuf (docs/performance.md).
-    metadata_page_size: int = 2000
+    # Items per page of the metadata-only LISTs of the passes after the first;
+    # 0: all in one page. Pages cost the apiserver more: its watch cache walks
+    # every item left in the LIST for each page, and it reads a page after the
+    # first from etcd when nothing of the kind has changed since etcd's last
+    # compaction (docs/performance.md). The answer is parsed as it arrives, a
+    # batch of items at a time, so one page is never held whole (as protobuf;
+    # a JSON answer is).
+    metadata_page_size: int = 0
     # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
     # over uncompressed pages costs this client more than inflating them).
     # The kubeconfig cluster's disable-compression turns it off as well.
@@ -86,7 +88,6 @@ _POSITIVE = {
     "min_interval",
     "timeout",
     "page_size",
-    "metadata_page_size",
     "write_concurrency",
     "qps",
     "burst",
@@ -98,7 +99,7 @@ _POSITIVE = {
     "retry_period",
     "healthz_intervals",
 }
-_NON_NEGATIVE = {"jitter", "max_retries"}
+_NON_NEGATIVE = {"jitter", "max_retries", "metadata_page_size"}
 
 
 def coerce(key: str, value: Any, source: str) -> Any:

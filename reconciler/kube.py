@@ -33,9 +33,9 @@ import msgspec
 
 from reconciler import kubeconfig
 from reconciler.config import Config
-from reconciler.model import Page, ResourceType, raw_page
+from reconciler.model import Incremental, Page, ResourceType, raw_page
 from reconciler.protowire import status_of
-from reconciler.transport import Direct, Response, Tls, TransportError
+from reconciler.transport import Direct, Response, Sink, Tls, TransportError
 
 T = TypeVar("T")
 
@@ -214,7 +214,12 @@ def _api_error(resp: Response) -> ApiError:
 
 class Transport(Protocol):
     def send(
-        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        sink: Sink | None = None,
     ) -> Response: ...
 
 
@@ -253,18 +258,36 @@ class _Session:
         return api
 
     def send(
-        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        sink: Sink | None = None,
     ) -> Response:
         import requests
 
         try:
             resp = self._http().session.request(
-                method, self.server + target, data=body, headers=headers, timeout=self.opts.timeout
+                method,
+                self.server + target,
+                data=body,
+                headers=headers,
+                timeout=self.opts.timeout,
+                stream=sink is not None,
             )
+            with resp:
+                status, reason = resp.status_code, resp.reason or ""
+                retry_after = resp.headers.get("Retry-After")
+                if sink is None or not 200 <= status < 300:
+                    return Response(status, reason, resp.content, retry_after)
+                streamed = 0
+                for piece in resp.iter_content(1 << 16):  # inflated as it arrives
+                    streamed += len(piece)
+                    sink(piece)
+                return Response(status, reason, b"", retry_after, streamed)
         except requests.exceptions.RequestException as exc:
             raise TransportError(str(exc)) from None
-        retry_after = resp.headers.get("Retry-After")
-        return Response(resp.status_code, resp.reason or "", resp.content, retry_after)
 
 
 def _proxied(server: str) -> bool:
@@ -381,8 +404,10 @@ class Kube:
         params: Mapping[str, Any] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+        sink: Sink | None = None,
     ) -> bytes:
-        """Send one request; retry 429/5xx honouring Retry-After; return the body."""
+        """Send one request; retry 429/5xx honouring Retry-After; return the
+        body, or give it to ``sink`` as it arrives (then return nothing)."""
         verb = verb or method
         target = f"{path}?{urlencode(params)}" if params else path
         body = None if json is None else msgspec.json.encode(json)
@@ -396,11 +421,11 @@ class Kube:
             if self.token is not None and (auth := self.token.header()):
                 hdrs["Authorization"] = auth
             try:
-                resp = self.transport.send(method, target, body, hdrs)
+                resp = self.transport.send(method, target, body, hdrs, sink)
             except TransportError as exc:
                 self.stats.record(verb, "error", 0)
                 raise Unreachable(f"{self.server}: {_short(exc)}") from None
-            self.stats.record(verb, str(resp.status), len(resp.body))
+            self.stats.record(verb, str(resp.status), len(resp.body) + resp.streamed)
             if resp.ok:
                 return resp.body
             err = _api_error(resp)
@@ -441,54 +466,71 @@ class Kube:
         reconciler.model; raw dicts without it) turns each page's bytes into
         items as the page arrives, so only one page of JSON is held at once.
         ``accept`` asks for another media type (protobuf) that ``decode`` reads.
-        ``page_size`` overrides the ``page_size`` setting for this LIST.
+        ``page_size`` overrides the ``page_size`` setting for this LIST (0: one page).
         """
+        read = decode or raw_page
+        headers = {"Accept": accept} if accept else None
+        path = self.path(res, namespace)
+
+        def fetch(params: Mapping[str, Any]) -> Page[T]:
+            body = self.send("GET", path, verb="LIST", params=params, headers=headers)
+            return read(body)  # type: ignore[return-value]
+
+        return self._paged(res, selector, page_size, fetch)
+
+    def list_streamed(
+        self,
+        res: ResourceType,
+        namespace: str | None,
+        start: Callable[[], Incremental[T]],
+        accept: str,
+        page_size: int | None = None,
+    ) -> builtins.list[T]:
+        """list, with each page decoded as it arrives by a decoder from
+        ``start``: a page as large as every object in the cluster (page_size
+        0) is then never held whole."""
+        path, headers = self.path(res, namespace), {"Accept": accept}
+
+        def fetch(params: Mapping[str, Any]) -> Page[T]:
+            stream = start()
+            self.send("GET", path, verb="LIST", params=params, headers=headers, sink=stream.feed)
+            return stream.close()
+
+        return self._paged(res, None, page_size, fetch)
+
+    def _paged(
+        self,
+        res: ResourceType,
+        selector: str | None,
+        page_size: int | None,
+        fetch: Callable[[Mapping[str, Any]], Page[T]],
+    ) -> builtins.list[T]:
         # Decoding a page makes hundreds of thousands of acyclic objects; the
         # cyclic collector would scan them again and again.
         was_enabled = gc.isenabled()
         gc.disable()
+        limit = self.opts.page_size if page_size is None else page_size
         try:
-            limit = self.opts.page_size if page_size is None else page_size
-            return self._list(res, namespace, selector, decode or raw_page, accept, limit)  # type: ignore[arg-type]
+            while True:
+                items: builtins.list[T] = []
+                params: dict[str, Any] = {"limit": limit} if limit else {}
+                if selector:
+                    params["labelSelector"] = selector
+                try:
+                    while True:
+                        page = fetch(params)
+                        items.extend(page.items)
+                        if not page.continue_token:
+                            return items
+                        params["continue"] = page.continue_token
+                except ApiError as exc:
+                    if exc.status == 410 and "continue" in params:
+                        log.info("LIST %s: continue token expired, restarting", res.kind)
+                        continue
+                    raise
         finally:
             if was_enabled:
                 gc.enable()
-
-    def _list(
-        self,
-        res: ResourceType,
-        namespace: str | None,
-        selector: str | None,
-        decode: Callable[[bytes], Page[T]],
-        accept: str | None,
-        limit: int,
-    ) -> builtins.list[T]:
-        headers = {"Accept": accept} if accept else None
-        while True:
-            items: builtins.list[T] = []
-            params: dict[str, Any] = {"limit": limit}
-            if selector:
-                params["labelSelector"] = selector
-            try:
-                while True:
-                    body = self.send(
-                        "GET",
-                        self.path(res, namespace),
-                        verb="LIST",
-                        params=params,
-                        headers=headers,
-                    )
-                    page = decode(body)
-                    del body  # free this page's bytes before fetching the next
-                    items.extend(page.items)
-                    if not page.continue_token:
-                        return items
-                    params["continue"] = page.continue_token
-            except ApiError as exc:
-                if exc.status == 410 and "continue" in params:
-                    log.info("LIST %s: continue token expired, restarting", res.kind)
-                    continue
-                raise
 
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         return self.request("GET", self.path(res, namespace, name))

@@ -347,6 +347,15 @@ class Page(Generic[T]):
     continue_token: str
 
 
+class Incremental(Protocol[T]):
+    """Decodes an answer fed to it piece by piece as it arrives, so that a
+    large page is never held whole."""
+
+    def feed(self, piece: bytes) -> None: ...
+
+    def close(self) -> Page[T]: ...
+
+
 class _ListMeta(msgspec.Struct):
     continue_: str | None = msgspec.field(default=None, name="continue")
 

@@ -36,7 +36,7 @@ from reconciler.model import (
     pod_page,
 )
 from reconciler.protowire import ACCEPT as POD_ACCEPT
-from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON, pod_page_reusing, version_page
+from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON, VersionStream, pod_page_reusing
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,16 @@ class Observation:
     warnings: tuple[str, ...] = ()  # worth a look, but no object failed: a typo in the scope
 
 
+def _across(namespaces: Sequence[str], list_in: Callable[[str | None], list[Any]]) -> list[Any]:
+    """The items of one LIST per scoped namespace, or of one cluster-wide LIST."""
+    if not namespaces:
+        return list_in(None)
+    items: list[Any] = []
+    for ns in namespaces:
+        items.extend(list_in(ns))
+    return items
+
+
 def _list_all(
     kube: Kube,
     res: ResourceType,
@@ -69,15 +79,9 @@ def _list_all(
     selector: str | None,
     decode: Callable[[bytes], Page[Any]],
     accept: str | None,
-    page_size: int | None = None,
 ) -> list[Any]:
     """Decoded items of one kind, across the scoped namespaces (or all)."""
-    if not namespaces:
-        return kube.list(res, None, selector, decode, accept, page_size)
-    items: list[Any] = []
-    for ns in namespaces:
-        items.extend(kube.list(res, ns, selector, decode, accept, page_size))
-    return items
+    return _across(namespaces, lambda ns: kube.list(res, ns, selector, decode, accept))
 
 
 def _why(res: ResourceType, exc: Exception) -> str:
@@ -114,7 +118,7 @@ class Reuse(Generic[T]):
 @dataclass(frozen=True)
 class MetaList:
     """How the LISTs of metadata alone are asked for: the media type, and the
-    page size (larger than for full objects: their items are small)."""
+    page size (0, one page, by default: they are read as they arrive)."""
 
     accept: str
     page_size: int
@@ -130,7 +134,10 @@ def _unchanged_or_fetched(
     is reported there. An unreachable cluster raises at once: a full LIST
     would only fail again, after its own retries."""
     try:
-        versions = _list_all(kube, res, namespaces, None, version_page, how.accept, how.page_size)
+        versions: list[Version] = _across(
+            namespaces,
+            lambda ns: kube.list_streamed(res, ns, VersionStream, how.accept, how.page_size),
+        )
         unknown = [v for v in versions if v.known_as not in reuse.known]
         if len(unknown) > FETCH_MAX:
             return None
@@ -292,7 +299,7 @@ def observe(
     ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). An
     object unchanged since ``previous`` (same uid and resourceVersion) is
     taken from there rather than decoded again, after a LIST of metadata in
-    pages of ``metadata_page_size``."""
+    pages of ``metadata_page_size`` (0: one page)."""
     meta = MetaList(META_ACCEPT if protobuf else META_ACCEPT_JSON, metadata_page_size)
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)

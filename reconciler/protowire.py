@@ -157,16 +157,51 @@ class _Varint(NamedTuple):
     end: int  # the offset just past it
 
 
-def _varint(buf: memoryview, at: int) -> _Varint:
+def _varint_or_none(buf: memoryview | bytearray, at: int) -> _Varint | None:
+    """The number at ``at``, or None if ``buf`` ends before it does."""
     value = shift = 0
-    while at < len(buf) and shift < 64:
+    while at < len(buf):
+        if shift >= 64:
+            raise DecodeError("a number longer than ten bytes")
         byte = buf[at]
         at += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
             return _Varint(value, at)
         shift += 7
-    raise DecodeError("the envelope ends inside a number")
+    return None
+
+
+def _varint(buf: memoryview, at: int) -> _Varint:
+    if (number := _varint_or_none(buf, at)) is None:
+        raise DecodeError("the envelope ends inside a number")
+    return number
+
+
+class _Field(NamedTuple):
+    number: int
+    wire: int
+    start: int  # where its value starts (after its key and length)
+    end: int  # the offset just past it
+
+
+def _field_at(buf: memoryview | bytearray, at: int) -> _Field | None:
+    """The field whose key is at ``at``, or None if ``buf`` ends before it does."""
+    if (key := _varint_or_none(buf, at)) is None:
+        return None
+    number, wire = key.value >> 3, key.value & 7
+    if wire == 0:
+        value = _varint_or_none(buf, key.end)
+        end = None if value is None else value.end
+    elif wire in _FIXED:
+        end = key.end + _FIXED[wire]
+    elif wire == 2:
+        if (size := _varint_or_none(buf, key.end)) is None:
+            return None
+        return _Field(number, wire, size.end, size.end + size.value)
+    else:
+        raise DecodeError(f"wire type {wire} in the envelope")
+    return None if end is None else _Field(number, wire, key.end, end)
 
 
 _RAW = 2  # runtime.Unknown's field that holds the object
@@ -183,21 +218,12 @@ def _unwrap(body: bytes) -> memoryview:
     buf = memoryview(body)[len(MAGIC) :]
     at = 0
     while at < len(buf):
-        key = _varint(buf, at)
-        number, wire = key.value >> 3, key.value & 7
-        if wire == 0:
-            at = _varint(buf, key.end).end
-        elif wire in _FIXED:
-            at = key.end + _FIXED[wire]
-        elif wire == 2:
-            size = _varint(buf, key.end)
-            at = size.end + size.value
-            if number == _RAW and at <= len(buf):
-                return buf[size.end : at]
-        else:
-            raise DecodeError(f"wire type {wire} in the envelope")
-        if at > len(buf):
+        field = _field_at(buf, at)
+        if field is None or field.end > len(buf):
             raise DecodeError("a field of the envelope runs past its end")
+        if field.number == _RAW and field.wire == 2:
+            return buf[field.start : field.end]
+        at = field.end
     return buf[len(buf) :]  # no object: an empty message
 
 
@@ -283,7 +309,11 @@ def version_page(body: bytes) -> Page[Version]:
     META_ACCEPT (JSON, and full objects, decode too)."""
     if not body.startswith(MAGIC):
         return version_page_json(body)
-    page = MESSAGES["PartialObjectMetadataList"].FromString(_unwrap(body))
+    return _versions(_unwrap(body))
+
+
+def _versions(wire: memoryview | bytes) -> Page[Version]:
+    page = MESSAGES["PartialObjectMetadataList"].FromString(wire)
     return Page(
         [
             Version(m.namespace, m.name, m.uid, m.resource_version)
@@ -291,6 +321,92 @@ def version_page(body: bytes) -> Page[Version]:
         ],
         page.metadata.continue_token,
     )
+
+
+# Where a VersionStream is in an answer.
+_HEAD = "envelope"  # before the list: the magic and the envelope's first fields
+_LIST = "list"  # inside the envelope's raw field
+_TAIL = "tail"  # after it
+_JSON = "json"  # not protobuf: held whole
+
+
+class VersionStream:
+    """version_page for a LIST read as it arrives, so that one page of every
+    object's metadata (tens of megabytes at tens of thousands of pods) is
+    never held whole: the envelope is read by hand, and the list inside it is
+    parsed a batch of whole items at a time. The items of a list, each a field
+    of its own, are themselves a valid list message; so is any run of them.
+
+    A body that is not protobuf (JSON from a server that cannot send it) is
+    held whole and decoded at the end, as version_page would."""
+
+    BATCH = 1 << 18  # bytes of whole items parsed at once
+
+    def __init__(self) -> None:
+        self.buf = bytearray()  # bytes received and not yet parsed
+        self.stage = _HEAD
+        self.left = 0  # bytes of the list not yet received
+        self.whole = 0  # buf[:whole] holds whole fields of the list
+        self.items: list[Version] = []
+        self.continue_token = ""
+
+    def feed(self, chunk: bytes) -> None:
+        if self.stage == _LIST:
+            self.buf += chunk[: self.left]
+            self.left -= min(len(chunk), self.left)
+            self._take()
+        elif self.stage in (_HEAD, _JSON):
+            self.buf += chunk
+            if self.stage == _HEAD:
+                self._open()
+        # _TAIL: what follows the list in the envelope says nothing we read
+
+    def _open(self) -> None:
+        """Find where the list starts, once enough of the envelope is here."""
+        if len(self.buf) < len(MAGIC):
+            return
+        if not self.buf.startswith(MAGIC):
+            self.stage = _JSON
+            return
+        at = len(MAGIC)
+        while (field := _field_at(self.buf, at)) is not None:
+            if field.number == _RAW and field.wire == 2:
+                rest = bytes(self.buf[field.start :])
+                self.buf.clear()
+                self.stage, self.left = _LIST, field.end - field.start
+                self.feed(rest)
+                return
+            if field.end > len(self.buf):
+                return
+            at = field.end
+
+    def _take(self) -> None:
+        """Parse the whole items received, a batch at a time."""
+        while (field := _field_at(self.buf, self.whole)) is not None:
+            if field.end > len(self.buf):
+                break
+            self.whole = field.end
+        if self.whole >= self.BATCH or (self.left == 0 and self.whole):
+            self._parse(bytes(self.buf[: self.whole]))
+            del self.buf[: self.whole]
+            self.whole = 0
+        if self.left == 0:
+            if self.buf:
+                raise DecodeError("the list ends inside an item")
+            self.stage = _TAIL
+
+    def _parse(self, run: bytes) -> None:
+        page = _versions(run)
+        self.items += page.items
+        self.continue_token = page.continue_token or self.continue_token
+
+    def close(self) -> Page[Version]:
+        """What the whole answer said; an answer cut short is an error."""
+        if self.stage == _LIST:
+            raise DecodeError("the answer ends inside the list")
+        if self.stage in (_HEAD, _JSON):  # JSON, or an envelope with no list
+            return version_page(bytes(self.buf))
+        return Page(self.items, self.continue_token)
 
 
 @dataclass(frozen=True)

@@ -22,19 +22,24 @@ import socket
 import ssl
 import threading
 import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
+
+# Takes an answer's body, decompressed, piece by piece as it arrives.
+Sink = Callable[[bytes], None]
 
 
 @dataclass(frozen=True)
 class Response:
-    """What the client reads of an answer. ``body`` is decompressed."""
+    """What the client reads of an answer. ``body`` is decompressed; it is
+    empty when the body went to a sink, and ``streamed`` says how much did."""
 
     status: int
     reason: str
     body: bytes
     retry_after: str | None = None
+    streamed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -77,6 +82,7 @@ class ProtocolError(OSError):
 # one: the server closed the kept-alive connection as we wrote to it.
 _STALE = (_Stale, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
 _MAX_LINE = 65536
+_PIECE = 65536  # bytes read at once from a body given to a sink
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +113,15 @@ class _Connection:
         self.sock.close()
 
     def exchange(
-        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        sink: Sink | None = None,
     ) -> Response:
+        """One request and its answer. A successful answer's body goes to
+        ``sink`` (when given) as it arrives, and is never held whole."""
         head = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
         head += [f"{name}: {value}" for name, value in headers.items()]
         if body is not None or method in ("POST", "PUT", "PATCH"):
@@ -117,15 +130,17 @@ class _Connection:
         while 100 <= (answer := self._head()).status < 200:
             pass  # skip informational answers
         status, fields = answer.status, answer.fields
-        data = self._body(method, status, fields)
+        gzipped = fields.get("content-encoding") == "gzip"
+        data = b""
+        if sink is not None and 200 <= status < 300:
+            _inflate_into(self._pieces(method, status, fields, _PIECE), sink, gzipped)
+        else:
+            data = b"".join(self._pieces(method, status, fields, None))
+            if gzipped:
+                data = _inflate(data)
         self.answered += 1
         if fields.get("connection", "").lower() == "close":
             self.close()
-        if fields.get("content-encoding") == "gzip":
-            try:
-                data = zlib.decompress(data, wbits=31)
-            except zlib.error as exc:
-                raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
         return Response(status, answer.reason, data, fields.get("retry-after"))
 
     def _line(self) -> bytes:
@@ -152,30 +167,76 @@ class _Connection:
             fields[name.strip().lower()] = value.strip()
         return _Head(int(code), reason, fields)
 
-    def _body(self, method: str, status: int, fields: dict[str, str]) -> bytes:
+    def _pieces(
+        self, method: str, status: int, fields: dict[str, str], most: int | None
+    ) -> Iterator[bytes]:
+        """The body as it arrives, at most ``most`` bytes at a time (None:
+        as large as the answer gives them)."""
         if method == "HEAD" or status in (204, 304):
-            return b""
+            return
         if "chunked" in fields.get("transfer-encoding", "").lower():
-            return self._chunks()
-        if (length := fields.get("content-length")) is not None:
-            size = _number(length, 10)
-            data = self.reader.read(size)
-            if len(data) != size:
-                raise ProtocolError("the connection closed in the body")
-            return data
-        self.open = False  # no length: the body ends where the connection does
-        return self.reader.read()
+            yield from self._chunks(most)
+        elif (length := fields.get("content-length")) is not None:
+            yield from self._exactly(_number(length, 10), most, "the body")
+        else:
+            self.open = False  # no length: the body ends where the connection does
+            while piece := self.reader.read(most or -1):
+                yield piece
 
-    def _chunks(self) -> bytes:
-        parts = []
+    def _exactly(self, size: int, most: int | None, where: str) -> Iterator[bytes]:
+        while size > 0:
+            piece = self.reader.read(min(size, most or size))
+            if not piece:
+                raise ProtocolError(f"the connection closed in {where}")
+            size -= len(piece)
+            yield piece
+
+    def _chunks(self, most: int | None) -> Iterator[bytes]:
         while size := _number(self._line().split(b";", 1)[0].decode("latin-1"), 16):
-            chunk = self.reader.read(size + 2)  # and its CRLF
-            if len(chunk) != size + 2:
+            yield from self._exactly(size, most, "a chunk")
+            if len(self.reader.read(2)) != 2:  # its CRLF
                 raise ProtocolError("the connection closed in a chunk")
-            parts.append(chunk[:-2])
         while self._line() not in (b"\r\n", b"\n", b""):  # trailers
             pass
-        return b"".join(parts)
+
+
+def _inflate(data: bytes) -> bytes:
+    try:
+        return zlib.decompress(data, wbits=31)
+    except zlib.error as exc:
+        raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
+
+
+def _inflate_into(pieces: Iterator[bytes], sink: Sink, gzipped: bool) -> None:
+    """Each piece to ``sink``, inflated first if the body is gzipped."""
+    if not gzipped:
+        for piece in pieces:
+            sink(piece)
+        return
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        for piece in pieces:
+            if out := inflater.decompress(piece):
+                sink(out)
+        if out := inflater.flush():
+            sink(out)
+    except zlib.error as exc:
+        raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
+    if not inflater.eof:
+        raise ProtocolError("a gzip body that ends early")
+
+
+class _Counted:
+    """A sink, and how many bytes it has been given: a GET whose answer has
+    begun to reach it cannot be sent again."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.size = 0
+
+    def __call__(self, piece: bytes) -> None:
+        self.size += len(piece)
+        self.sink(piece)
 
 
 class Direct:
@@ -217,27 +278,39 @@ class Direct:
         return conn
 
     def send(
-        self, method: str, target: str, body: bytes | None, headers: Mapping[str, str]
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str],
+        sink: Sink | None = None,
     ) -> Response:
         """One request; ``target`` is the path and query below the server URL.
-        ``headers`` may carry their own Authorization (a rotated token file)."""
+        ``headers`` may carry their own Authorization (a rotated token file).
+        A successful answer's body goes to ``sink``, when given, as it arrives."""
         hdrs = dict(headers)
         hdrs["Accept-Encoding"] = "gzip" if self.compression else "identity"
         if self.auth is not None:
             hdrs.setdefault("Authorization", self.auth)
+        counted = None if sink is None else _Counted(sink)
         for attempt in (1, 2):
             conn: _Connection | None = None
             reused = False
             try:
                 conn = self._connection()
                 reused = conn.answered > 0
-                return conn.exchange(method, self.prefix + target, body, hdrs)
+                answer = conn.exchange(method, self.prefix + target, body, hdrs, counted)
+                return answer if counted is None else replace(answer, streamed=counted.size)
             except OSError as exc:  # ProtocolError and TLS errors too
                 if conn is not None:
                     conn.close()
                 again = attempt == 1 and reused and method == "GET" and isinstance(exc, _STALE)
-                if not again:
+                if not again or (counted is not None and counted.size):
                     raise TransportError(str(exc) or type(exc).__name__) from None
+            except BaseException:  # the sink refused the body: the rest is unread
+                if conn is not None:
+                    conn.close()
+                raise
         raise AssertionError("unreachable: the second attempt returns or raises")
 
 

@@ -12,7 +12,14 @@ from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import ApiError, Kube
 from reconciler.model import PODS, Version, page_of, pod_from_api, pod_page
-from reconciler.protowire import ACCEPT, MAGIC, META_ACCEPT, pod_page_any, version_page
+from reconciler.protowire import (
+    ACCEPT,
+    MAGIC,
+    META_ACCEPT,
+    VersionStream,
+    pod_page_any,
+    version_page,
+)
 
 from .conftest import Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import redis_yaml
@@ -127,3 +134,14 @@ def test_a_list_of_metadata_names_each_object_at_its_version(
             for o in full
         ], res.kind
         assert versions, res.kind
+        for page_size in (0, 2):  # one page, and pages, read as they arrive
+            first: list[bytes] = []
+
+            class Noting(VersionStream):
+                def feed(self, piece: bytes, first: list[bytes] = first) -> None:
+                    first.append(piece[:4]) if not first else None
+                    super().feed(piece)
+
+            streamed = kube.list_streamed(res, ns, Noting, META_ACCEPT, page_size)
+            assert first[0] == MAGIC, res.kind
+            assert streamed == versions, (res.kind, page_size)

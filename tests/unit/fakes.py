@@ -39,6 +39,15 @@ class FakeKube:
         if err is not None:
             raise err
 
+    def _listed(self, res: ResourceType, namespace, selector, accept, page_size):
+        self.accepts.append((res.kind, accept))
+        self.page_sizes.append((res.kind, page_size))
+        self._maybe_fail("LIST", res.kind)
+        value = self.lists.get(res.kind, [])
+        if isinstance(value, Exception):
+            raise value
+        return [v for v in value if _matches(v, selector)]
+
     def list(
         self,
         res: ResourceType,
@@ -48,17 +57,21 @@ class FakeKube:
         accept=None,
         page_size=None,
     ):
-        self.accepts.append((res.kind, accept))
-        self.page_sizes.append((res.kind, page_size))
-        self._maybe_fail("LIST", res.kind)
-        value = self.lists.get(res.kind, [])
-        if isinstance(value, Exception):
-            raise value
-        value = [v for v in value if _matches(v, selector)]
+        value = self._listed(res, namespace, selector, accept, page_size)
         if decode is None:
             return value
         # As the wire carries it: the page decoders read bytes.
         return decode(json.dumps({"metadata": {}, "items": value}).encode()).items
+
+    def list_streamed(self, res: ResourceType, namespace, start, accept, page_size=None):
+        """list, with the answer fed to the decoder a few bytes at a time."""
+        body = json.dumps(
+            {"metadata": {}, "items": self._listed(res, namespace, None, accept, page_size)}
+        )
+        stream = start()
+        for at in range(0, len(body), 7):
+            stream.feed(body[at : at + 7].encode())
+        return stream.close().items
 
     def create(self, res: ResourceType, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]

@@ -9,6 +9,7 @@ protobuf and JSON for the same pods."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,7 @@ from reconciler.protowire import (
     MAGIC,
     MESSAGES,
     ErrorStatus,
+    VersionStream,
     _unwrap,
     pod_page_any,
     pod_page_reusing,
@@ -260,3 +262,59 @@ def test_the_envelope_is_read_as_the_protobuf_runtime_reads_it(others, raw):
         fields.insert(len(fields) // 2, b"\x12" + _varint_bytes(len(raw)) + raw)
     body = envelope(*fields)
     assert bytes(_unwrap(body)) == MESSAGES["Unknown"].FromString(body[len(MAGIC) :]).raw
+
+
+def _pieces(body: bytes, cuts: list[int]) -> list[bytes]:
+    """``body`` split at the given offsets, as the network may deliver it."""
+    edges = [0, *sorted(c % (len(body) + 1) for c in cuts), len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(edges)]
+
+
+def _streamed(pieces: list[bytes], batch: int) -> VersionStream:
+    stream = VersionStream()
+    stream.BATCH = batch  # small batches: many runs of items parsed on their own
+    for piece in pieces:
+        stream.feed(piece)
+    return stream
+
+
+def _around(body: bytes) -> bytes:
+    """The envelope as the apiserver writes it: typeMeta, raw, contentEncoding, contentType."""
+    raw = _unwrap(body).tobytes()
+    type_meta = b"\x0a\x05\x0a\x03v1x"
+    content_type = b"\x22\x14application/protobuf"
+    return envelope(type_meta, b"\x12" + _varint_bytes(len(raw)) + raw, b"\x1a\x00", content_type)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(pod, max_size=6),
+    text,
+    st.booleans(),
+    st.lists(st.integers(0, 10_000), max_size=12),
+    st.integers(1, 400),
+)
+def test_a_list_read_in_pieces_gives_what_the_whole_answer_gives(
+    items, token, as_json_, cuts, batch
+):
+    """However the answer is cut into pieces, and however small the batches,
+    a stream reads the same identities and token as the whole body; a JSON
+    answer too."""
+    if as_json_:
+        body = json.dumps({"metadata": {"continue": token}, "items": [as_json(i) for i in items]})
+        whole = body.encode()
+    else:
+        whole = _around(metadata_page(items, token))
+    assert _streamed(_pieces(whole, cuts), batch).close() == version_page(whole)
+
+
+@settings(max_examples=200)
+@given(st.lists(pod, min_size=1, max_size=4), st.data())
+def test_an_answer_cut_inside_the_list_is_a_decode_error(items, data):
+    whole = metadata_page(items, "")
+    raw = len(_unwrap(whole))
+    start = len(whole) - raw  # where the list starts
+    cut = data.draw(st.integers(start, len(whole) - 1))
+    stream = _streamed([whole[:cut]], data.draw(st.integers(1, 400)))
+    with pytest.raises(DecodeError):
+        stream.close()

@@ -4,6 +4,8 @@ transport reconciler.kube picks for which credentials."""
 from __future__ import annotations
 
 import gzip
+import json
+import random
 import socket
 import threading
 from collections.abc import Iterator
@@ -15,6 +17,8 @@ import yaml
 
 from reconciler import kube
 from reconciler.config import Config
+from reconciler.model import PODS, Version
+from reconciler.protowire import META_ACCEPT, VersionStream
 from reconciler.transport import Direct, TransportError
 
 
@@ -33,7 +37,7 @@ class _Handler(BaseHTTPRequestHandler):
         if server.hang_up_on_second and self.answered == 2:
             self.close_connection = True  # read the request, then close unanswered
             return
-        body = f"{self.command} {self.path}".encode()
+        body = server.body or f"{self.command} {self.path}".encode()
         gzipped = server.gzip and "gzip" in (self.headers.get("Accept-Encoding") or "")
         if gzipped:
             body = gzip.compress(body)
@@ -57,6 +61,7 @@ class _Server(ThreadingHTTPServer):
         self.seen: list[tuple[str, str, bytes, dict[str, str]]] = []
         self.connections = 0
         self.gzip = False
+        self.body = b""  # what every answer says; empty: the request line
         self.close_after_answer = False
         self.hang_up_on_second = False  # a kept-alive connection closed as it is reused
         self.closed = threading.Event()  # set when a connection is shut down
@@ -212,6 +217,78 @@ def test_an_answer_that_is_not_http_or_cut_short_is_a_transport_error(answer: by
         Direct(url, None, timeout=5, compression=False).send("GET", "/", None, {})
 
 
+def _chunked(body: bytes, size: int) -> bytes:
+    pieces = [body[at : at + size] for at in range(0, len(body), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+# 300 kB that gzip cannot shrink: more than one piece of a stream, gzipped or not.
+BIG = random.Random(0).randbytes(300_000)
+
+
+@pytest.mark.parametrize("framing", ["chunked", "length", "until close"])
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_body_given_to_a_sink_arrives_whole_and_in_pieces(framing: str, gzipped: bool) -> None:
+    """A large LIST is read as it arrives: the sink gets every byte, inflated,
+    over several calls, and the answer itself holds none of it."""
+    data = gzip.compress(BIG) if gzipped else BIG
+    head = b"HTTP/1.1 200 OK\r\n" + (b"Content-Encoding: gzip\r\n" if gzipped else b"")
+    if framing == "chunked":
+        answer = head + b"Transfer-Encoding: chunked\r\n\r\n" + _chunked(data, 5000)
+    elif framing == "length":
+        answer = head + b"Content-Length: %d\r\n\r\n" % len(data) + data
+    else:
+        answer = head + b"\r\n" + data
+    url, _ = _canned([answer])
+    pieces: list[bytes] = []
+    got = Direct(url, None, timeout=5, compression=gzipped).send(
+        "GET", "/", None, {}, pieces.append
+    )
+    assert b"".join(pieces) == BIG
+    assert len(pieces) > 1
+    assert (got.status, got.body, got.streamed) == (200, b"", len(BIG))
+
+
+def test_an_error_answer_is_read_whole_and_not_given_to_the_sink() -> None:
+    """A 500 or a 410 is a Status to read, not a page."""
+    body = b'{"kind":"Status","code":410}'
+    url, _ = _canned([b"HTTP/1.1 410 Gone\r\nContent-Length: %d\r\n\r\n" % len(body) + body])
+    pieces: list[bytes] = []
+    got = Direct(url, None, timeout=5, compression=False).send("GET", "/", None, {}, pieces.append)
+    assert (got.status, got.body, pieces) == (410, body, [])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n" + BIG[:70000],
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 1000\r\n\r\n"
+        + gzip.compress(BIG)[:1000],  # a gzip stream that stops short
+    ],
+)
+def test_a_stream_cut_short_is_a_transport_error_after_what_arrived(answer: bytes) -> None:
+    """The sink has had part of the body: the decoder must be told it ended early."""
+    url, _ = _canned([answer])
+    pieces: list[bytes] = []
+    with pytest.raises(TransportError):
+        Direct(url, None, timeout=5, compression=True).send("GET", "/", None, {}, pieces.append)
+
+
+def test_a_sink_that_refuses_the_body_leaves_no_connection_half_read(server: _Server) -> None:
+    """The rest of that body is never read: the connection is closed, and
+    the next request goes out on a new one."""
+    direct = Direct(server.url, None, timeout=5, compression=False)
+
+    def refuse(piece: bytes) -> None:
+        raise ValueError("not a list")
+
+    with pytest.raises(ValueError, match="not a list"):
+        direct.send("GET", "/a", None, {}, refuse)
+    assert not direct.local.conn.open  # the rest may not have arrived yet: never reused
+    assert direct.send("GET", "/b", None, {}).body == b"GET /b"
+    assert server.connections == 2
+
+
 # ------------------------------------------------------------ kube's choice
 
 
@@ -308,3 +385,44 @@ def test_a_tls_file_that_is_not_there_is_a_config_error_naming_it(
     Path(path).write_text(yaml.safe_dump(doc))
     with pytest.raises(kube.ConfigMissing, match=rf"{field} \S*gone\.crt: no such file"):
         kube.Kube(Config(kubeconfig=path))
+
+
+@pytest.mark.parametrize("proxied", [False, True])
+def test_a_list_read_as_it_arrives_asks_one_page_and_decodes_each_piece(
+    server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proxied: bool
+) -> None:
+    """Through either transport: page size 0 asks for no limit, the body
+    reaches the decoder in pieces, and its bytes are counted."""
+    versions = [Version("ns", f"p{i}", f"u{i}", str(i)) for i in range(3000)]
+    items = [
+        {
+            "metadata": {
+                "namespace": v.namespace,
+                "name": v.name,
+                "uid": v.uid,
+                "resourceVersion": v.resource_version,
+            }
+        }
+        for v in versions
+    ]
+    server.body = json.dumps({"metadata": {}, "items": items}).encode()
+    if proxied:  # the server plays the proxy too: requests then goes through pykube's session
+        monkeypatch.setenv("HTTP_PROXY", server.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+    client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
+    assert isinstance(client.transport, kube._Session if proxied else Direct)
+    pieces: list[int] = []
+
+    class Counting(VersionStream):
+        def feed(self, piece: bytes) -> None:
+            pieces.append(len(piece))
+            super().feed(piece)
+
+    assert client.list_streamed(PODS, "ns", Counting, META_ACCEPT, page_size=0) == versions
+    assert len(pieces) > 1 and sum(pieces) == len(server.body)
+    assert client.stats.snapshot().bytes_received == len(server.body)
+    client.list_streamed(PODS, "ns", Counting, META_ACCEPT, page_size=5)
+    paths = [path.rpartition(server.url)[2] for _, path, _, _ in server.seen]
+    assert paths == ["/api/v1/namespaces/ns/pods", "/api/v1/namespaces/ns/pods?limit=5"]
+    assert server.seen[0][3]["Accept"] == META_ACCEPT
