@@ -11,8 +11,8 @@ In a cluster where a kind has not been written since the last compaction,
 every page after the first is therefore read from etcd and decoded again.
 
 On the objects already in the bench cluster, this LISTs the metadata of pods,
-Redis and Xca three ways (in pages of 2000, the default before one page
-was, in one page, and one LIST per namespace), first with no write to them since a compaction
+Redis and Xca three ways (in pages of 2000, the default before one page,
+in one page, and one LIST per namespace), first with no write to them since a compaction
 (it waits for one unless ``--no-wait``), then again just after one object of
 each kind is annotated. For each it reports the apiserver and etcd CPU and
 how many requests the watch cache and etcd served.
@@ -68,7 +68,8 @@ def _resources() -> dict[str, ResourceType]:
 
 
 def one_list(kube: Kube, res: ResourceType, v: Variant, namespaces: list[str]) -> int:
-    """Items of one LIST of metadata (or one per namespace), as the daemon asks."""
+    """Items of one LIST of metadata (or one per namespace), asked as the daemon
+    asks; each page is held whole here, which costs the server nothing more."""
     scopes: list[str | None] = list(namespaces) if v.per_namespace else [None]
     return sum(
         len(kube.list(res, ns, None, version_page, META_ACCEPT, page_size=v.page_size))

@@ -79,7 +79,7 @@ VARIANTS = [
     Variant("protobuf + gzip (now)", pod_page_any, compression=True, accept=ACCEPT),
     Variant("metadata + gzip, page 500", version_page, compression=True, accept=META_ACCEPT),
     Variant(
-        "metadata + gzip, page 2000 (now)",
+        "metadata + gzip, page 2000",
         version_page,
         compression=True,
         page_size=2000,

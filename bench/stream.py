@@ -3,8 +3,9 @@ then parsed, against parsed as it arrives (protowire.VersionStream).
 
     python -m bench.stream [--pods 30000] [--rounds 5]
 
-No cluster: a local HTTP server answers with a PartialObjectMetadataList of
-``--pods`` items written with protowire's own schema, about 1.6 kB each (the
+No cluster: a local HTTP server answers with a list of ``--pods`` items,
+written as a PodList with protowire's own schema (a PartialObjectMetadataList
+has the same field numbers for the list and each item's metadata), about 1.6 kB each (the
 apiserver's are about 1.7 kB, mostly managedFields, which the reader skips as
 it skips these labels), with and without gzip. Each round reads it once each
 way through ``transport.Direct``, each in a fresh process, which reports its

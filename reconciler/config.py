@@ -45,8 +45,8 @@ class Config:
     # every item left in the LIST for each page, and it reads a page after the
     # first from etcd when nothing of the kind has changed since etcd's last
     # compaction (docs/performance.md). The answer is parsed as it arrives, a
-    # batch of items at a time, so one page is never held whole (as protobuf;
-    # a JSON answer is).
+    # batch of items at a time, so one page is never held whole. A JSON answer
+    # is (with protobuf off): then 0 means pages of 2000 (observe.py).
     metadata_page_size: int = 0
     # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
     # over uncompressed pages costs this client more than inflating them).

@@ -35,7 +35,7 @@ from reconciler import kubeconfig
 from reconciler.config import Config
 from reconciler.model import Incremental, Page, ResourceType, raw_page
 from reconciler.protowire import status_of
-from reconciler.transport import Direct, Response, Sink, Tls, TransportError
+from reconciler.transport import PIECE, Direct, Response, Sink, Tls, TransportError
 
 T = TypeVar("T")
 
@@ -282,7 +282,7 @@ class _Session:
                 if sink is None or not 200 <= status < 300:
                     return Response(status, reason, resp.content, retry_after)
                 streamed = 0
-                for piece in resp.iter_content(1 << 16):  # inflated as it arrives
+                for piece in resp.iter_content(PIECE):  # inflated as it arrives
                     streamed += len(piece)
                     sink(piece)
                 return Response(status, reason, b"", retry_after, streamed)
@@ -407,7 +407,7 @@ class Kube:
         sink: Sink | None = None,
     ) -> bytes:
         """Send one request; retry 429/5xx honouring Retry-After; return the
-        body, or give it to ``sink`` as it arrives (then return nothing)."""
+        body, or give a successful one to ``sink`` as it arrives (and return b"")."""
         verb = verb or method
         target = f"{path}?{urlencode(params)}" if params else path
         body = None if json is None else msgspec.json.encode(json)
@@ -425,8 +425,11 @@ class Kube:
             except TransportError as exc:
                 self.stats.record(verb, "error", 0)
                 raise Unreachable(f"{self.server}: {_short(exc)}") from None
+            except Exception:  # the sink could not read the answer
+                self.stats.record(verb, "error", 0)
+                raise
             self.stats.record(verb, str(resp.status), len(resp.body) + resp.streamed)
-            if resp.ok:
+            if resp.ok and (sink is None or resp.status < 300):  # a 3xx is not the body asked for
                 return resp.body
             err = _api_error(resp)
             retryable = resp.status == 429 or resp.status >= 500
@@ -488,7 +491,7 @@ class Kube:
     ) -> builtins.list[T]:
         """list, with each page decoded as it arrives by a decoder from
         ``start``: a page as large as every object in the cluster (page_size
-        0) is then never held whole."""
+        0) is then never held whole (as protobuf; see protowire.VersionStream)."""
         path, headers = self.path(res, namespace), {"Accept": accept}
 
         def fetch(params: Mapping[str, Any]) -> Page[T]:

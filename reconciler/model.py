@@ -349,7 +349,7 @@ class Page(Generic[T]):
 
 class Incremental(Protocol[T]):
     """Decodes an answer fed to it piece by piece as it arrives, so that a
-    large page is never held whole."""
+    large page need not be held whole."""
 
     def feed(self, piece: bytes) -> None: ...
 
@@ -404,7 +404,7 @@ class Version:
         return (self.uid, self.resource_version)
 
 
-def version_page_json(body: bytes) -> Page[Version]:
+def version_page_json(body: bytes | bytearray) -> Page[Version]:
     page = _ident_list.decode(body)
     metas = (item.metadata or _IdentMeta() for item in page.items or ())
     versions = [Version(m.namespace, m.name, m.uid, m.resourceVersion) for m in metas]

@@ -36,7 +36,13 @@ from reconciler.model import (
     pod_page,
 )
 from reconciler.protowire import ACCEPT as POD_ACCEPT
-from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON, VersionStream, pod_page_reusing
+from reconciler.protowire import (
+    META_ACCEPT,
+    META_ACCEPT_JSON,
+    UNREADABLE,
+    VersionStream,
+    pod_page_reusing,
+)
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -62,11 +68,11 @@ class Observation:
     warnings: tuple[str, ...] = ()  # worth a look, but no object failed: a typo in the scope
 
 
-def _across(namespaces: Sequence[str], list_in: Callable[[str | None], list[Any]]) -> list[Any]:
+def _across(namespaces: Sequence[str], list_in: Callable[[str | None], list[T]]) -> list[T]:
     """The items of one LIST per scoped namespace, or of one cluster-wide LIST."""
     if not namespaces:
         return list_in(None)
-    items: list[Any] = []
+    items: list[T] = []
     for ns in namespaces:
         items.extend(list_in(ns))
     return items
@@ -105,6 +111,10 @@ def _refused(res: ResourceType, exc: ApiError | Unreachable) -> str | None:
 # Past this many objects added or changed since the last pass, one full LIST
 # of the kind costs less than a GET for each.
 FETCH_MAX = 50
+# A LIST of metadata answered in JSON is held whole before it is decoded
+# (protowire.VersionStream): asked for as JSON, it comes in pages of this many
+# items when metadata_page_size asks for one page.
+JSON_METADATA_PAGE_SIZE = 2000
 
 
 @dataclass(frozen=True)
@@ -118,7 +128,7 @@ class Reuse(Generic[T]):
 @dataclass(frozen=True)
 class MetaList:
     """How the LISTs of metadata alone are asked for: the media type, and the
-    page size (0, one page, by default: they are read as they arrive)."""
+    page size (0: one page, read as it arrives)."""
 
     accept: str
     page_size: int
@@ -134,7 +144,7 @@ def _unchanged_or_fetched(
     is reported there. An unreachable cluster raises at once: a full LIST
     would only fail again, after its own retries."""
     try:
-        versions: list[Version] = _across(
+        versions = _across(
             namespaces,
             lambda ns: kube.list_streamed(res, ns, VersionStream, how.accept, how.page_size),
         )
@@ -143,6 +153,9 @@ def _unchanged_or_fetched(
             return None
         fetched = {v.known_as: _get(kube, res, v, reuse.decode_one) for v in unknown}
     except ApiError:
+        return None
+    except UNREADABLE as exc:
+        log.warning("LIST %s: metadata unreadable (%s); listing in full", res.kind, exc)
         return None
     found = (reuse.known.get(v.known_as) or fetched.get(v.known_as) for v in versions)
     return [obj for obj in found if obj is not None]
@@ -300,7 +313,10 @@ def observe(
     object unchanged since ``previous`` (same uid and resourceVersion) is
     taken from there rather than decoded again, after a LIST of metadata in
     pages of ``metadata_page_size`` (0: one page)."""
-    meta = MetaList(META_ACCEPT if protobuf else META_ACCEPT_JSON, metadata_page_size)
+    if protobuf:
+        meta = MetaList(META_ACCEPT, metadata_page_size)
+    else:
+        meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
     pods = _list_pods(lister, None, protobuf, pod_reuse)

@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import Enum
 from sys import intern
 from typing import Any, NamedTuple
 
+import msgspec
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
@@ -48,6 +50,8 @@ _AS_META = "as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 META_ACCEPT_JSON = f"application/json;{_AS_META}, application/json"
 META_ACCEPT = f"{MEDIA_TYPE};{_AS_META}, {META_ACCEPT_JSON}"
 MAGIC = b"k8s\x00"  # the envelope's prefix, before a runtime.Unknown message
+# What decoding an answer that is not the list asked for raises, as protobuf or JSON.
+UNREADABLE: tuple[type[Exception], ...] = (DecodeError, msgspec.DecodeError)
 
 _F = descriptor_pb2.FieldDescriptorProto
 _STRING, _BOOL, _INT64, _INT32, _BYTES = (
@@ -200,7 +204,7 @@ def _field_at(buf: memoryview | bytearray, at: int) -> _Field | None:
             return None
         return _Field(number, wire, size.end, size.end + size.value)
     else:
-        raise DecodeError(f"wire type {wire} in the envelope")
+        raise DecodeError(f"wire type {wire}: not a field we read")
     return None if end is None else _Field(number, wire, key.end, end)
 
 
@@ -323,11 +327,13 @@ def _versions(wire: memoryview | bytes) -> Page[Version]:
     )
 
 
-# Where a VersionStream is in an answer.
-_HEAD = "envelope"  # before the list: the magic and the envelope's first fields
-_LIST = "list"  # inside the envelope's raw field
-_TAIL = "tail"  # after it
-_JSON = "json"  # not protobuf: held whole
+class _Stage(Enum):
+    """Where a VersionStream is in an answer."""
+
+    HEAD = "before the list: the magic and the envelope's first fields"
+    LIST = "inside the envelope's raw field"
+    TAIL = "after it: nothing there is read"
+    JSON = "not protobuf: held whole"
 
 
 class VersionStream:
@@ -337,76 +343,77 @@ class VersionStream:
     parsed a batch of whole items at a time. The items of a list, each a field
     of its own, are themselves a valid list message; so is any run of them.
 
-    A body that is not protobuf (JSON from a server that cannot send it) is
-    held whole and decoded at the end, as version_page would."""
+    A body that is not protobuf (JSON, asked for or from a server that cannot
+    send protobuf) is held whole and decoded at the end, as version_page would."""
 
     BATCH = 1 << 18  # bytes of whole items parsed at once
 
     def __init__(self) -> None:
-        self.buf = bytearray()  # bytes received and not yet parsed
-        self.stage = _HEAD
-        self.left = 0  # bytes of the list not yet received
-        self.whole = 0  # buf[:whole] holds whole fields of the list
-        self.items: list[Version] = []
-        self.continue_token = ""
+        self._buf = bytearray()  # bytes received and not yet parsed
+        self._stage = _Stage.HEAD
+        self._left = 0  # bytes of the list not yet received
+        self._whole = 0  # _buf[:_whole] holds whole fields of the list
+        self._items: list[Version] = []
+        self._continue = ""
 
-    def feed(self, chunk: bytes) -> None:
-        if self.stage == _LIST:
-            self.buf += chunk[: self.left]
-            self.left -= min(len(chunk), self.left)
+    def feed(self, piece: bytes) -> None:
+        if self._stage is _Stage.LIST:
+            self._buf += piece[: self._left]
+            self._left -= min(len(piece), self._left)
             self._take()
-        elif self.stage in (_HEAD, _JSON):
-            self.buf += chunk
-            if self.stage == _HEAD:
+        elif self._stage in (_Stage.HEAD, _Stage.JSON):
+            self._buf += piece
+            if self._stage is _Stage.HEAD:
                 self._open()
-        # _TAIL: what follows the list in the envelope says nothing we read
 
     def _open(self) -> None:
         """Find where the list starts, once enough of the envelope is here."""
-        if len(self.buf) < len(MAGIC):
+        if len(self._buf) < len(MAGIC):
             return
-        if not self.buf.startswith(MAGIC):
-            self.stage = _JSON
+        if not self._buf.startswith(MAGIC):
+            self._stage = _Stage.JSON
             return
         at = len(MAGIC)
-        while (field := _field_at(self.buf, at)) is not None:
+        while (field := _field_at(self._buf, at)) is not None:
             if field.number == _RAW and field.wire == 2:
-                rest = bytes(self.buf[field.start :])
-                self.buf.clear()
-                self.stage, self.left = _LIST, field.end - field.start
+                rest = bytes(self._buf[field.start :])
+                self._buf.clear()
+                self._stage, self._left = _Stage.LIST, field.end - field.start
                 self.feed(rest)
                 return
-            if field.end > len(self.buf):
+            if field.end > len(self._buf):
                 return
             at = field.end
 
     def _take(self) -> None:
         """Parse the whole items received, a batch at a time."""
-        while (field := _field_at(self.buf, self.whole)) is not None:
-            if field.end > len(self.buf):
+        while (field := _field_at(self._buf, self._whole)) is not None:
+            if field.end > len(self._buf):
                 break
-            self.whole = field.end
-        if self.whole >= self.BATCH or (self.left == 0 and self.whole):
-            self._parse(bytes(self.buf[: self.whole]))
-            del self.buf[: self.whole]
-            self.whole = 0
-        if self.left == 0:
-            if self.buf:
+            self._whole = field.end
+        if self._whole >= self.BATCH or (self._left == 0 and self._whole):
+            with memoryview(self._buf) as view, view[: self._whole] as run:
+                page = _versions(run)
+            self._items += page.items
+            self._continue = page.continue_token or self._continue
+            del self._buf[: self._whole]
+            self._whole = 0
+        if self._left == 0:
+            if self._buf:
                 raise DecodeError("the list ends inside an item")
-            self.stage = _TAIL
-
-    def _parse(self, run: bytes) -> None:
-        page = _versions(run)
-        self.items += page.items
-        self.continue_token = page.continue_token or self.continue_token
+            self._stage = _Stage.TAIL
 
     def close(self) -> Page[Version]:
         """What the whole answer said; an answer cut short is an error."""
-        if self.stage == _LIST:
+        if self._stage is _Stage.LIST:
             raise DecodeError("the answer ends inside the list")
-        if self.stage in (_HEAD, _JSON):  # JSON, or an envelope with no list
-            return version_page(bytes(self.buf))
-        return Page(self.items, self.continue_token)
+        if self._stage is _Stage.JSON:
+            return version_page_json(self._buf)
+        if self._stage is _Stage.HEAD:
+            if not self._buf.startswith(MAGIC):  # nothing, or less than the magic
+                raise DecodeError(f"an answer of {len(self._buf)} bytes is not a list")
+            return version_page(bytes(self._buf))  # an envelope with no list in it
+        return Page(self._items, self._continue)
 
 
 @dataclass(frozen=True)

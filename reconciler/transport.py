@@ -82,7 +82,7 @@ class ProtocolError(OSError):
 # one: the server closed the kept-alive connection as we wrote to it.
 _STALE = (_Stale, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
 _MAX_LINE = 65536
-_PIECE = 65536  # bytes read at once from a body given to a sink
+PIECE = 65536  # bytes read (and inflated) at once from a body given to a sink
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +133,7 @@ class _Connection:
         gzipped = fields.get("content-encoding") == "gzip"
         data = b""
         if sink is not None and 200 <= status < 300:
-            _inflate_into(self._pieces(method, status, fields, _PIECE), sink, gzipped)
+            _inflate_into(self._pieces(method, status, fields, PIECE), sink, gzipped)
         else:
             data = b"".join(self._pieces(method, status, fields, None))
             if gzipped:
@@ -216,8 +216,10 @@ def _inflate_into(pieces: Iterator[bytes], sink: Sink, gzipped: bool) -> None:
     inflater = zlib.decompressobj(wbits=31)
     try:
         for piece in pieces:
-            if out := inflater.decompress(piece):
-                sink(out)
+            while piece:  # a few kB of gzip can inflate to megabytes: PIECE at a time
+                if out := inflater.decompress(piece, PIECE):
+                    sink(out)
+                piece = inflater.unconsumed_tail
         if out := inflater.flush():
             sink(out)
     except zlib.error as exc:
@@ -307,7 +309,7 @@ class Direct:
                 again = attempt == 1 and reused and method == "GET" and isinstance(exc, _STALE)
                 if not again or (counted is not None and counted.size):
                     raise TransportError(str(exc) or type(exc).__name__) from None
-            except BaseException:  # the sink refused the body: the rest is unread
+            except BaseException:  # anything else (the sink, an interrupt): the rest is unread
                 if conn is not None:
                     conn.close()
                 raise

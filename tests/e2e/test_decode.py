@@ -135,13 +135,20 @@ def test_a_list_of_metadata_names_each_object_at_its_version(
         ], res.kind
         assert versions, res.kind
         for page_size in (0, 2):  # one page, and pages, read as they arrive
-            first: list[bytes] = []
+            starts: list[bytes] = []
 
-            class Noting(VersionStream):
-                def feed(self, piece: bytes, first: list[bytes] = first) -> None:
-                    first.append(piece[:4]) if not first else None
-                    super().feed(piece)
+            def noting(starts: list[bytes] = starts) -> VersionStream:
+                stream = VersionStream()
+                feed = stream.feed
 
-            streamed = kube.list_streamed(res, ns, Noting, META_ACCEPT, page_size)
-            assert first[0] == MAGIC, res.kind
+                def note(piece: bytes) -> None:
+                    if not starts:
+                        starts.append(piece[:4])
+                    feed(piece)
+
+                stream.feed = note  # type: ignore[method-assign]
+                return stream
+
+            streamed = kube.list_streamed(res, ns, noting, META_ACCEPT, page_size)
+            assert starts == [MAGIC], res.kind  # as protobuf
             assert streamed == versions, (res.kind, page_size)

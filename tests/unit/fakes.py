@@ -29,6 +29,8 @@ class FakeKube:
         self.accepts: list[tuple[str, str | None]] = []  # (kind, Accept) of each LIST
         # (kind, page size asked) of each LIST; None: the page_size setting.
         self.page_sizes: list[tuple[str, int | None]] = []
+        # The answer to a kind's LIST of metadata, byte for byte; else its objects as JSON.
+        self.metadata_bodies: dict[str, bytes] = {}
 
     def _maybe_fail(self, verb: str, name: str) -> None:
         self.calls.append((verb, name))
@@ -65,12 +67,13 @@ class FakeKube:
 
     def list_streamed(self, res: ResourceType, namespace, start, accept, page_size=None):
         """list, with the answer fed to the decoder a few bytes at a time."""
-        body = json.dumps(
-            {"metadata": {}, "items": self._listed(res, namespace, None, accept, page_size)}
-        )
+        items = self._listed(res, namespace, None, accept, page_size)
+        body = self.metadata_bodies.get(res.kind)
+        if body is None:
+            body = json.dumps({"metadata": {}, "items": items}).encode()
         stream = start()
         for at in range(0, len(body), 7):
-            stream.feed(body[at : at + 7].encode())
+            stream.feed(body[at : at + 7])
         return stream.close().items
 
     def create(self, res: ResourceType, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 
 from reconciler.config import Config
 from reconciler.kube import ApiError, Unreachable
-from reconciler.observe import FETCH_MAX, observe
+from reconciler.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, observe
 from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON
 
 from .fakes import FakeKube
@@ -77,17 +77,39 @@ def test_unchanged_objects_are_known_from_a_list_of_their_metadata(protobuf, acc
     assert not [c for c in kube.calls if c[0] == "GET"]
 
 
-def test_lists_of_metadata_ask_their_own_page_size_and_full_lists_the_usual_one():
-    """The watch cache walks the rest of a LIST for each page it serves: the
-    small metadata items come in large pages; full objects keep page_size."""
+@pytest.mark.parametrize(
+    ("protobuf", "asked", "sent"),
+    [(True, 0, 0), (True, 7, 7), (False, 0, JSON_METADATA_PAGE_SIZE), (False, 7, 7)],
+)
+def test_lists_of_metadata_ask_their_own_page_size_and_full_lists_the_usual_one(
+    protobuf, asked, sent
+):
+    """Metadata comes in one page by default, read as it arrives; as JSON,
+    which is held whole, in pages. Full objects keep page_size."""
     kube = FakeKube()
     kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
-    first = observe(kube, (), None, protobuf=True, metadata_page_size=PAGE)
+    first = observe(kube, (), None, protobuf=protobuf, metadata_page_size=asked)
     full = [size for kind, size in kube.page_sizes if kind != "Namespace"]
     assert full == [None, None, None]  # Pod, Redis, Xca in full: the page_size setting
     kube.page_sizes.clear()
-    observe(kube, (), None, protobuf=True, metadata_page_size=7, previous=first.snapshot)
-    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [7, 7, 7]
+    observe(kube, (), None, protobuf=protobuf, metadata_page_size=asked, previous=first.snapshot)
+    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 3
+    assert PAGE == 0  # the default: one page
+
+
+def test_metadata_that_cannot_be_read_sends_the_kind_to_a_full_list(caplog):
+    """A garbled answer to the cheap LIST costs that kind a full LIST, not the pass."""
+    kube = FakeKube()
+
+    def garble(k: FakeKube) -> None:
+        k.metadata_bodies["Redis"] = b"k8s\x00\x12\x05\x12\xff"  # an item longer than the list
+
+    _before, after = two_passes(kube, garble, protobuf=True)
+    assert [r.name for r in after.snapshot.of("Redis")] == ["r0", "r1", "r2"]
+    assert not after.errors
+    listed = [size for kind, size in kube.page_sizes if kind == "Redis"]
+    assert listed == [PAGE, None]  # the metadata LIST, then the full one
+    assert "Redis: metadata unreadable" in caplog.text
 
 
 def test_a_changed_or_new_object_is_fetched_alone_and_a_deleted_one_is_gone():

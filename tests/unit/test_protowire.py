@@ -308,6 +308,14 @@ def test_a_list_read_in_pieces_gives_what_the_whole_answer_gives(
     assert _streamed(_pieces(whole, cuts), batch).close() == version_page(whole)
 
 
+@pytest.mark.parametrize("body", [b"", b"k8s"])
+def test_an_answer_with_no_envelope_is_a_decode_error(body):
+    stream = VersionStream()
+    stream.feed(body)
+    with pytest.raises(DecodeError, match="not a list"):
+        stream.close()
+
+
 @settings(max_examples=200)
 @given(st.lists(pod, min_size=1, max_size=4), st.data())
 def test_an_answer_cut_inside_the_list_is_a_decode_error(items, data):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler import kube
+from reconciler import kube, transport
 from reconciler.config import Config
 from reconciler.model import PODS, Version
 from reconciler.protowire import META_ACCEPT, VersionStream
@@ -239,14 +239,16 @@ def test_a_body_given_to_a_sink_arrives_whole_and_in_pieces(framing: str, gzippe
         answer = head + b"Content-Length: %d\r\n\r\n" % len(data) + data
     else:
         answer = head + b"\r\n" + data
-    url, _ = _canned([answer])
+    after = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext"
+    url, _ = _canned([answer] if framing == "until close" else [answer, after])
     pieces: list[bytes] = []
-    got = Direct(url, None, timeout=5, compression=gzipped).send(
-        "GET", "/", None, {}, pieces.append
-    )
+    direct = Direct(url, None, timeout=5, compression=gzipped)
+    got = direct.send("GET", "/", None, {}, pieces.append)
     assert b"".join(pieces) == BIG
     assert len(pieces) > 1
     assert (got.status, got.body, got.streamed) == (200, b"", len(BIG))
+    if framing != "until close":  # the same connection, read to the end of that body
+        assert direct.send("GET", "/next", None, {}).body == b"next"
 
 
 def test_an_error_answer_is_read_whole_and_not_given_to_the_sink() -> None:
@@ -272,6 +274,28 @@ def test_a_stream_cut_short_is_a_transport_error_after_what_arrived(answer: byte
     pieces: list[bytes] = []
     with pytest.raises(TransportError):
         Direct(url, None, timeout=5, compression=True).send("GET", "/", None, {}, pieces.append)
+    assert pieces  # it had begun
+
+
+def test_a_get_whose_answer_began_to_reach_the_sink_is_not_sent_again(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reused connection that resets mid-body would otherwise be retried,
+    and the sink would be given the start of the body twice."""
+    direct = Direct(server.url, None, timeout=5, compression=False)
+    direct.send("GET", "/first", None, {})  # the next request reuses the connection
+    read = transport._Connection._pieces
+
+    def reset_after_one(self, *args):
+        yield next(read(self, *args))
+        raise ConnectionResetError("reset by peer")
+
+    monkeypatch.setattr(transport._Connection, "_pieces", reset_after_one)
+    pieces: list[bytes] = []
+    with pytest.raises(TransportError, match="reset by peer"):
+        direct.send("GET", "/second", None, {}, pieces.append)
+    assert pieces == [b"GET /second"]
+    assert [path for _, path, _, _ in server.seen] == ["/first", "/second"]
 
 
 def test_a_sink_that_refuses_the_body_leaves_no_connection_half_read(server: _Server) -> None:
@@ -388,7 +412,7 @@ def test_a_tls_file_that_is_not_there_is_a_config_error_naming_it(
 
 
 @pytest.mark.parametrize("proxied", [False, True])
-def test_a_list_read_as_it_arrives_asks_one_page_and_decodes_each_piece(
+def test_a_list_read_as_it_arrives_asks_one_page_and_feeds_the_decoder_in_pieces(
     server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proxied: bool
 ) -> None:
     """Through either transport: page size 0 asks for no limit, the body
