@@ -35,7 +35,7 @@ from reconciler import kubeconfig
 from reconciler.config import Config
 from reconciler.model import Incremental, Page, ResourceType, raw_page
 from reconciler.protowire import status_of
-from reconciler.transport import PIECE, Direct, Response, Sink, Tls, TransportError
+from reconciler.transport import PIECE, Counted, Direct, Response, Sink, Tls, TransportError
 
 T = TypeVar("T")
 
@@ -281,11 +281,10 @@ class _Session:
                 retry_after = resp.headers.get("Retry-After")
                 if sink is None or not 200 <= status < 300:
                     return Response(status, reason, resp.content, retry_after)
-                streamed = 0
+                counted = Counted(sink)
                 for piece in resp.iter_content(PIECE):  # inflated as it arrives
-                    streamed += len(piece)
-                    sink(piece)
-                return Response(status, reason, b"", retry_after, streamed)
+                    counted(piece)
+                return Response(status, reason, b"", retry_after, counted.size)
         except requests.exceptions.RequestException as exc:
             raise TransportError(str(exc)) from None
 

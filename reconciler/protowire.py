@@ -176,12 +176,6 @@ def _varint_or_none(buf: memoryview | bytearray, at: int) -> _Varint | None:
     return None
 
 
-def _varint(buf: memoryview, at: int) -> _Varint:
-    if (number := _varint_or_none(buf, at)) is None:
-        raise DecodeError("the envelope ends inside a number")
-    return number
-
-
 class _Field(NamedTuple):
     number: int
     wire: int

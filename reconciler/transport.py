@@ -228,9 +228,9 @@ def _inflate_into(pieces: Iterator[bytes], sink: Sink, gzipped: bool) -> None:
         raise ProtocolError("a gzip body that ends early")
 
 
-class _Counted:
+class Counted:
     """A sink, and how many bytes it has been given: a GET whose answer has
-    begun to reach it cannot be sent again."""
+    begun to reach it cannot be sent again, and the client counts bytes received."""
 
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
@@ -294,7 +294,7 @@ class Direct:
         hdrs["Accept-Encoding"] = "gzip" if self.compression else "identity"
         if self.auth is not None:
             hdrs.setdefault("Authorization", self.auth)
-        counted = None if sink is None else _Counted(sink)
+        counted = None if sink is None else Counted(sink)
         for attempt in (1, 2):
             conn: _Connection | None = None
             reused = False
