@@ -4,7 +4,11 @@ interval once the cluster is quiet.
 Polling pays for reaction time with the interval. A pass that wrote, or that
 left objects progressing (pods not yet Ready, a rolling update, a deletion
 waiting for its pods), is followed after ``min_interval``; while nothing it
-wrote changes the picture, the delay doubles up to the interval. Objects in
+wrote changes the picture, the delay doubles up to the interval. Once the
+picture is still, the delay keeps doubling from where it was until it reaches
+the interval: changes come in bursts (a rollout, a drain, a person at
+kubectl), and a pass that finds nothing costs little. So each write buys at
+most log2(interval / min_interval) passes more, never a loop. Objects in
 backoff and Degraded objects (an invalid spec, a pod conflict that only a
 person can resolve) never make a pass early, so a stuck object costs no more
 than a quiet one. Pure: the daemon hands in the pass and the previous pace.
@@ -24,6 +28,7 @@ class Why(StrEnum):
     WROTE = "wrote"  # this pass changed the cluster: look at the result soon
     CONFLICT = "conflict"  # someone else wrote first: the next pass sees what they did
     PROGRESSING = "progressing"  # waiting for pods, a rolling update or a deletion
+    SETTLING = "settling"  # still now, but it moved lately: look again, less often each time
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,19 @@ def next_pace(
         return regular
     moved = motion(result)
     if moved is None:
-        return regular
+        return _settling(previous, interval)
     if moved.why is Why.WROTE:
         return Pace(min_interval, moved.why, moved.detail)
     # Capped at the interval, a long wait stays there rather than restarting at
     # min_interval: only a write (above) resets the pace.
     grown = previous.delay * 2 if previous is not None and previous.early else min_interval
     return Pace(min(grown, interval), moved.why, moved.detail)
+
+
+def _settling(previous: Pace | None, interval: float) -> Pace:
+    """The pace once nothing moves: back to the interval by doubling from the
+    last early delay, so a change right after a burst is seen in seconds."""
+    if previous is None or not previous.early or previous.delay * 2 >= interval:
+        return Pace(interval)
+    delay = previous.delay * 2
+    return Pace(delay, Why.SETTLING, "nothing moved since the last change")

@@ -1,6 +1,7 @@
 """The daemon's adaptive pace on the real apiserver: with a 30 s interval, a
 new Redis is Ready within seconds, because the passes after a write come
-early; once converged, the daemon goes back to its interval."""
+early; once converged, the daemon goes back to its interval, by doubling
+delays, so a pod deleted by hand right after is back in seconds too."""
 
 from __future__ import annotations
 
@@ -16,6 +17,22 @@ from .test_redis import redis_yaml
 def ready_replicas(kubectl: Kubectl, ns: str) -> int:
     redis = kubectl.json("get", "redis", "redis-sample", "-n", ns)
     return int(redis.get("status", {}).get("readyReplicas", 0))
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+        return str(resp.read().decode())
+
+
+def early_passes(metrics: str, reason: str) -> float:
+    found = re.search(rf'reconciler_early_passes_total\{{reason="{reason}"\}} (\S+)', metrics)
+    return float(found.group(1)) if found else 0.0
+
+
+def pod_uid(kubectl: Kubectl, ns: str) -> str | None:
+    pods = kubectl.json("get", "pods", "-n", ns, "--field-selector", "metadata.name=redis-sample-0")
+    items = pods["items"]
+    return str(items[0]["metadata"]["uid"]) if items else None
 
 
 def test_a_new_redis_is_ready_long_before_the_interval(
@@ -35,9 +52,18 @@ def test_a_new_redis_is_ready_long_before_the_interval(
         )
         pods_at = time.monotonic()
         wait_for(lambda: ready_replicas(kubectl, ns) == 3, what="readyReplicas 3", timeout=15)
+        first_uid = pod_uid(kubectl, ns)
         ready_after = time.monotonic() - pods_at
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
-            metrics = resp.read().decode()
+        # Deleted by hand once the daemon found the cluster still: one of the
+        # passes that settle back to the interval puts it back.
+        wait_for(
+            lambda: early_passes(scrape(port), "settling") >= 1, what="a settling pass", timeout=15
+        )
+        deleted_at = time.monotonic()
+        kubectl.run("delete", "pod", "redis-sample-0", "-n", ns, "--wait=false")
+        wait_for(lambda: pod_uid(kubectl, ns) not in (None, first_uid), what="the pod back")
+        back_after = time.monotonic() - deleted_at
+        metrics = scrape(port)
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
@@ -45,5 +71,7 @@ def test_a_new_redis_is_ready_long_before_the_interval(
     # Polling's bound would be a whole interval after the pods were created.
     assert ready_after < 10, f"Ready {ready_after:.1f}s after the pods were created"
     assert re.search(r"next pass in 1s: wrote \(\d+ writes\)", out), out[-3000:]
-    early = re.search(r'reconciler_early_passes_total\{reason="wrote"\} (\S+)', metrics)
-    assert early and float(early.group(1)) >= 1, metrics
+    # The regular pass would have been up to 30 s away.
+    assert back_after < 10, f"the pod deleted by hand was back after {back_after:.1f}s"
+    assert re.search(r"next pass in 2s: settling \(nothing moved", out), out[-3000:]
+    assert early_passes(metrics, "wrote") >= 1, metrics

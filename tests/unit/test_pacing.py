@@ -18,6 +18,7 @@ OTHER = ObjKey("Redis", "ns", "other")
 WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progressing=True)
 CONFLICT = Health("PodConflict", "pods not owned ...", degraded=True, progressing=True)
 DONE = Health(READY, "3/3 replicas ready")
+SETTLED = "nothing moved since the last change"
 
 
 def result(
@@ -45,6 +46,16 @@ def pace(res: PassResult | None, previous: Pace | None = None, **kw: float) -> P
     [
         # Quiet, converged: the interval.
         (result(health={KEY: DONE}), None, Pace(INTERVAL)),
+        (result(health={KEY: DONE}), Pace(INTERVAL), Pace(INTERVAL)),
+        # Quiet right after early passes: on doubling back to the interval.
+        (result(health={KEY: DONE}), Pace(1, Why.WROTE), Pace(2, Why.SETTLING, SETTLED)),
+        (
+            result(health={KEY: DONE}),
+            Pace(8, Why.SETTLING, SETTLED),
+            Pace(16, Why.SETTLING, SETTLED),
+        ),
+        (result(health={KEY: DONE}), Pace(16, Why.SETTLING, SETTLED), Pace(INTERVAL)),
+        (result(health={KEY: DONE}), Pace(30, Why.PROGRESSING), Pace(INTERVAL)),
         # A standby's tick, or a pass that reached nothing: the interval.
         (None, Pace(1, Why.WROTE), Pace(INTERVAL)),
         (result(unreachable="cannot reach"), Pace(1, Why.WROTE), Pace(INTERVAL)),
@@ -67,8 +78,10 @@ def pace(res: PassResult | None, previous: Pace | None = None, **kw: float) -> P
             Pace(30, Why.PROGRESSING),
             Pace(30, Why.PROGRESSING, "1 object progressing"),
         ),
-        # Degraded (a conflict only a person resolves) or backing off: never early.
-        (result(health={KEY: CONFLICT}), Pace(1, Why.WROTE), Pace(INTERVAL)),
+        # Degraded (a conflict only a person resolves) or backing off: never
+        # early of itself; after a change they settle as a quiet pass does.
+        (result(health={KEY: CONFLICT}), None, Pace(INTERVAL)),
+        (result(health={KEY: CONFLICT}), Pace(1, Why.WROTE), Pace(2, Why.SETTLING, SETTLED)),
         (result(health={KEY: WAITING}, backing_off=frozenset({KEY})), None, Pace(INTERVAL)),
         # A failed write is not a write: backoff, not a fast loop, handles it.
         (result(Result.FAILED, health={KEY: DONE}), None, Pace(INTERVAL)),
@@ -116,8 +129,24 @@ def test_the_pace_stays_between_min_and_interval_and_only_a_write_resets_it(
         moving = health.progressing and not health.degraded and not held
         if wrote:
             assert now == Pace(MIN, Why.WROTE, "1 write")
-        elif not moving:
-            assert now == Pace(INTERVAL)  # nothing in motion: never early
-        elif previous is not None and previous.early:
+        elif previous is None or not previous.early:
+            assert now.delay == (MIN if moving else INTERVAL)  # still: never early of itself
+        elif moving:
             assert now.delay == min(previous.delay * 2, INTERVAL)  # no busy loop
+        else:  # still after early passes: doubling back to the interval
+            grown = previous.delay * 2
+            assert now == (
+                Pace(INTERVAL) if grown >= INTERVAL else Pace(grown, Why.SETTLING, SETTLED)
+            )
         previous = now
+
+
+def test_after_a_write_a_still_cluster_costs_a_bounded_number_of_early_passes() -> None:
+    """A write buys log2(interval / min_interval) passes at most, then the interval."""
+    now = pace(result(Result.OK))
+    delays = []
+    while now.early:
+        delays.append(now.delay)
+        now = pace(result(health={KEY: DONE}), now)
+    assert delays == [1, 2, 4, 8, 16]
+    assert now == Pace(INTERVAL)
