@@ -39,7 +39,11 @@ class Config:
     kubeconfig: str | None = None
     context: str | None = None
     timeout: float = 10.0
-    page_size: int = 500
+    # Items per page of the LISTs of whole objects; 0: all in one page. Pods
+    # as protobuf are parsed as they arrive, so one page is never held whole;
+    # a JSON answer (Redis, Xca; pods with protobuf off) is held a page at a
+    # time, so 0 means pages of 500 for those (observe.py).
+    page_size: int = 0
     # Items per page of the metadata-only LISTs of the passes after the first;
     # 0: all in one page. Pages cost the apiserver more: its watch cache walks
     # every item left in the LIST for each page, and it reads a page after the
@@ -87,7 +91,6 @@ _POSITIVE = {
     "interval",
     "min_interval",
     "timeout",
-    "page_size",
     "write_concurrency",
     "qps",
     "burst",
@@ -99,7 +102,7 @@ _POSITIVE = {
     "retry_period",
     "healthz_intervals",
 }
-_NON_NEGATIVE = {"jitter", "max_retries", "metadata_page_size"}
+_NON_NEGATIVE = {"jitter", "max_retries", "page_size", "metadata_page_size"}
 
 
 def coerce(key: str, value: Any, source: str) -> Any:

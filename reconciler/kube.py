@@ -487,10 +487,11 @@ class Kube:
         start: Callable[[], Incremental[T]],
         accept: str,
         page_size: int | None = None,
+        selector: str | None = None,
     ) -> builtins.list[T]:
         """list, with each page decoded as it arrives by a decoder from
         ``start``: a page as large as every object in the cluster (page_size
-        0) is then never held whole (as protobuf; see protowire.VersionStream)."""
+        0) is then never held whole (as protobuf; see protowire.ListStream)."""
         path, headers = self.path(res, namespace), {"Accept": accept}
 
         def fetch(params: Mapping[str, Any]) -> Page[T]:
@@ -498,7 +499,7 @@ class Kube:
             self.send("GET", path, verb="LIST", params=params, headers=headers, sink=stream.feed)
             return stream.close()
 
-        return self._paged(res, None, page_size, fetch)
+        return self._paged(res, selector, page_size, fetch)
 
     def _paged(
         self,

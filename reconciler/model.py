@@ -553,7 +553,7 @@ def _pod(wire: _WirePod) -> Pod:
     )
 
 
-def pod_page(body: bytes) -> Page[Pod]:
+def pod_page(body: bytes | bytearray) -> Page[Pod]:
     """A page of pods, decoded to exactly what pod_from_api makes of it.
 
     A page the typed structs refuse (a field of an unexpected type: not from a
@@ -563,6 +563,6 @@ def pod_page(body: bytes) -> Page[Pod]:
     try:
         page = _pod_list.decode(body)
     except msgspec.ValidationError:
-        return _pods_generic(body)
+        return _pods_generic(bytes(body))
     meta = page.metadata or _ListMeta()
     return Page([_pod(item) for item in page.items or ()], meta.continue_ or "")

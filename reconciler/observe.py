@@ -1,4 +1,4 @@
-"""Observe: one paged LIST per kind (per namespace when scoped) into a Snapshot.
+"""Observe: one LIST per kind (per namespace when scoped) into a Snapshot.
 
 Pods are listed before our objects: an owner always exists before its pods,
 so every owner of a listed pod is in the later LIST of its kind, and a pod is
@@ -40,8 +40,8 @@ from reconciler.protowire import (
     META_ACCEPT,
     META_ACCEPT_JSON,
     UNREADABLE,
+    PodStream,
     VersionStream,
-    pod_page_reusing,
 )
 from reconciler.snapshot import Snapshot
 
@@ -78,16 +78,8 @@ def _across(namespaces: Sequence[str], list_in: Callable[[str | None], list[T]])
     return items
 
 
-def _list_all(
-    kube: Kube,
-    res: ResourceType,
-    namespaces: Sequence[str],
-    selector: str | None,
-    decode: Callable[[bytes], Page[Any]],
-    accept: str | None,
-) -> list[Any]:
-    """Decoded items of one kind, across the scoped namespaces (or all)."""
-    return _across(namespaces, lambda ns: kube.list(res, ns, selector, decode, accept))
+# One LIST of a kind's objects in full, in a namespace (None: cluster-wide).
+ListIn = Callable[[str | None], list[Any]]
 
 
 def _why(res: ResourceType, exc: Exception) -> str:
@@ -115,6 +107,10 @@ FETCH_MAX = 50
 # (protowire.VersionStream): asked for as JSON, it comes in pages of this many
 # items when metadata_page_size asks for one page.
 JSON_METADATA_PAGE_SIZE = 2000
+# The same for a LIST of whole objects in JSON (Redis, Xca, and pods with
+# protobuf off) when page_size asks for one page; pods as protobuf are read as
+# they arrive (protowire.PodStream), in one page.
+JSON_PAGE_SIZE = 500
 
 
 @dataclass(frozen=True)
@@ -123,6 +119,34 @@ class Reuse(Generic[T]):
 
     known: Known[T]
     decode_one: Callable[[Mapping[str, Any]], T]
+
+
+@dataclass(frozen=True)
+class FullList:
+    """How the LISTs of whole objects are asked for: pods as protobuf or not,
+    and the page size (0: one page where the answer is read as it arrives)."""
+
+    protobuf: bool
+    page_size: int
+
+    def pods(self, kube: Kube, selector: str | None, known: Known[Pod]) -> ListIn:
+        if self.protobuf:
+            size = self.page_size
+            return lambda ns: kube.list_streamed(
+                PODS, ns, lambda: PodStream(known), POD_ACCEPT, size, selector
+            )
+        return self.held(kube, PODS, selector, pod_page)
+
+    def held(
+        self,
+        kube: Kube,
+        res: ResourceType,
+        selector: str | None,
+        decode: Callable[[bytes], Page[Any]],
+    ) -> ListIn:
+        """A LIST in JSON, held a page at a time."""
+        size = self.page_size or JSON_PAGE_SIZE
+        return lambda ns: kube.list(res, ns, selector, decode, None, size)
 
 
 @dataclass(frozen=True)
@@ -187,13 +211,12 @@ class _Lister:
         self,
         res: ResourceType,
         selector: str | None,
-        decode: Callable[[bytes], Page[Any]],
-        accept: str | None = None,
+        list_in: ListIn,
         reuse: Reuse[Any] | None = None,
     ) -> tuple[Any, ...] | None:
         self.attempts += 1
         try:
-            decoded = self._items(res, selector, decode, accept, reuse)
+            decoded = self._items(res, selector, list_in, reuse)
         except (ApiError, Unreachable) as exc:
             self.errors.append(_why(res, exc))
             refused = _refused(res, exc)
@@ -205,12 +228,7 @@ class _Lister:
         return tuple(decoded)
 
     def _items(
-        self,
-        res: ResourceType,
-        selector: str | None,
-        decode: Callable[[bytes], Page[Any]],
-        accept: str | None,
-        reuse: Reuse[Any] | None,
+        self, res: ResourceType, selector: str | None, list_in: ListIn, reuse: Reuse[Any] | None
     ) -> Sequence[Any]:
         """By a LIST of metadata when the pass before saw the kind, else in full."""
         if reuse is not None and selector is None:
@@ -218,7 +236,7 @@ class _Lister:
             if cheap is not None:
                 log.debug("%s: unchanged or fetched one by one", res.kind)
                 return cheap
-        return _list_all(self.kube, res, self.namespaces, selector, decode, accept)
+        return _across(self.namespaces, list_in)
 
     @property
     def unreachable(self) -> str | None:
@@ -275,19 +293,21 @@ def _ours(pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
 
 
 def _list_pods(
-    lister: _Lister, selector: str | None, protobuf: bool, reuse: Reuse[Pod] | None
+    lister: _Lister, full: FullList, selector: str | None, reuse: Reuse[Pod] | None
 ) -> tuple[Pod, ...] | None:
     """Pods as protobuf when asked for (a JSON answer still decodes)."""
     known = reuse.known if reuse else {}
-    if protobuf:
-        return lister.list(PODS, selector, pod_page_reusing(known), POD_ACCEPT, reuse)
-    return lister.list(PODS, selector, pod_page, None, reuse)
+    return lister.list(PODS, selector, full.pods(lister.kube, selector, known), reuse)
 
 
-def _list_kind(lister: _Lister, kind: Kind[Any], before: Snapshot | None) -> tuple[Any, ...] | None:
+def _list_kind(
+    lister: _Lister, full: FullList, kind: Kind[Any], before: Snapshot | None
+) -> tuple[Any, ...] | None:
     reuse = _reuse(None if before is None else before.of(kind.name), kind.decode)
-    known = reuse.known if reuse else {}
-    return lister.list(kind.resource, None, page_of(kind.decode, known), None, reuse)
+    decode = page_of(kind.decode, reuse.known if reuse else {})
+    return lister.list(
+        kind.resource, None, full.held(lister.kube, kind.resource, None, decode), reuse
+    )
 
 
 def _reuse(
@@ -305,28 +325,31 @@ def observe(
     report_selector: str | None,
     *,
     protobuf: bool,
+    page_size: int,
     metadata_page_size: int,
     previous: Snapshot | None = None,
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial.
-    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). An
-    object unchanged since ``previous`` (same uid and resourceVersion) is
-    taken from there rather than decoded again, after a LIST of metadata in
-    pages of ``metadata_page_size`` (0: one page)."""
+    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting), in
+    pages of ``page_size`` (0: one page). An object unchanged since
+    ``previous`` (same uid and resourceVersion) is taken from there rather
+    than decoded again, after a LIST of metadata in pages of
+    ``metadata_page_size`` (0: one page)."""
+    full = FullList(protobuf, page_size)
     if protobuf:
         meta = MetaList(META_ACCEPT, metadata_page_size)
     else:
         meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
-    pods = _list_pods(lister, None, protobuf, pod_reuse)
+    pods = _list_pods(lister, full, None, pod_reuse)
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = None if pods is None else _ours(pods)
     elif report_selector is not None:
-        report_pods = _list_pods(lister, report_selector or None, protobuf, pod_reuse)
+        report_pods = _list_pods(lister, full, report_selector or None, pod_reuse)
     del pod_reuse
-    objects = {kind.name: _list_kind(lister, kind, previous) for kind in KINDS}
+    objects = {kind.name: _list_kind(lister, full, kind, previous) for kind in KINDS}
     seen = (
         _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())
     )

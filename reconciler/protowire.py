@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from sys import intern
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -206,7 +206,7 @@ _RAW = 2  # runtime.Unknown's field that holds the object
 _FIXED = {1: 8, 5: 4}  # wire type -> width
 
 
-def _unwrap(body: bytes) -> memoryview:
+def _unwrap(body: bytes | bytearray) -> memoryview:
     """The object inside the envelope (MAGIC + runtime.Unknown), as a view of
     ``body``. Read by hand rather than parsed: parsing the envelope copied the
     object twice more (the protobuf runtime still copies it once when it
@@ -284,25 +284,29 @@ def pod_page_any(body: bytes) -> Page[Pod]:
     return pod_page_reusing({})(body)
 
 
-def pod_page_reusing(known: Known[Pod]) -> Callable[[bytes], Page[Pod]]:
+def pod_page_reusing(known: Known[Pod]) -> Callable[[bytes | bytearray], Page[Pod]]:
     """pod_page_any, except that a pod in ``known`` at the same uid and
     resourceVersion is taken from there: its fields are not read at all."""
 
-    def decode(body: bytes) -> Page[Pod]:
+    def decode(body: bytes | bytearray) -> Page[Pod]:
         if not body.startswith(MAGIC):
             return pod_page(body)
-        page = MESSAGES["PodList"].FromString(_unwrap(body))
-        items = []
-        for item in page.items:
-            meta = item.metadata
-            found = known.get((meta.uid, meta.resource_version)) if known else None
-            items.append(_pod(item) if found is None else found)
-        return Page(items, page.metadata.continue_token)
+        return _pods(_unwrap(body), known)
 
     return decode
 
 
-def version_page(body: bytes) -> Page[Version]:
+def _pods(wire: memoryview | bytes, known: Known[Pod]) -> Page[Pod]:
+    page = MESSAGES["PodList"].FromString(wire)
+    items = []
+    for item in page.items:
+        meta = item.metadata
+        found = known.get((meta.uid, meta.resource_version)) if known else None
+        items.append(_pod(item) if found is None else found)
+    return Page(items, page.metadata.continue_token)
+
+
+def version_page(body: bytes | bytearray) -> Page[Version]:
     """Each object's identity and resourceVersion, from a LIST asked for with
     META_ACCEPT (JSON, and full objects, decode too)."""
     if not body.startswith(MAGIC):
@@ -322,7 +326,7 @@ def _versions(wire: memoryview | bytes) -> Page[Version]:
 
 
 class _Stage(Enum):
-    """Where a VersionStream is in an answer."""
+    """Where a ListStream is in an answer."""
 
     HEAD = "before the list: the magic and the envelope's first fields"
     LIST = "inside the envelope's raw field"
@@ -330,24 +334,33 @@ class _Stage(Enum):
     JSON = "not protobuf: held whole"
 
 
-class VersionStream:
-    """version_page for a LIST read as it arrives, so that one page of every
-    object's metadata (tens of megabytes at tens of thousands of pods) is
-    never held whole: the envelope is read by hand, and the list inside it is
-    parsed a batch of whole items at a time. The items of a list, each a field
-    of its own, are themselves a valid list message; so is any run of them.
+T = TypeVar("T")
+
+
+class ListStream(Generic[T]):
+    """A LIST read as it arrives, so that one page of every object (tens of
+    megabytes at tens of thousands of pods) is never held whole: the envelope
+    is read by hand, and the list inside it is parsed by ``run`` a batch of
+    whole items at a time. The items of a list, each a field of its own, are
+    themselves a valid list message; so is any run of them, and so is the
+    list's metadata field, which holds the continue token.
 
     A body that is not protobuf (JSON, asked for or from a server that cannot
-    send protobuf) is held whole and decoded at the end, as version_page would."""
+    send protobuf) is held whole and decoded at the end by ``whole``."""
 
     BATCH = 1 << 18  # bytes of whole items parsed at once
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        run: Callable[[memoryview], Page[T]],
+        whole: Callable[[bytes | bytearray], Page[T]],
+    ) -> None:
+        self._run, self._whole_page = run, whole
         self._buf = bytearray()  # bytes received and not yet parsed
         self._stage = _Stage.HEAD
         self._left = 0  # bytes of the list not yet received
         self._whole = 0  # _buf[:_whole] holds whole fields of the list
-        self._items: list[Version] = []
+        self._items: list[T] = []
         self._continue = ""
 
     def feed(self, piece: bytes) -> None:
@@ -387,7 +400,7 @@ class VersionStream:
             self._whole = field.end
         if self._whole >= self.BATCH or (self._left == 0 and self._whole):
             with memoryview(self._buf) as view, view[: self._whole] as run:
-                page = _versions(run)
+                page = self._run(run)
             self._items += page.items
             self._continue = page.continue_token or self._continue
             del self._buf[: self._whole]
@@ -397,17 +410,31 @@ class VersionStream:
                 raise DecodeError("the list ends inside an item")
             self._stage = _Stage.TAIL
 
-    def close(self) -> Page[Version]:
+    def close(self) -> Page[T]:
         """What the whole answer said; an answer cut short is an error."""
         if self._stage is _Stage.LIST:
             raise DecodeError("the answer ends inside the list")
         if self._stage is _Stage.JSON:
-            return version_page_json(self._buf)
+            return self._whole_page(self._buf)
         if self._stage is _Stage.HEAD:
             if not self._buf.startswith(MAGIC):  # nothing, or less than the magic
                 raise DecodeError(f"an answer of {len(self._buf)} bytes is not a list")
-            return version_page(bytes(self._buf))  # an envelope with no list in it
+            return self._whole_page(bytes(self._buf))  # an envelope with no list in it
         return Page(self._items, self._continue)
+
+
+class VersionStream(ListStream[Version]):
+    """version_page, read as it arrives."""
+
+    def __init__(self) -> None:
+        super().__init__(_versions, version_page)
+
+
+class PodStream(ListStream[Pod]):
+    """pod_page_reusing(known), read as it arrives."""
+
+    def __init__(self, known: Known[Pod]) -> None:
+        super().__init__(lambda run: _pods(run, known), pod_page_reusing(known))
 
 
 @dataclass(frozen=True)

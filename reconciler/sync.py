@@ -150,6 +150,7 @@ def run_pass(
         config.namespaces,
         selector,
         protobuf=config.protobuf,
+        page_size=config.page_size,
         metadata_page_size=config.metadata_page_size,
         previous=state.seen,
     )

@@ -31,6 +31,7 @@ class FakeKube:
         self.page_sizes: list[tuple[str, int | None]] = []
         # The answer to a kind's LIST of metadata, byte for byte; else its objects as JSON.
         self.metadata_bodies: dict[str, bytes] = {}
+        self.streamed: list[str] = []  # the kind of each LIST read as it arrives
 
     def _maybe_fail(self, verb: str, name: str) -> None:
         self.calls.append((verb, name))
@@ -65,10 +66,13 @@ class FakeKube:
         # As the wire carries it: the page decoders read bytes.
         return decode(json.dumps({"metadata": {}, "items": value}).encode()).items
 
-    def list_streamed(self, res: ResourceType, namespace, start, accept, page_size=None):
+    def list_streamed(
+        self, res: ResourceType, namespace, start, accept, page_size=None, selector=None
+    ):
         """list, with the answer fed to the decoder a few bytes at a time."""
-        items = self._listed(res, namespace, None, accept, page_size)
-        body = self.metadata_bodies.get(res.kind)
+        items = self._listed(res, namespace, selector, accept, page_size)
+        self.streamed.append(res.kind)
+        body = self.metadata_bodies.get(res.kind) if "PartialObjectMetadata" in accept else None
         if body is None:
             body = json.dumps({"metadata": {}, "items": items}).encode()
         stream = start()

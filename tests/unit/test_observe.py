@@ -7,12 +7,13 @@ import pytest
 
 from reconciler.config import Config
 from reconciler.kube import ApiError, Unreachable
-from reconciler.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, observe
+from reconciler.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE, observe
 from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON
 
 from .fakes import FakeKube
 
 PAGE = Config().metadata_page_size
+FULL = Config().page_size
 
 
 def ns_obj(name: str, phase: str = "Active") -> dict:
@@ -22,7 +23,7 @@ def ns_obj(name: str, phase: str = "Active") -> dict:
 def test_all_namespaces_one_list_finds_those_being_deleted():
     kube = FakeKube()
     kube.lists["Namespace"] = [ns_obj("a"), ns_obj("b", "Terminating")]
-    obs = observe(kube, (), None, protobuf=False, metadata_page_size=PAGE)
+    obs = observe(kube, (), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == {"b"}
     assert obs.warnings == ()
 
@@ -30,7 +31,9 @@ def test_all_namespaces_one_list_finds_those_being_deleted():
 def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
     kube = FakeKube()
     kube.objects[("Namespace", "", "a")] = ns_obj("a", "Terminating")
-    obs = observe(kube, ("a", "nosuch"), None, protobuf=False, metadata_page_size=PAGE)
+    obs = observe(
+        kube, ("a", "nosuch"), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE
+    )
     assert obs.snapshot.terminating == {"a"}
     assert obs.warnings == ("namespace nosuch does not exist (is it a typo in the scope?)",)
     assert obs.errors == ()
@@ -39,7 +42,7 @@ def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
 def test_namespaces_that_cannot_be_read_hold_nothing_back_and_say_so():
     kube = FakeKube()
     kube.lists["Namespace"] = ApiError(403, "Forbidden", "namespaces is forbidden")
-    obs = observe(kube, (), None, protobuf=False, metadata_page_size=PAGE)
+    obs = observe(kube, (), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == frozenset()
     (warning,) = obs.warnings
     assert warning.startswith("cannot read namespaces (403 Forbidden")
@@ -56,13 +59,19 @@ def redis_obj(name: str, version: str = "1") -> dict:
 
 def two_passes(kube: FakeKube, change, protobuf: bool = False) -> tuple:
     kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
-    first = observe(kube, (), None, protobuf=protobuf, metadata_page_size=PAGE)
+    first = observe(kube, (), None, protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE)
     kube.accepts.clear()
     kube.page_sizes.clear()
     kube.calls.clear()
     change(kube)
     second = observe(
-        kube, (), None, protobuf=protobuf, metadata_page_size=PAGE, previous=first.snapshot
+        kube,
+        (),
+        None,
+        protobuf=protobuf,
+        page_size=FULL,
+        metadata_page_size=PAGE,
+        previous=first.snapshot,
     )
     return first.snapshot, second
 
@@ -78,23 +87,64 @@ def test_unchanged_objects_are_known_from_a_list_of_their_metadata(protobuf, acc
 
 
 @pytest.mark.parametrize(
-    ("protobuf", "asked", "sent"),
-    [(True, 0, 0), (True, 7, 7), (False, 0, JSON_METADATA_PAGE_SIZE), (False, 7, 7)],
+    ("protobuf", "asked", "sent", "full_asked", "full_sent"),
+    [
+        (True, 0, 0, 0, [0, JSON_PAGE_SIZE, JSON_PAGE_SIZE]),
+        (True, 7, 7, 9, [9, 9, 9]),
+        (False, 0, JSON_METADATA_PAGE_SIZE, 0, [JSON_PAGE_SIZE] * 3),
+        (False, 7, 7, 9, [9, 9, 9]),
+    ],
 )
-def test_lists_of_metadata_ask_their_own_page_size_and_full_lists_the_usual_one(
-    protobuf, asked, sent
-):
-    """Metadata comes in one page by default, read as it arrives; as JSON,
-    which is held whole, in pages. Full objects keep page_size."""
+def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, full_sent):
+    """By default everything read as it arrives comes in one page: metadata,
+    and pods as protobuf. What is held whole (JSON) comes in pages."""
     kube = FakeKube()
     kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
-    first = observe(kube, (), None, protobuf=protobuf, metadata_page_size=asked)
-    full = [size for kind, size in kube.page_sizes if kind != "Namespace"]
-    assert full == [None, None, None]  # Pod, Redis, Xca in full: the page_size setting
+    first = observe(
+        kube, (), None, protobuf=protobuf, page_size=full_asked, metadata_page_size=asked
+    )
+    # Pod, Redis, Xca in full.
+    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == full_sent
     kube.page_sizes.clear()
-    observe(kube, (), None, protobuf=protobuf, metadata_page_size=asked, previous=first.snapshot)
+    observe(
+        kube,
+        (),
+        None,
+        protobuf=protobuf,
+        page_size=full_asked,
+        metadata_page_size=asked,
+        previous=first.snapshot,
+    )
     assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 3
-    assert PAGE == 0  # the default: one page
+    assert (PAGE, FULL) == (0, 0)  # the defaults: one page
+
+
+def test_pods_as_protobuf_are_read_as_they_arrive_and_decode_as_json_does():
+    """A full LIST of pods goes to the streaming decoder, with the selector."""
+    pod = {
+        "metadata": {
+            "name": "p",
+            "namespace": "a",
+            "uid": "u",
+            "resourceVersion": "1",
+            "labels": {"app": "x"},
+        },
+        "status": {"phase": "Running"},
+    }
+    seen = {}
+    for protobuf in (True, False):
+        kube = FakeKube()
+        kube.lists["Pod"] = [
+            pod,
+            {**pod, "metadata": {**pod["metadata"], "name": "q", "labels": {}}},
+        ]
+        obs = observe(kube, (), "app=x", protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE)
+        seen[protobuf] = (obs.snapshot.pods, obs.report_pods)
+        listed = [c for c in kube.calls if c == ("LIST", "Pod")]
+        assert len(listed) == 2  # every pod, then the report's selection
+        assert kube.streamed == (["Pod", "Pod"] if protobuf else [])
+    assert seen[True] == seen[False]
+    assert [p.name for p in seen[True][1]] == ["p"]
 
 
 def test_metadata_that_cannot_be_read_sends_the_kind_to_a_full_list(caplog):
@@ -108,7 +158,7 @@ def test_metadata_that_cannot_be_read_sends_the_kind_to_a_full_list(caplog):
     assert [r.name for r in after.snapshot.of("Redis")] == ["r0", "r1", "r2"]
     assert not after.errors
     listed = [size for kind, size in kube.page_sizes if kind == "Redis"]
-    assert listed == [PAGE, None]  # the metadata LIST, then the full one
+    assert listed == [PAGE, JSON_PAGE_SIZE]  # the metadata LIST, then the full one
     assert "Redis: metadata unreadable" in caplog.text
 
 
