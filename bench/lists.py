@@ -12,10 +12,13 @@ way worth choosing between, in one run, each ``--repeat`` times (medians):
 - page size 500, 1000, 5000;
 - cluster-wide against one LIST per namespace;
 - JSON against protobuf (``protowire.pod_page_any``), with and without gzip;
+- protobuf in pages of 500, against one page read as it arrives
+  (``protowire.PodStream``, page size 0);
 - the LIST of metadata alone that the daemon's later passes make
   (``protowire.version_page``), in pages of 500, 2000 and 5000, with and
-  without gzip. For each page it serves, the watch cache walks every item left in the
-  LIST, so the page size matters more as the pods grow.
+  without gzip, and in one page read as it arrives. For each page it serves,
+  the watch cache walks every item left in the LIST, so the page size matters
+  more as the pods grow.
 
 For each it reports client CPU (this process), apiserver and etcd CPU (from
 /proc), bytes received, and where the apiserver served the LISTs: from its
@@ -42,8 +45,15 @@ from hack.cluster import cluster as launcher
 from reconciler.config import Config
 from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
 from reconciler.kube import Kube
-from reconciler.model import PODS, Page, pod_from_api, pod_page
-from reconciler.protowire import ACCEPT, META_ACCEPT, pod_page_any, version_page
+from reconciler.model import PODS, Incremental, Page, pod_from_api, pod_page
+from reconciler.protowire import (
+    ACCEPT,
+    META_ACCEPT,
+    PodStream,
+    VersionStream,
+    pod_page_any,
+    version_page,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".cluster-bench"
@@ -65,6 +75,8 @@ class Variant:
     page_size: int = 500
     per_namespace: bool = False
     accept: str | None = None  # protobuf.ACCEPT asks for protobuf
+    # Read as it arrives by this decoder instead (Kube.list_streamed).
+    stream: Callable[[], Incremental[Any]] | None = None
 
 
 VARIANTS = [
@@ -76,7 +88,22 @@ VARIANTS = [
     Variant("typed + gzip, page 5000", pod_page, compression=True, page_size=5000),
     Variant("typed + gzip, per namespace", pod_page, compression=True, per_namespace=True),
     Variant("protobuf", pod_page_any, accept=ACCEPT),
-    Variant("protobuf + gzip (now)", pod_page_any, compression=True, accept=ACCEPT),
+    Variant("protobuf + gzip, page 500", pod_page_any, compression=True, accept=ACCEPT),
+    Variant(
+        "protobuf + gzip, one page as it arrives (now)",
+        pod_page_any,
+        compression=True,
+        page_size=0,
+        accept=ACCEPT,
+        stream=lambda: PodStream({}),
+    ),
+    Variant(
+        "protobuf, no gzip, one page as it arrives",
+        pod_page_any,
+        page_size=0,
+        accept=ACCEPT,
+        stream=lambda: PodStream({}),
+    ),
     Variant("metadata + gzip, page 500", version_page, compression=True, accept=META_ACCEPT),
     Variant(
         "metadata + gzip, page 2000",
@@ -93,6 +120,14 @@ VARIANTS = [
         accept=META_ACCEPT,
     ),
     Variant("metadata, no gzip, page 5000", version_page, page_size=5000, accept=META_ACCEPT),
+    Variant(
+        "metadata + gzip, one page as it arrives (now)",
+        version_page,
+        compression=True,
+        page_size=0,
+        accept=META_ACCEPT,
+        stream=VersionStream,
+    ),
 ]
 
 _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.eE+-]+)$")
@@ -162,7 +197,9 @@ def one_list(kube: Kube, api: Api, v: Variant, namespaces: list[str], meter: Cpu
     before = meter.snapshot()
     cpu0 = time.process_time()
     items = 0
-    if v.per_namespace:
+    if v.stream is not None:
+        items = len(kube.list_streamed(PODS, None, v.stream, v.accept or ACCEPT, v.page_size))
+    elif v.per_namespace:
         for ns in namespaces:
             items += len(kube.list(PODS, ns, None, v.decode, v.accept))
     else:

@@ -16,6 +16,7 @@ from reconciler.protowire import (
     ACCEPT,
     MAGIC,
     META_ACCEPT,
+    PodStream,
     VersionStream,
     pod_page_any,
     version_page,
@@ -74,6 +75,22 @@ def test_real_list_pages_decode_the_same_both_ways(
             assert fast == [pod_from_api(item) for item in items]
             assert protobuf_pods(cluster, ns, limit) == fast
         assert len(fast) == 5
+        kube = Kube(Config(kubeconfig=str(cluster.kubeconfig)))
+        for page_size in (0, 2):  # one page, and pages, read as they arrive
+            starts: list[bytes] = []
+
+            class Noted(PodStream):
+                def feed(self, piece: bytes, starts: list[bytes] = starts) -> None:
+                    starts.append(piece[:4])
+                    super().feed(piece)
+
+            streamed = kube.list_streamed(PODS, ns, lambda: Noted({}), ACCEPT, page_size)
+            assert streamed == fast, page_size
+            assert starts and starts[0] == MAGIC  # as protobuf
+            chosen = kube.list_streamed(
+                PODS, ns, lambda: PodStream({}), ACCEPT, page_size, "e2e=gated"
+            )
+            assert [p.name for p in chosen] == ["gated"], page_size
         assert {p.name for p in fast if p.terminating} == {"gated"}
         assert {p.name for p in fast if p.ready} >= {"redis-sample-0", "redis-sample-1"}
 
