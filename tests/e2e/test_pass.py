@@ -126,6 +126,7 @@ def test_conflicting_writer_means_see_it_next_pass(
         config.namespaces,
         None,
         protobuf=config.protobuf,
+        page_size=config.page_size,
         metadata_page_size=config.metadata_page_size,
     )
     the_plan = plan(obs.snapshot, config, datetime.now(UTC))
