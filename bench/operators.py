@@ -10,7 +10,7 @@ one run:
   polling contender's figure shows where in its interval they fell. Each
   comes a random pause after the pod before it was back, while a daemon may
   still be settling from that change; for `reconciler run`, a few more come
-  only after a whole quiet interval more, when it polls at its interval.
+  only after two quiet intervals more, when it polls at its interval.
 """
 
 from __future__ import annotations

@@ -68,12 +68,14 @@ class Daemon:
             self.ticks += 1
             if self.elector is not None and not self.elector.is_leader:
                 log.debug("not the leader; skipping this pass")
+                self.pace = None  # a leader again later starts at the interval, not settling
                 self._after(None)
                 return
             try:
                 result = self.one_pass()
             except Exception:  # a bug in one pass must not kill the daemon
                 log.exception("pass crashed; the next pass starts over")
+                self.pace = None
                 return
             self.passes += 1
             log.info("%s", result.one_line())

@@ -88,7 +88,7 @@ class Metrics:
         )
         self.early = Counter(
             "reconciler_early_passes_total",
-            "Passes scheduled before the interval, by why: wrote, conflict, progressing.",
+            "Passes scheduled before the interval, by why: wrote, conflict, progressing, settling.",
             ["reason"],
             registry=r,
         )

@@ -267,7 +267,7 @@ def _namespaces(kube: Kube, scope: Sequence[str]) -> Namespaces:
     """
     try:
         if not scope:
-            found: list[dict[str, Any]] = kube.list(NAMESPACES)
+            found: list[dict[str, Any]] = kube.list(NAMESPACES, page_size=JSON_PAGE_SIZE)
             return Namespaces(
                 frozenset(n["metadata"]["name"] for n in found if _terminating(n)), ()
             )
@@ -330,8 +330,9 @@ def observe(
     previous: Snapshot | None = None,
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial.
-    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting), in
-    pages of ``page_size`` (0: one page). An object unchanged since
+    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). Whole
+    objects come in pages of ``page_size`` (0: one page for pods as protobuf,
+    pages of JSON_PAGE_SIZE for what comes as JSON). An object unchanged since
     ``previous`` (same uid and resourceVersion) is taken from there rather
     than decoded again, after a LIST of metadata in pages of
     ``metadata_page_size`` (0: one page)."""

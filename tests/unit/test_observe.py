@@ -119,8 +119,9 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
     assert (PAGE, FULL) == (0, 0)  # the defaults: one page
 
 
-def test_pods_as_protobuf_are_read_as_they_arrive_and_decode_as_json_does():
-    """A full LIST of pods goes to the streaming decoder, with the selector."""
+def test_pods_as_protobuf_are_read_as_they_arrive_with_the_selector():
+    """A full LIST of pods goes to the streaming decoder, with the selector.
+    FakeKube answers in JSON; tests/e2e/test_decode.py reads real protobuf."""
     pod = {
         "metadata": {
             "name": "p",
