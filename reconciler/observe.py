@@ -223,6 +223,9 @@ class _Lister:
             if refused is not None:
                 self.failed_to_reach.append(refused)
             return None
+        except UNREADABLE as exc:  # garbled by a proxy or a broken server: this LIST only
+            self.errors.append(f"LIST {res.kind}: the answer could not be read ({exc})")
+            return None
         self.counts[res.kind] = len(decoded)
         log.info("listed %d %s", len(decoded), res.kind)
         return tuple(decoded)

@@ -225,3 +225,22 @@ def test_an_unreachable_cluster_is_not_asked_twice_per_kind():
     assert lists == ["Pod", "Redis", "Xca"]
     assert after.unreachable == "cannot reach the cluster: connection refused"
     assert after.snapshot.of("Redis") is None
+
+
+def test_an_unreadable_full_list_fails_that_kind_not_the_pass():
+    """A garbled answer (a proxy, a broken server) is that LIST's error, as a
+    refused one is: the other kinds are still observed and their status written."""
+
+    class Garbled(FakeKube):
+        def list_streamed(self, res, namespace, start, accept, page_size=None, selector=None):
+            stream = start()
+            stream.feed(b"k8s\x00\x12\x05\x12\xff")  # an item longer than the list
+            return stream.close().items
+
+    kube = Garbled()
+    kube.lists["Redis"] = [redis_obj("r0")]
+    obs = observe(kube, (), None, protobuf=True, page_size=FULL, metadata_page_size=PAGE)
+    assert obs.snapshot.pods is None
+    assert [r.name for r in obs.snapshot.of("Redis")] == ["r0"]
+    (error,) = obs.errors
+    assert error.startswith("LIST Pod: the answer could not be read"), error

@@ -288,6 +288,14 @@ def _around(body: bytes) -> bytes:
     return envelope(type_meta, b"\x12" + _varint_bytes(len(raw)) + raw, b"\x1a\x00", content_type)
 
 
+def _answer(items: list[dict[str, Any]], token: str, as_json_: bool, protobuf: Any) -> bytes:
+    """A LIST answer as JSON, or as the apiserver's protobuf made by ``protobuf``."""
+    if as_json_:
+        doc = {"metadata": {"continue": token}, "items": [as_json(i) for i in items]}
+        return json.dumps(doc).encode()
+    return _around(protobuf(items, token))
+
+
 @settings(max_examples=300)
 @given(
     st.lists(pod, max_size=6),
@@ -302,11 +310,7 @@ def test_a_list_read_in_pieces_gives_what_the_whole_answer_gives(
     """However the answer is cut into pieces, and however small the batches,
     a stream reads the same identities and token as the whole body; a JSON
     answer too."""
-    if as_json_:
-        body = json.dumps({"metadata": {"continue": token}, "items": [as_json(i) for i in items]})
-        whole = body.encode()
-    else:
-        whole = _around(metadata_page(items, token))
+    whole = _answer(items, token, as_json_, metadata_page)
     assert _streamed(_pieces(whole, cuts), batch).close() == version_page(whole)
 
 
@@ -323,11 +327,7 @@ def test_pods_read_in_pieces_give_what_the_whole_answer_gives(
     items, token, as_json_, cuts, batch, data
 ):
     """The same for whole pods, reusing known ones as the whole-page decoder does."""
-    if as_json_:
-        body = json.dumps({"metadata": {"continue": token}, "items": [as_json(i) for i in items]})
-        whole = body.encode()
-    else:
-        whole = _around(wire(items, token))
+    whole = _answer(items, token, as_json_, wire)
     fresh = pod_page_any(whole).items
     known = {(p.uid, p.resource_version): p for p in fresh if data.draw(st.booleans())}
     got = _streamed(_pieces(whole, cuts), batch, PodStream(known)).close()
