@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,7 @@ def run_operator(
     namespace = _fresh(setup, role, n)
     board = namespace_board(setup.api, namespace, n, finalizer)
     argv = [a.replace("{ns}", namespace) for a in argv]
+    served_before = requests_served(setup.api)
     before = setup.meter.snapshot()
     child = proc.Child(argv, env, setup.log_dir / f"{namespace}.{role}.log", setup.code_dir)
     cpu = rss = 0.0
@@ -117,6 +119,7 @@ def run_operator(
         reached = _await(board, child, setup.kopf_timeout)
         cpu, rss = process_cpu(child.pid), _rss_mb(child.pid)
         window = setup.meter.since(before, cpu)
+        served = requests_served(setup.api) - served_before
         if reached:
             back = comebacks(setup.api, namespace, spread, timeout=spread + 60)
             if quiet:
@@ -135,12 +138,33 @@ def run_operator(
         "max_rss_mb": usage.max_rss_mb,
         "returncode": usage.returncode,
         "machine_cpu": window,
+        "requests": dict(served.most_common()),
         "pods": n * PODS_PER_REDIS,
         "comeback": back,
         "comeback_median": _median(back),
         "comeback_quiet": back_quiet,
         "comeback_quiet_median": _median(back_quiet),
     }
+
+
+_REQUESTS = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.eE+-]+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def requests_served(api: Api) -> Counter[str]:
+    """Requests the apiserver answered so far, by verb and resource: from the
+    contender, and from the cluster's own components and the harness, which
+    do the same for every contender (the same pods to schedule and run)."""
+    totals: Counter[str] = Counter()
+    for line in api.send(Request("GET", "/metrics")).text.splitlines():
+        if not (m := _REQUESTS.match(line)):
+            continue
+        labels = dict(_LABEL.findall(m[1]))
+        sub = labels.get("subresource")
+        totals[f"{labels.get('verb')} {labels.get('resource')}{'/' + sub if sub else ''}"] += int(
+            float(m[2])
+        )
+    return totals
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -290,6 +314,16 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"| {row['n']} | {name} | {_f(r['wall'])} | {_f(r['cpu'])} | {_f(r['rss_mb'], 0)} "
                 f"| {_f(r['comeback_median'])} ({each}) | {quiet} |"
             )
+    lines.append("")
+    lines.append(
+        "| N | contender | requests to the end state (all clients), by verb and resource |"
+    )
+    lines.append("|---|---|---|")
+    for row in rows:
+        for name in CONTENDERS:
+            if (r := row.get(name)) is not None and r.get("requests"):
+                top = ", ".join(f"{k} {v}" for k, v in list(r["requests"].items())[:8])
+                lines.append(f"| {row['n']} | {name} | {sum(r['requests'].values())}: {top} |")
     lines.append("")
     lines.append(
         "| N | reconciler run --interval 30 / controller-runtime (ratio), or pod back (s) "
