@@ -347,6 +347,7 @@ def observe(
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
     pods = _list_pods(lister, full, None, pod_reuse)
+    pods_unseen = lister.errors[-1] if pods is None else None
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = None if pods is None else _ours(pods)
@@ -360,7 +361,7 @@ def observe(
     for warning in seen.warnings:
         log.warning("%s", warning)
     return Observation(
-        Snapshot(objects, pods, seen.terminating),
+        Snapshot(objects, pods, seen.terminating, pods_unseen),
         report_pods,
         tuple(lister.errors),
         lister.unreachable,

@@ -47,14 +47,20 @@ def orphan_pods(kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod])
 def plan(
     snapshot: Snapshot, config: Config, now: datetime, settled: Settled = NOTHING_SETTLED
 ) -> Plan:
-    """Plan one pass. A kind whose LIST failed (None) gets no writes, and
-    neither does a kind whose rules read pods when the pod LIST failed.
-    ``settled`` is the previous plan's: an object it holds is not planned
-    again (`reconciler.settled`)."""
+    """Plan one pass. A kind whose LIST failed (None) gets no writes. A kind
+    whose rules read pods, when the pod LIST failed, gets the status that says
+    so and nothing else. ``settled`` is the previous plan's: an object it
+    holds is not planned again (`reconciler.settled`)."""
     out = _Planned(PodIndex(snapshot.pods or ()), settled.under(config))
     for kind in KINDS:
         objects = snapshot.of(kind.name)
-        if objects is None or (kind.reads_pods and snapshot.pods is None):
+        if objects is None:
+            continue
+        if kind.pods_unseen is not None and snapshot.pods is None:
+            why = snapshot.pods_unseen or "the pod LIST failed"
+            for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
+                inp = PlanInput(out.index, config, now, gate(obj.failure, config.backoff, now))
+                out.blind(kind, obj, kind.pods_unseen(obj, inp, why))
             continue
         for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
             closing = obj.namespace in snapshot.terminating
@@ -86,6 +92,12 @@ class _Planned:
         self.health[obj.key] = prior.health
         self.settled[obj.key] = prior
         return True
+
+    def blind(self, kind: Kind[Any], obj: Object, planned: list[Action]) -> None:
+        """An object planned without its pods: never settled, so the next pass,
+        with its pods seen, plans it whole."""
+        self.actions.extend(planned)
+        self.health[obj.key] = kind.health(obj, planned)
 
     def plan(self, kind: Kind[Any], obj: Object, inp: PlanInput) -> None:
         lookup = RecordingLookup(self.index)
@@ -123,6 +135,8 @@ def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> S
         if found is None:
             return []  # not one of our objects (an orphan pod)
         kind, obj = found
+        if kind.reads_pods and snapshot.pods is None:
+            return []  # its pods unseen: counted from nothing, the status would lie
         held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
         actions = kind.plan(obj, PlanInput(index(), config, now, held, done))

@@ -53,9 +53,11 @@ T = TypeVar("T", bound=Object)
 
 @dataclass(frozen=True)
 class Kind(Generic[T]):
-    """One of our kinds. ``reads_pods``: its planner needs the pod LIST, so it
-    writes nothing in a pass whose pod LIST failed. ``owns_pods``: managed pods
-    whose controlling object of this kind is gone are deleted as orphans."""
+    """One of our kinds. ``pods_unseen``, for a kind whose planner needs the
+    pod LIST: in a pass whose pod LIST failed, nothing of it is planned but
+    what this returns, a status that says why (given as the third argument).
+    ``owns_pods``: managed pods whose controlling object of this kind is gone
+    are deleted as orphans."""
 
     resource: ResourceType
     component: str  # the source of its events
@@ -64,8 +66,12 @@ class Kind(Generic[T]):
     # Its health once the given actions (its plan, or a status written after
     # a failure) have landed.
     health: Callable[[T, Sequence[Action]], Health]
-    reads_pods: bool = False
+    pods_unseen: Callable[[T, PlanInput, str], list[Action]] | None = None
     owns_pods: bool = False
+
+    @property
+    def reads_pods(self) -> bool:
+        return self.pods_unseen is not None
 
     @property
     def name(self) -> str:

@@ -72,6 +72,7 @@ PORT_MAX = 6380
 PORT_DEFAULT = 6379
 NUM_MAX = 100
 DELETING = "Deleting"  # the state shown while its pods go
+PODS_UNSEEN = "PodsUnknown"  # the Degraded reason while the pod LIST fails
 DRIFT = "Drift"  # the reason of the event that says a pod was put back
 NAME_MAX = 63  # the name is each pod's app.kubernetes.io/instance label value
 CONTAINER_NAME = "redis"
@@ -765,6 +766,25 @@ def plan(redis: Redis, inp: PlanInput) -> list[Action]:
     return guard + plan_live(redis, check.spec, podset, inp)
 
 
+def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
+    """The pod LIST failed: no pod is created or deleted on a partial view,
+    and the status says so rather than stand as the last pass left it. Only
+    Degraded changes: the counts, Ready and Progressing are the last ones
+    seen, and observedGeneration stays, since this generation was not acted on."""
+    message = f"pods could not be listed, so none are created or deleted: {why}"
+    observed = observed_conditions(redis.status)
+    degraded = condition(
+        "Degraded", Verdict(True, PODS_UNSEEN, message), redis.generation, observed, inp.now
+    )
+    others = [c for t, c in observed.items() if t != "Degraded"]
+    body = {
+        "state": PODS_UNSEEN,
+        "message": message,
+        "conditions": [*others, degraded.to_dict()],
+    }
+    return _status_patch(redis, DesiredStatus(body, degraded))
+
+
 def health(redis: Redis, actions: Sequence[Action]) -> Health:
     """Read from the status as it will be stored: the planner wrote its
     summary there."""
@@ -781,5 +801,5 @@ def health(redis: Redis, actions: Sequence[Action]) -> Health:
 
 
 KIND: Kind[Redis] = Kind(
-    RESOURCE, COMPONENT, from_api, plan, health, reads_pods=True, owns_pods=True
+    RESOURCE, COMPONENT, from_api, plan, health, pods_unseen=plan_unseen, owns_pods=True
 )

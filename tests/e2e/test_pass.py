@@ -180,3 +180,65 @@ def test_credentials_without_rbac_exit_3_saying_forbidden(
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("reconciler: error: forbidden: these credentials may not list pods")
     assert result.summary["error"].startswith("forbidden: ")
+
+
+def _rbac_without_pods(name: str, ns: str) -> str:
+    """What a pass reads and writes, but pods."""
+    rules = [
+        {"apiGroups": ["myapp.demo.kubebuilder.io"], "resources": ["redis", "redis/status"]},
+        {"apiGroups": ["apps.xca.k8s.kb.cx"], "resources": ["xcas", "xcas/status"]},
+        {"apiGroups": [""], "resources": ["events", "namespaces"]},
+    ]
+    for rule in rules:
+        rule["verbs"] = ["get", "list", "create", "patch", "update"]
+    role = {"kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}
+    binding = {
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "no-pods", "namespace": ns}],
+    }
+    docs = [{"apiVersion": "rbac.authorization.k8s.io/v1", **d} for d in (role, binding)]
+    return yaml.safe_dump_all(docs)
+
+
+def test_a_pod_list_refused_shows_in_the_redis_status_not_a_frozen_one(
+    reconciler: Reconciler, kubectl: Kubectl, cluster, ns: str, tmp_path: Path
+):
+    kubectl.apply(redis_yaml(ns, num=2))
+    reconciler.sync(ns)
+    wait_for(lambda: settled(kubectl, ns) and len(pods(kubectl, ns)) == 2, what="pods Ready")
+    reconciler.sync(ns)
+    ready = kubectl.json("get", "redis", "redis-sample", "-n", ns)["status"]
+    assert ready["state"] == "Ready"
+    kubectl.run("create", "serviceaccount", "no-pods", "-n", ns)
+    name = f"e2e-no-pods-{ns}"
+    kubectl.apply(_rbac_without_pods(name, ns))
+    try:
+        token = kubectl.run("create", "token", "no-pods", "-n", ns).stdout.strip()
+        config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+        config["users"][0]["user"] = {"token": token}
+        blind = dataclasses.replace(reconciler, kubeconfig=tmp_path / "no-pods")
+        blind.kubeconfig.write_text(yaml.safe_dump(config))
+        result = blind.sync(ns, expect=1)
+        assert "LIST Pod: 403" in result.stderr
+        status = kubectl.json("get", "redis", "redis-sample", "-n", ns)["status"]
+        conditions = {c["type"]: c for c in status["conditions"]}
+        assert status["state"] == "PodsUnknown"
+        assert conditions["Degraded"]["reason"] == "PodsUnknown"
+        assert "pods is forbidden" in conditions["Degraded"]["message"]
+        assert conditions["Ready"] == next(
+            c for c in ready["conditions"] if c["type"] == "Ready"
+        )  # the last seen: the pods were not seen to change
+        assert status["readyReplicas"] == ready["readyReplicas"] == 2
+        events = kubectl.json("get", "events", "-n", ns, "--field-selector", "reason=PodsUnknown")
+        assert len(events["items"]) == 1
+        blind.sync(ns, expect=1)  # said once: the same status, no second event
+        again = kubectl.json("get", "events", "-n", ns, "--field-selector", "reason=PodsUnknown")
+        assert [e["count"] for e in again["items"]] == [1]
+    finally:
+        kubectl.run("delete", "clusterrolebinding,clusterrole", name, check=False)
+    reconciler.sync(ns)
+    healed = kubectl.json("get", "redis", "redis-sample", "-n", ns)["status"]
+    assert healed["state"] == "Ready"
+    assert {c["type"]: c["status"] for c in healed["conditions"]}["Degraded"] == "False"

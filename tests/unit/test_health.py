@@ -126,6 +126,18 @@ def test_health_reads_the_status_a_failure_wrote_not_the_plan():
     )
 
 
+def test_with_its_pods_unseen_a_failed_write_plans_no_status_counted_from_nothing():
+    """The pod LIST failed, so the status that follows a failed write would
+    count no pods at all: none is planned, and the PodsUnknown one stands."""
+    r = redis()
+    blind = dataclasses.replace(snap((r,), (), None), pods_unseen="LIST Pod: 403")
+    (written,) = plan(blind, CONFIG, NOW).actions
+    assert plan(blind, CONFIG, NOW).health[r.key].state == "PodsUnknown"
+    after = status_after_failure(blind, CONFIG, NOW)
+    assert after(r.key, WriteError("409 Conflict: changed", "Conflict"), []) == []
+    assert written.status["state"] == "PodsUnknown"
+
+
 def test_gauges_count_conditions_and_backoff_by_kind_and_clear():
     metrics = Metrics()
     rk, xk = ObjKey("Redis", "ns", "a"), ObjKey("Xca", "ns", "x")

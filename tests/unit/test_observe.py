@@ -244,3 +244,4 @@ def test_an_unreadable_full_list_fails_that_kind_not_the_pass():
     assert [r.name for r in obs.snapshot.of("Redis")] == ["r0"]
     (error,) = obs.errors
     assert error.startswith("LIST Pod: the answer could not be read"), error
+    assert obs.snapshot.pods_unseen == error  # what the Redis statuses will say

@@ -434,9 +434,28 @@ def test_orphans_deleted_only_with_complete_views():
     assert plan(snap(None, (), pods), CONFIG, NOW).actions == ()
 
 
-def test_failed_pod_list_means_no_redis_writes():
-    snapshot = snap((redis(finalizers=()),), (), None)
-    assert plan(snapshot, CONFIG, NOW).actions == ()
+def test_a_failed_pod_list_creates_and_deletes_nothing_and_the_status_says_why():
+    """Nothing is planned on a partial view, and the status does not stand
+    frozen: Degraded says why, once; the rest is the last seen."""
+    pods = [pod(r := redis(), i) for i in range(3)]
+    r = converged(r, pods)
+    why = "LIST Pod: 403 Forbidden: pods is forbidden"
+    blind = dataclasses.replace(snap((r,), (), None), pods_unseen=why)
+    (patch,) = plan(blind, CONFIG, NOW).actions
+    assert isinstance(patch, PatchStatus) and patch.owner == r.key
+    assert set(patch.status) == {"state", "message", "conditions"}  # counts, generation kept
+    assert patch.status["state"] == "PodsUnknown" and why in patch.status["message"]
+    conditions = {c["type"]: c for c in patch.status["conditions"]}
+    assert conditions["Degraded"]["status"] == "True"
+    assert conditions["Degraded"]["reason"] == "PodsUnknown"
+    assert conditions["Ready"] == next(c for c in r.status["conditions"] if c["type"] == "Ready")
+    assert [(e.type, e.reason) for e in patch.events] == [("Warning", "PodsUnknown")]
+
+    written = dataclasses.replace(r, status={**r.status, **patch.status})
+    again = dataclasses.replace(snap((written,), (), None), pods_unseen=why)
+    assert plan(again, CONFIG, NOW).actions == ()  # said once, not every pass
+    (healed,) = plan(snap((written,), (), pods), CONFIG, NOW).actions
+    assert healed.status == r.status  # pods seen again: the status as it was
 
 
 def test_pods_are_matched_within_their_namespace():
