@@ -270,7 +270,7 @@ class Executor:
     def _create_pod(self, action: CreatePod, run: _ObjectRun) -> Result:
         target = action.target
         try:
-            self.kube.create_unread(PODS, target.namespace, action.manifest)
+            self.kube.create(PODS, target.namespace, action.manifest)
         except ApiError as exc:
             if exc.status != 409:
                 raise

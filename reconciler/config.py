@@ -56,8 +56,7 @@ class Config:
     # over uncompressed pages costs this client more than inflating them).
     # The kubeconfig cluster's disable-compression turns it off as well.
     compression: bool = True
-    # Pods and metadata LISTs as protobuf, and pod and event creates (CRD objects: JSON only).
-    protobuf: bool = True
+    protobuf: bool = True  # pods and metadata LISTs as protobuf (full CRD objects: JSON only)
     write_concurrency: int = 8
     qps: float = 50.0
     burst: int = 100

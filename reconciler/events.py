@@ -62,7 +62,7 @@ def post_event(kube: Kube, spec: EventSpec, clock: Callable[[], datetime]) -> bo
     ns, name = spec.involved.namespace, body["metadata"]["name"]
     try:
         try:
-            kube.create_unread(EVENTS, ns, body)
+            kube.create(EVENTS, ns, body)
         except ApiError as exc:
             if exc.status != 409:
                 raise

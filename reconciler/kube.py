@@ -34,8 +34,7 @@ import msgspec
 from reconciler import kubeconfig
 from reconciler.config import Config
 from reconciler.model import Incremental, Page, ResourceType, raw_page
-from reconciler.protoencode import WRITABLE, EncodeError, encode
-from reconciler.protowire import MEDIA_TYPE, status_of
+from reconciler.protowire import status_of
 from reconciler.transport import PIECE, Counted, Direct, Response, Sink, Tls, TransportError
 
 T = TypeVar("T")
@@ -403,17 +402,14 @@ class Kube:
         verb: str | None = None,
         params: Mapping[str, Any] | None = None,
         json: Any = None,
-        content: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         sink: Sink | None = None,
     ) -> bytes:
         """Send one request; retry 429/5xx honouring Retry-After; return the
-        body, or give a successful one to ``sink`` as it arrives (and return b"").
-        The body is ``json`` encoded, or ``content`` as it is (its Content-Type
-        in ``headers``)."""
+        body, or give a successful one to ``sink`` as it arrives (and return b"")."""
         verb = verb or method
         target = f"{path}?{urlencode(params)}" if params else path
-        body = content if json is None else msgspec.json.encode(json)
+        body = None if json is None else msgspec.json.encode(json)
         base = {"Accept": "application/json", "User-Agent": "reconciler"}
         if body is not None:
             base["Content-Type"] = "application/json"
@@ -544,21 +540,6 @@ class Kube:
 
     def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self.request("POST", self.path(res, namespace), json=body)
-
-    def create_unread(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> None:
-        """Create, and leave the answer unread (pods and events: a pass never
-        reads them back). As protobuf when the ``protobuf`` setting is on and
-        the kind is one protoencode writes: the apiserver spends about a
-        quarter less CPU on it than on JSON."""
-        if not (self.opts.protobuf and res.kind in WRITABLE):
-            self.send("POST", self.path(res, namespace), json=body)
-            return
-        try:
-            content = encode(body)
-        except EncodeError as exc:  # a bug in the manifest's builder: fail this object only
-            raise KubeError(f"{res.kind} {body.get('metadata', {}).get('name')}: {exc}") from None
-        protobuf = {"Content-Type": MEDIA_TYPE, "Accept": MEDIA_TYPE}
-        self.send("POST", self.path(res, namespace), content=content, headers=protobuf)
 
     def delete(self, res: ResourceType, namespace: str, name: str, uid: str | None = None) -> None:
         """Delete, with a uid precondition so a same-named replacement is never hit."""

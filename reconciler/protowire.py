@@ -1,5 +1,4 @@
-"""Pods as Kubernetes protobuf: the few fields a pass reads or writes, and
-nothing else.
+"""Pods as Kubernetes protobuf: the few fields a pass reads, and nothing else.
 
 Core kinds can be served as protobuf (CRDs cannot). For a LIST of pods that
 halves the apiserver's encoding work and the bytes on the wire against JSON
@@ -7,7 +6,7 @@ halves the apiserver's encoding work and the bytes on the wire against JSON
 steady pass costs the server.
 
 The schema below is ours and small: protobuf decodes by field number, so
-messages that declare only the fields a pass reads or writes, numbered as in
+messages that declare only the fields the planner reads, numbered as in
 k8s.io/api's and k8s.io/apimachinery's ``generated.proto``, decode the
 apiserver's messages and skip every other field in C. No generated code and
 no protoc: the descriptors are built from the table at import.
@@ -68,7 +67,7 @@ _MANY = "repeated"
 # message -> (field name, number as in generated.proto, scalar type or message
 # name or _MAP, optional _MANY). Names are ours; only the numbers are the wire.
 _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
-    "Unknown": [("raw", 2, _BYTES)],  # runtime.Unknown as read
+    "Unknown": [("raw", 2, _BYTES)],  # runtime.Unknown
     "Status": [("message", 3, _STRING), ("reason", 4, _STRING), ("code", 6, _INT32)],
     "ListMeta": [("continue_token", 3, _STRING)],
     "Time": [("seconds", 1, _INT64)],
@@ -90,47 +89,17 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
         ("annotations", 12, _MAP),
         ("owner_references", 13, "OwnerReference", _MANY),
     ],
-    "ContainerPort": [
-        ("name", 1, _STRING),
-        ("container_port", 3, _INT32),
-        ("protocol", 4, _STRING),
-    ],
+    "ContainerPort": [("container_port", 3, _INT32)],
     "Container": [
         ("name", 1, _STRING),
         ("image", 2, _STRING),
         ("ports", 6, "ContainerPort", _MANY),
-        ("image_pull_policy", 14, _STRING),
     ],
     "PodSpec": [("containers", 2, "Container", _MANY)],
     "PodCondition": [("type", 1, _STRING), ("status", 2, _STRING), ("reason", 5, _STRING)],
     "PodStatus": [("phase", 1, _STRING), ("conditions", 2, "PodCondition", _MANY)],
     "Pod": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec"), ("status", 3, "PodStatus")],
     "PodList": [("metadata", 1, "ListMeta"), ("items", 2, "Pod", _MANY)],
-    # Written, never read (protoencode.py): the envelope of a create, with the
-    # object's type, and the Events a pass posts.
-    "TypeMeta": [("api_version", 1, _STRING), ("kind", 2, _STRING)],
-    "Envelope": [("type_meta", 1, "TypeMeta"), ("raw", 2, _BYTES)],  # runtime.Unknown
-    "ObjectReference": [
-        ("kind", 1, _STRING),
-        ("namespace", 2, _STRING),
-        ("name", 3, _STRING),
-        ("uid", 4, _STRING),
-        ("api_version", 5, _STRING),
-    ],
-    "EventSource": [("component", 1, _STRING), ("host", 2, _STRING)],
-    "Event": [
-        ("metadata", 1, "ObjectMeta"),
-        ("involved_object", 2, "ObjectReference"),
-        ("reason", 3, _STRING),
-        ("message", 4, _STRING),
-        ("source", 5, "EventSource"),
-        ("first_timestamp", 6, "Time"),
-        ("last_timestamp", 7, "Time"),
-        ("count", 8, _INT32),
-        ("type", 9, _STRING),
-        ("reporting_component", 14, _STRING),
-        ("reporting_instance", 15, _STRING),
-    ],
     # What a LIST of metadata is read for: every other field (labels,
     # managedFields...) is skipped unparsed.
     "Identity": [

@@ -12,7 +12,6 @@ from typing import Any
 
 from reconciler.kube import ApiError, Stats
 from reconciler.model import ResourceType
-from reconciler.protoencode import WRITABLE, encode
 
 
 class FakeKube:
@@ -87,13 +86,6 @@ class FakeKube:
         self.writes.append(("POST", res.kind, namespace, name, None))
         self.objects[(res.kind, namespace, name)] = body
         return body
-
-    def create_unread(self, res: ResourceType, namespace: str, body: dict[str, Any]) -> None:
-        """create; what Kube would send as protobuf must encode (so every pod
-        and event a unit test creates proves its manifest encodable)."""
-        if res.kind in WRITABLE:
-            encode(body)
-        self.create(res, namespace, body)
 
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         self._maybe_fail("GET", name)

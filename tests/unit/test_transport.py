@@ -17,9 +17,8 @@ import yaml
 
 from reconciler import kube, transport
 from reconciler.config import Config
-from reconciler.kinds import redis as redis_kind
 from reconciler.model import PODS, Version
-from reconciler.protowire import MAGIC, META_ACCEPT, VersionStream
+from reconciler.protowire import META_ACCEPT, VersionStream
 from reconciler.transport import Direct, TransportError
 
 
@@ -451,31 +450,3 @@ def test_a_list_read_as_it_arrives_asks_one_page_and_feeds_the_decoder_in_pieces
     paths = [path.rpartition(server.url)[2] for _, path, _, _ in server.seen]
     assert paths == ["/api/v1/namespaces/ns/pods", "/api/v1/namespaces/ns/pods?limit=5"]
     assert server.seen[0][3]["Accept"] == META_ACCEPT
-
-
-@pytest.mark.parametrize("protobuf", [True, False])
-def test_pods_and_events_are_created_as_protobuf_only_when_the_setting_asks(
-    server: _Server, tmp_path: Path, protobuf: bool
-) -> None:
-    """The answer is never read, so it too is asked for as protobuf; Redis
-    (a CRD) is JSON whatever the setting."""
-    path = _kubeconfig(tmp_path, server.url, {"token": "t"})
-    client = kube.Kube(Config(kubeconfig=path, protobuf=protobuf))
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
-    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}, "reason": "R"}
-    redis = {"apiVersion": "myapp.demo.kubebuilder.io/v1", "kind": "Redis", "metadata": {}}
-    assert client.create_unread(PODS, "ns", pod) is None
-    client.create_unread(kube.EVENTS, "ns", event)
-    client.create_unread(redis_kind.RESOURCE, "ns", redis)
-    seen = [
-        (path.rpartition(server.url)[2], h["Content-Type"], body)
-        for _, path, body, h in server.seen
-    ]
-    media = "application/vnd.kubernetes.protobuf" if protobuf else "application/json"
-    assert [(p, t) for p, t, _ in seen] == [
-        ("/api/v1/namespaces/ns/pods", media),
-        ("/api/v1/namespaces/ns/events", media),
-        ("/apis/myapp.demo.kubebuilder.io/v1/namespaces/ns/redis", "application/json"),
-    ]
-    assert [b.startswith(MAGIC) for _, _, b in seen] == [protobuf, protobuf, False]
-    assert server.seen[0][3]["Accept"] == media
