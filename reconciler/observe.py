@@ -82,6 +82,12 @@ def _across(namespaces: Sequence[str], list_in: Callable[[str | None], list[T]])
 ListIn = Callable[[str | None], list[Any]]
 
 
+# Refusals the next pass will meet again (credentials, RBAC, a missing
+# resource, a request the server rejects): unlike a timeout, a 429 or a 5xx,
+# worth a status write on every object they leave unplanned.
+LASTING = frozenset({400, 401, 403, 404, 406, 410, 415, 422})
+
+
 def _why(res: ResourceType, exc: Exception) -> str:
     kind = res.kind
     if isinstance(exc, ApiError) and exc.status == 404 and res.group:
@@ -203,6 +209,9 @@ class _Lister:
     def __init__(self, kube: Kube, namespaces: Sequence[str], meta: MetaList) -> None:
         self.kube, self.namespaces, self.meta = kube, namespaces, meta
         self.errors: list[str] = []
+        # Of each kind whose LIST failed in a way the next pass will meet
+        # again: why, in words that stay the same from pass to pass.
+        self.lasting: dict[str, str] = {}
         self.attempts = 0
         self.failed_to_reach: list[str] = []
         self.counts: dict[str, int] = {}
@@ -219,12 +228,15 @@ class _Lister:
             decoded = self._items(res, selector, list_in, reuse)
         except (ApiError, Unreachable) as exc:
             self.errors.append(_why(res, exc))
+            if isinstance(exc, ApiError) and exc.status in LASTING:
+                self.lasting[res.kind] = f"LIST {res.kind}: {exc}"
             refused = _refused(res, exc)
             if refused is not None:
                 self.failed_to_reach.append(refused)
             return None
         except UNREADABLE as exc:  # garbled by a proxy or a broken server: this LIST only
             self.errors.append(f"LIST {res.kind}: the answer could not be read ({exc})")
+            self.lasting[res.kind] = f"LIST {res.kind}: the answer could not be read"
             return None
         self.counts[res.kind] = len(decoded)
         log.info("listed %d %s", len(decoded), res.kind)
@@ -347,7 +359,7 @@ def observe(
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
     pods = _list_pods(lister, full, None, pod_reuse)
-    pods_unseen = lister.errors[-1] if pods is None else None
+    pods_error = lister.lasting.get(PODS.kind) if pods is None else None
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = None if pods is None else _ours(pods)
@@ -361,7 +373,7 @@ def observe(
     for warning in seen.warnings:
         log.warning("%s", warning)
     return Observation(
-        Snapshot(objects, pods, seen.terminating, pods_unseen),
+        Snapshot(objects, pods, seen.terminating, pods_error),
         report_pods,
         tuple(lister.errors),
         lister.unreachable,

@@ -47,20 +47,19 @@ def orphan_pods(kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod])
 def plan(
     snapshot: Snapshot, config: Config, now: datetime, settled: Settled = NOTHING_SETTLED
 ) -> Plan:
-    """Plan one pass. A kind whose LIST failed (None) gets no writes. A kind
-    whose rules read pods, when the pod LIST failed, gets the status that says
-    so and nothing else. ``settled`` is the previous plan's: an object it
-    holds is not planned again (`reconciler.settled`)."""
+    """Plan one pass. A kind whose LIST failed (None) gets no writes, nor does
+    a kind whose rules read pods when the pod LIST failed, but for the status
+    that says so when the failure will last (``snapshot.pods_error``).
+    ``settled`` is the previous plan's: an object it holds is not planned
+    again (`reconciler.settled`)."""
     out = _Planned(PodIndex(snapshot.pods or ()), settled.under(config))
     for kind in KINDS:
         objects = snapshot.of(kind.name)
         if objects is None:
             continue
-        if kind.pods_unseen is not None and snapshot.pods is None:
-            why = snapshot.pods_unseen or "the pod LIST failed"
-            for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
-                inp = PlanInput(out.index, config, now, gate(obj.failure, config.backoff, now))
-                out.blind(kind, obj, kind.pods_unseen(obj, inp, why))
+        if kind.plan_unseen is not None and snapshot.pods is None:
+            if snapshot.pods_error is not None:
+                out.unseen(kind, objects, config, now, snapshot.pods_error)
             continue
         for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
             closing = obj.namespace in snapshot.terminating
@@ -93,11 +92,19 @@ class _Planned:
         self.settled[obj.key] = prior
         return True
 
-    def blind(self, kind: Kind[Any], obj: Object, planned: list[Action]) -> None:
-        """An object planned without its pods: never settled, so the next pass,
-        with its pods seen, plans it whole."""
-        self.actions.extend(planned)
-        self.health[obj.key] = kind.health(obj, planned)
+    def unseen(
+        self, kind: Kind[Any], objects: Sequence[Object], config: Config, now: datetime, why: str
+    ) -> None:
+        """Objects planned without their pods: never settled, so the next
+        pass that sees their pods plans them whole."""
+        assert kind.plan_unseen is not None
+        for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
+            obj_gate = gate(obj.failure, config.backoff, now)
+            if obj_gate.backing_off:
+                self.held.add(obj.key)
+            planned = kind.plan_unseen(obj, PlanInput(self.index, config, now, obj_gate), why)
+            self.actions.extend(planned)
+            self.health[obj.key] = kind.health(obj, planned)
 
     def plan(self, kind: Kind[Any], obj: Object, inp: PlanInput) -> None:
         lookup = RecordingLookup(self.index)

@@ -25,9 +25,10 @@ class Snapshot:
     pods: tuple[Pod, ...] | None
     # Namespaces being deleted: nothing can be created there any more.
     terminating: frozenset[str] = frozenset()
-    # Why the pod LIST failed, when ``pods`` is None: the statuses that would
-    # have counted pods say it instead.
-    pods_unseen: str | None = None
+    # Why the pod LIST failed, when ``pods`` is None and the next pass will
+    # fail it too (a refusal, not a timeout): the statuses that would have
+    # counted pods say it instead. None leaves them as they are.
+    pods_error: str | None = None
 
     def of(self, kind: str) -> tuple[Any, ...] | None:
         return self.objects.get(kind)

@@ -53,9 +53,9 @@ T = TypeVar("T", bound=Object)
 
 @dataclass(frozen=True)
 class Kind(Generic[T]):
-    """One of our kinds. ``pods_unseen``, for a kind whose planner needs the
-    pod LIST: in a pass whose pod LIST failed, nothing of it is planned but
-    what this returns, a status that says why (given as the third argument).
+    """One of our kinds. ``plan_unseen``, for a kind whose planner needs the
+    pod LIST: in a pass whose pod LIST was refused, nothing of it is planned
+    but what this returns, a status that says why (the third argument).
     ``owns_pods``: managed pods whose controlling object of this kind is gone
     are deleted as orphans."""
 
@@ -66,12 +66,12 @@ class Kind(Generic[T]):
     # Its health once the given actions (its plan, or a status written after
     # a failure) have landed.
     health: Callable[[T, Sequence[Action]], Health]
-    pods_unseen: Callable[[T, PlanInput, str], list[Action]] | None = None
+    plan_unseen: Callable[[T, PlanInput, str], list[Action]] | None = None
     owns_pods: bool = False
 
     @property
     def reads_pods(self) -> bool:
-        return self.pods_unseen is not None
+        return self.plan_unseen is not None
 
     @property
     def name(self) -> str:

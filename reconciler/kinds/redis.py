@@ -72,7 +72,7 @@ PORT_MAX = 6380
 PORT_DEFAULT = 6379
 NUM_MAX = 100
 DELETING = "Deleting"  # the state shown while its pods go
-PODS_UNSEEN = "PodsUnknown"  # the Degraded reason while the pod LIST fails
+PODS_UNKNOWN = "PodsUnknown"  # the Degraded reason while the pod LIST is refused
 DRIFT = "Drift"  # the reason of the event that says a pod was put back
 NAME_MAX = 63  # the name is each pod's app.kubernetes.io/instance label value
 CONTAINER_NAME = "redis"
@@ -767,18 +767,22 @@ def plan(redis: Redis, inp: PlanInput) -> list[Action]:
 
 
 def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
-    """The pod LIST failed: no pod is created or deleted on a partial view,
-    and the status says so rather than stand as the last pass left it. Only
-    Degraded changes: the counts, Ready and Progressing are the last ones
-    seen, and observedGeneration stays, since this generation was not acted on."""
+    """The pod LIST was refused: no pod is created or deleted on a partial
+    view, and the status says so rather than stand as the last pass left it.
+    Only Degraded changes (for this generation): the counts, Ready and
+    Progressing are the last ones seen, and observedGeneration stays, since
+    this generation was not acted on. An invalid spec keeps its InvalidSpec,
+    which needs no pods to be true, and a Redis being deleted says Deleting."""
+    if redis.deletion_timestamp or validate(redis, inp.config.image).spec is None:
+        return []
     message = f"pods could not be listed, so none are created or deleted: {why}"
     observed = observed_conditions(redis.status)
     degraded = condition(
-        "Degraded", Verdict(True, PODS_UNSEEN, message), redis.generation, observed, inp.now
+        "Degraded", Verdict(True, PODS_UNKNOWN, message), redis.generation, observed, inp.now
     )
     others = [c for t, c in observed.items() if t != "Degraded"]
     body = {
-        "state": PODS_UNSEEN,
+        "state": PODS_UNKNOWN,
         "message": message,
         "conditions": [*others, degraded.to_dict()],
     }
@@ -801,5 +805,5 @@ def health(redis: Redis, actions: Sequence[Action]) -> Health:
 
 
 KIND: Kind[Redis] = Kind(
-    RESOURCE, COMPONENT, from_api, plan, health, pods_unseen=plan_unseen, owns_pods=True
+    RESOURCE, COMPONENT, from_api, plan, health, plan_unseen=plan_unseen, owns_pods=True
 )

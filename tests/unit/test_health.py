@@ -13,6 +13,7 @@ from reconciler.backoff import Failure, WriteError
 from reconciler.health import READY, Health
 from reconciler.kinds import redis as redis_kind
 from reconciler.kinds import xca as xca_kind
+from reconciler.kinds.redis import PODS_UNKNOWN
 from reconciler.metrics import Metrics
 from reconciler.model import ObjKey
 from reconciler.plan import plan, status_after_failure
@@ -130,12 +131,12 @@ def test_with_its_pods_unseen_a_failed_write_plans_no_status_counted_from_nothin
     """The pod LIST failed, so the status that follows a failed write would
     count no pods at all: none is planned, and the PodsUnknown one stands."""
     r = redis()
-    blind = dataclasses.replace(snap((r,), (), None), pods_unseen="LIST Pod: 403")
+    blind = dataclasses.replace(snap((r,), (), None), pods_error="LIST Pod: 403")
     (written,) = plan(blind, CONFIG, NOW).actions
-    assert plan(blind, CONFIG, NOW).health[r.key].state == "PodsUnknown"
+    assert plan(blind, CONFIG, NOW).health[r.key].state == PODS_UNKNOWN
     after = status_after_failure(blind, CONFIG, NOW)
     assert after(r.key, WriteError("409 Conflict: changed", "Conflict"), []) == []
-    assert written.status["state"] == "PodsUnknown"
+    assert written.status["state"] == PODS_UNKNOWN
 
 
 def test_gauges_count_conditions_and_backoff_by_kind_and_clear():

@@ -244,4 +244,23 @@ def test_an_unreadable_full_list_fails_that_kind_not_the_pass():
     assert [r.name for r in obs.snapshot.of("Redis")] == ["r0"]
     (error,) = obs.errors
     assert error.startswith("LIST Pod: the answer could not be read"), error
-    assert obs.snapshot.pods_unseen == error  # what the Redis statuses will say
+    # What the Redis statuses will say: the same words every pass.
+    assert obs.snapshot.pods_error == "LIST Pod: the answer could not be read"
+
+
+@pytest.mark.parametrize(
+    ("error", "lasting"),
+    [
+        (ApiError(403, "Forbidden", "pods is forbidden"), True),
+        (ApiError(500, "InternalError", "etcd timed out"), False),
+        (ApiError(429, "TooManyRequests", "slow down"), False),
+    ],
+)
+def test_only_a_pod_list_refusal_that_will_last_is_told_to_the_statuses(error, lasting):
+    kube = FakeKube()
+    kube.lists["Pod"] = error
+    kube.lists["Redis"] = [redis_obj("r0")]
+    obs = observe(kube, (), None, protobuf=True, page_size=FULL, metadata_page_size=PAGE)
+    assert obs.snapshot.pods is None and len(obs.errors) == 1
+    want = f"LIST Pod: {error}" if lasting else None
+    assert obs.snapshot.pods_error == want

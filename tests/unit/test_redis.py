@@ -16,7 +16,12 @@ from reconciler.actions import (
 )
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
-from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION, controller_ref
+from reconciler.kinds.redis import (
+    FINALIZER,
+    PODS_UNKNOWN,
+    TEMPLATE_HASH_ANNOTATION,
+    controller_ref,
+)
 from reconciler.model import OwnerRef, rfc3339
 from reconciler.plan import plan
 
@@ -440,22 +445,44 @@ def test_a_failed_pod_list_creates_and_deletes_nothing_and_the_status_says_why()
     pods = [pod(r := redis(), i) for i in range(3)]
     r = converged(r, pods)
     why = "LIST Pod: 403 Forbidden: pods is forbidden"
-    blind = dataclasses.replace(snap((r,), (), None), pods_unseen=why)
+    blind = dataclasses.replace(snap((r,), (), None), pods_error=why)
     (patch,) = plan(blind, CONFIG, NOW).actions
     assert isinstance(patch, PatchStatus) and patch.owner == r.key
     assert set(patch.status) == {"state", "message", "conditions"}  # counts, generation kept
-    assert patch.status["state"] == "PodsUnknown" and why in patch.status["message"]
+    assert patch.status["state"] == PODS_UNKNOWN and why in patch.status["message"]
     conditions = {c["type"]: c for c in patch.status["conditions"]}
     assert conditions["Degraded"]["status"] == "True"
-    assert conditions["Degraded"]["reason"] == "PodsUnknown"
+    assert conditions["Degraded"]["reason"] == PODS_UNKNOWN
     assert conditions["Ready"] == next(c for c in r.status["conditions"] if c["type"] == "Ready")
-    assert [(e.type, e.reason) for e in patch.events] == [("Warning", "PodsUnknown")]
+    assert [(e.type, e.reason) for e in patch.events] == [("Warning", PODS_UNKNOWN)]
 
     written = dataclasses.replace(r, status={**r.status, **patch.status})
-    again = dataclasses.replace(snap((written,), (), None), pods_unseen=why)
-    assert plan(again, CONFIG, NOW).actions == ()  # said once, not every pass
-    (healed,) = plan(snap((written,), (), pods), CONFIG, NOW).actions
-    assert healed.status == r.status  # pods seen again: the status as it was
+    again = dataclasses.replace(snap((written,), (), None), pods_error=why)
+    later = NOW + timedelta(minutes=1)
+    assert plan(again, CONFIG, later).actions == ()  # said once, not every pass
+    (healed,) = plan(snap((written,), (), pods), CONFIG, later).actions
+    old, new = ({c["type"]: c for c in s["conditions"]} for s in (r.status, healed.status))
+    assert new["Degraded"]["status"] == "False"
+    assert new["Degraded"]["lastTransitionTime"] == rfc3339(later)  # it flipped back
+    assert new["Ready"] == old["Ready"]  # it never flipped
+    assert {k: v for k, v in healed.status.items() if k != "conditions"} == {
+        k: v for k, v in r.status.items() if k != "conditions"
+    }
+
+
+def test_with_its_pods_unseen_an_invalid_or_deleted_redis_keeps_its_status():
+    """InvalidSpec needs no pods to be true; a Redis being deleted says Deleting."""
+    why = "LIST Pod: 403 Forbidden: pods is forbidden"
+    invalid = redis(port=1)
+    deleting = redis("d", deleting=True)
+    blind = dataclasses.replace(snap((invalid, deleting), (), None), pods_error=why)
+    assert plan(blind, CONFIG, NOW).actions == ()
+
+
+def test_with_its_pods_unseen_and_no_lasting_refusal_nothing_is_written():
+    """A timeout or a 5xx: the next pass will most likely see the pods."""
+    pods = [pod(r := redis(), i) for i in range(3)]
+    assert plan(snap((converged(r, pods),), (), None), CONFIG, NOW).actions == ()
 
 
 def test_pods_are_matched_within_their_namespace():
