@@ -17,7 +17,7 @@ from reconciler.observe import observe
 from reconciler.plan import plan
 from reconciler.result import Result
 
-from .conftest import Kubectl, Reconciler, gated_pod, wait_for
+from .conftest import ROOT, Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import pods, redis_yaml, settled
 
 XCA = """
@@ -183,14 +183,11 @@ def test_credentials_without_rbac_exit_3_saying_forbidden(
 
 
 def _rbac_without_pods(name: str, ns: str) -> str:
-    """What a pass reads and writes, but pods."""
-    rules = [
-        {"apiGroups": ["myapp.demo.kubebuilder.io"], "resources": ["redis", "redis/status"]},
-        {"apiGroups": ["apps.xca.k8s.kb.cx"], "resources": ["xcas", "xcas/status"]},
-        {"apiGroups": [""], "resources": ["events", "namespaces"]},
-    ]
-    for rule in rules:
-        rule["verbs"] = ["get", "list", "create", "patch", "update"]
+    """The shipped ClusterRole (config/rbac/rbac.yaml) without its pods rule."""
+    shipped = yaml.safe_load_all((ROOT / "config/rbac/rbac.yaml").read_text())
+    role = next(d for d in shipped if d and d["kind"] == "ClusterRole")
+    rules = [r for r in role["rules"] if "pods" not in r["resources"]]
+    assert len(rules) == len(role["rules"]) - 1  # exactly one grant taken away
     role = {"kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}
     binding = {
         "kind": "ClusterRoleBinding",
@@ -233,7 +230,10 @@ def test_a_pod_list_refused_shows_in_the_redis_status_not_a_frozen_one(
         assert status["readyReplicas"] == ready["readyReplicas"] == 2
         events = kubectl.json("get", "events", "-n", ns, "--field-selector", "reason=PodsUnknown")
         assert len(events["items"]) == 1
+        written = kubectl.json("get", "redis", "redis-sample", "-n", ns)["metadata"]
         blind.sync(ns, expect=1)  # said once: the same status, no second event
+        unchanged = kubectl.json("get", "redis", "redis-sample", "-n", ns)["metadata"]
+        assert unchanged["resourceVersion"] == written["resourceVersion"]
         again = kubectl.json("get", "events", "-n", ns, "--field-selector", "reason=PodsUnknown")
         assert [e["count"] for e in again["items"]] == [1]
     finally:
