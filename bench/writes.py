@@ -96,7 +96,7 @@ def first_pass_requests(
             recorder,  # type: ignore[arg-type]
             concurrency=1,
             clock=lambda: now,
-            refs=object_refs(snapshot),
+            refs=object_refs(snapshot, the_plan),
         )
         executor.run(Plan(tuple(actions)))
         groups.append(recorder.requests)
