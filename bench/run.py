@@ -128,6 +128,8 @@ def _profile_pass(setup: Setup, namespace: str, prefix: Path) -> dict[str, Any]:
         check=False,
     )
     out: dict[str, Any] = {"returncode": res.returncode, "files": str(prefix) + ".*"}
+    if res.returncode != 0:
+        out["stderr"] = res.stderr.strip().splitlines()[-1:]
     for part in ("main", "workers"):
         tree = Path(f"{prefix}.{part}.txt")
         if tree.exists():
@@ -142,6 +144,9 @@ def profile(setup: Setup, n: int, out_dir: Path) -> dict[str, Any]:
     populate(setup.api, namespace, n)
     log.info("N=%d: profiling a cold first pass", n)
     cold = _profile_pass(setup, namespace, out_dir / f"cold-{n}")
+    if "main_tree" not in cold:  # it never ran: say why rather than wait out the settle timeout
+        log.error("N=%d: the profiled pass exited %d: %s", n, cold["returncode"], cold["stderr"])
+        return {"n": n, "namespace": namespace, "cold_first_pass": cold}
     board = namespace_board(setup.api, namespace, n, None, with_objects=False)
     try:
         for index in range(contenders.MAX_PASSES):
