@@ -167,15 +167,23 @@ def test_unreachable_and_unauthorized_exit_3(reconciler: Reconciler, cluster, tm
     assert result.summary["error"].startswith("unauthorized: ")
 
 
+def _as_service_account(
+    reconciler: Reconciler, kubectl: Kubectl, cluster, ns: str, account: str, tmp_path: Path
+) -> Reconciler:
+    """The same reconciler, with a kubeconfig that holds a token of ``account``."""
+    token = kubectl.run("create", "token", account, "-n", ns).stdout.strip()
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    config["users"][0]["user"] = {"token": token}
+    as_account = dataclasses.replace(reconciler, kubeconfig=tmp_path / account)
+    as_account.kubeconfig.write_text(yaml.safe_dump(config))
+    return as_account
+
+
 def test_credentials_without_rbac_exit_3_saying_forbidden(
     reconciler: Reconciler, kubectl: Kubectl, cluster, ns: str, tmp_path: Path
 ):
     kubectl.run("create", "serviceaccount", "nobody", "-n", ns)
-    token = kubectl.run("create", "token", "nobody", "-n", ns).stdout.strip()
-    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    config["users"][0]["user"] = {"token": token}
-    nobody = dataclasses.replace(reconciler, kubeconfig=tmp_path / "nobody")
-    nobody.kubeconfig.write_text(yaml.safe_dump(config))
+    nobody = _as_service_account(reconciler, kubectl, cluster, ns, "nobody", tmp_path)
     result = nobody.sync(ns, expect=3)
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("reconciler: error: forbidden: these credentials may not list pods")
@@ -212,11 +220,7 @@ def test_a_pod_list_refused_shows_in_the_redis_status_not_a_frozen_one(
     name = f"e2e-no-pods-{ns}"
     kubectl.apply(_rbac_without_pods(name, ns))
     try:
-        token = kubectl.run("create", "token", "no-pods", "-n", ns).stdout.strip()
-        config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-        config["users"][0]["user"] = {"token": token}
-        blind = dataclasses.replace(reconciler, kubeconfig=tmp_path / "no-pods")
-        blind.kubeconfig.write_text(yaml.safe_dump(config))
+        blind = _as_service_account(reconciler, kubectl, cluster, ns, "no-pods", tmp_path)
         result = blind.sync(ns, expect=1)
         assert "LIST Pod: 403" in result.stderr
         status = kubectl.json("get", "redis", "redis-sample", "-n", ns)["status"]
