@@ -323,8 +323,8 @@ def plan(
     "--min-interval",
     type=float,
     default=None,
-    help="Seconds to the next pass after one that wrote or left objects progressing;"
-    " doubled each quiet pass up to --interval (1).",
+    help="Seconds from the start of a pass that wrote or left objects progressing to"
+    " the next; doubled each quiet pass up to --interval (1).",
 )
 @click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
 @click.option("--state-file", type=click.Path(dir_okay=False), default=None)

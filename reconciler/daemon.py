@@ -39,6 +39,7 @@ class Daemon:
         elector: LeaderElector | None = None,
         metrics: Metrics | None = None,
         requests: Callable[[], dict[tuple[str, str], int]] = dict,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.one_pass = one_pass
         self.interval = interval
@@ -48,6 +49,7 @@ class Daemon:
         self.elector = elector
         self.metrics = metrics
         self.requests = requests
+        self.clock = clock
         self.pass_lock = threading.Lock()
         self.stopping = threading.Event()
         self.passes = 0
@@ -71,6 +73,7 @@ class Daemon:
                 self.pace = None  # a leader again later starts at the interval, not settling
                 self._after(None)
                 return
+            started = self.clock()
             try:
                 result = self.one_pass()
             except Exception:  # a bug in one pass must not kill the daemon
@@ -80,19 +83,22 @@ class Daemon:
             self.passes += 1
             log.info("%s", result.one_line())
             self._after(result)
-            self._pace(result)
+            self._pace(result, started)
 
-    def _pace(self, result: PassResult) -> None:
-        """Bring the next pass forward when this one left work in motion."""
+    def _pace(self, result: PassResult, started: datetime) -> None:
+        """Bring the next pass forward when this one left work in motion; the
+        delay counts from this pass's start, so a long pass is followed at once."""
         self.pace = next_pace(
             result, self.pace, interval=self.interval, min_interval=self.min_interval
         )
         if not self.pace.early or self.pace.delay >= self.interval or self.stopping.is_set():
             return
-        log.info("next pass in %gs: %s (%s)", self.pace.delay, self.pace.why, self.pace.detail)
+        now = self.clock()
+        when = max(started + timedelta(seconds=self.pace.delay), now)
+        wait = round((when - now).total_seconds(), 1)
+        log.info("next pass in %gs: %s (%s)", wait, self.pace.why, self.pace.detail)
         if self.metrics is not None:
             self.metrics.early.labels(str(self.pace.why)).inc()
-        when = datetime.now(UTC) + timedelta(seconds=self.pace.delay)
         self.scheduler.modify_job("pass", next_run_time=when)
 
     def _after(self, result: PassResult | None) -> None:

@@ -3,8 +3,11 @@ interval once the cluster is quiet.
 
 Polling pays for reaction time with the interval. A pass that wrote, or that
 left objects progressing (pods not yet Ready, a rolling update, a deletion
-waiting for its pods), is followed after ``min_interval``; while nothing it
-wrote changes the picture, the delay doubles up to the interval. Once the
+waiting for its pods), is followed ``min_interval`` after it started, or at
+once if it took longer; while nothing it wrote changes the picture, the delay
+doubles up to the interval. Delays count from the start of a pass, as the
+interval does: a long pass has already given its first writes that long to
+take effect, and waiting again after it only delays what it set in motion. Once the
 picture is still, the delay keeps doubling from where it was until it reaches
 the interval: changes come in bursts (a rollout, a drain, a person at
 kubectl), and a pass that finds nothing costs little. So each write buys at
@@ -33,7 +36,7 @@ class Why(StrEnum):
 
 @dataclass(frozen=True)
 class Pace:
-    delay: float  # seconds from the end of this pass to the next one
+    delay: float  # seconds from the start of this pass to the start of the next
     why: Why | None = None  # None: the regular interval
     detail: str = ""  # for the log: what moved
 

@@ -86,6 +86,7 @@ def wait(
     pace: Pace | None = None
     passes = 0
     while True:
+        began = clock()
         result = one_pass()
         passes += 1
         ended = verdict(result)
@@ -95,7 +96,8 @@ def wait(
             return WaitResult(ended, result, passes, clock() - start)
         moved = motion(result)
         pace = next_pace(result, pace, interval=interval, min_interval=min_interval)
-        delay = min(pace.delay, max(deadline - clock(), 0.0))
+        now = clock()
+        delay = max(min(began + pace.delay, deadline) - now, 0.0)
         if moved is not None:
             log.info("next pass in %gs: %s (%s)", round(delay, 1), moved.why, moved.detail)
         # Free this pass's plan and outcomes before the next pass builds its

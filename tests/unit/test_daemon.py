@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from reconciler.actions import PatchStatus, Plan
 from reconciler.daemon import Daemon
+from reconciler.model import ObjKey
 from reconciler.pacing import Pace, Why
-from reconciler.result import PassResult
+from reconciler.result import ApplyReport, Outcome, PassResult, Result
+
+KEY = ObjKey("Redis", "ns", "r")
 
 
 def crash() -> PassResult:
@@ -31,3 +38,39 @@ def test_a_standby_tick_forgets_the_pace_so_a_new_leader_starts_at_the_interval(
     d.tick()
     assert d.pace is None
     assert d.passes == 0
+
+
+class FakeScheduler:
+    def __init__(self) -> None:
+        self.next_runs: list[datetime] = []
+
+    def modify_job(self, job_id: str, *, next_run_time: datetime) -> None:
+        self.next_runs.append(next_run_time)
+
+
+def wrote() -> PassResult:
+    return PassResult("p", Plan(), ApplyReport([Outcome(PatchStatus(KEY, "1", {}), Result.OK)]))
+
+
+@pytest.mark.parametrize(
+    ("pass_seconds", "next_after"),
+    [
+        (0.2, 1.0),  # min_interval after the pass's start
+        (3.0, 3.0),  # longer than min_interval: at once, when it ends
+    ],
+)
+def test_the_pass_after_a_write_starts_min_interval_after_its_start(
+    pass_seconds: float, next_after: float
+) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    now = [start]
+
+    def one_pass() -> PassResult:
+        now[0] += timedelta(seconds=pass_seconds)
+        return wrote()
+
+    d = Daemon(one_pass, interval=30, jitter=0, min_interval=1, clock=lambda: now[0])
+    scheduler = FakeScheduler()
+    d.scheduler = scheduler  # type: ignore[assignment]
+    d.tick()
+    assert scheduler.next_runs == [start + timedelta(seconds=next_after)]

@@ -122,12 +122,26 @@ def test_timeout_lists_what_is_pending_and_never_sleeps_past_the_deadline() -> N
     clock = Clock(pass_seconds=0.5)
     waited = run([result(health=WAITING)] * 10, clock, timeout=5)
     assert waited.verdict is Verdict.TIMEOUT
-    # Passes end at 0.5, 2 and 4.5 s; the third sleep (4 s) is cut to the
+    # Passes start at 0, 1 and 3 s and take 0.5 s each; each delay counts
+    # from its pass's start, and the third (4 s, to 7 s) is cut to the
     # deadline at 5 s, where the last pass starts.
-    assert clock.slept == [1, 2, 0.5]
+    assert clock.slept == [0.5, 1.5, 1.5]
     assert waited.passes == 4
     assert waited.last.pending == {KEY: WAITING}
     assert waited.one_line() == "timed out after 4 passes in 5.5s: 1 object not Ready"
+
+
+def test_a_pass_longer_than_its_delay_is_followed_at_once() -> None:
+    """Delays count from a pass's start: the pods the first writes of a long
+    pass created have had the whole pass to start."""
+    clock = Clock(pass_seconds=3)
+    passes = [result(Result.OK, health=WAITING), result(health=WAITING)]
+    waited = run([*passes, result(health=WAITING), result()], clock)
+    assert waited.verdict is Verdict.CONVERGED
+    # Delays of 1, 2 and 4 s from starts at 0, 3 and 6 s: the third pass
+    # waits until 10 s.
+    assert clock.slept == [0, 0, 1]
+    assert waited.elapsed == 13
 
 
 def test_a_still_but_unconverged_scope_ends_at_once() -> None:
