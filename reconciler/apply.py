@@ -122,8 +122,11 @@ class Executor:
         keep_going: Callable[[], bool] | None = None,
         after_failure: Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]] | None = None,
         quiet: frozenset[str] = frozenset(),
+        post: Callable[[EventSpec], None] | None = None,
     ) -> None:
         self.kube = kube
+        # Where events go: an EventQueue's put, or posted at once, in the pass.
+        self.post = post or self._post_now
         # Namespaces being deleted: an event there would be refused.
         self.quiet = quiet
         # The object's status after one of its writes failed (plan.status_after_failure).
@@ -242,7 +245,10 @@ class Executor:
     def _events(self, events: list[EventSpec] | tuple[EventSpec, ...]) -> None:
         for ev in events:
             if ev.involved.namespace not in self.quiet:
-                post_event(self.kube, ev, self.clock)
+                self.post(ev)
+
+    def _post_now(self, ev: EventSpec) -> None:
+        post_event(self.kube, ev, self.clock())
 
     def _do(self, action: Action, run: _ObjectRun) -> Result:
         """One write; API errors other than the expected ones become _Failed."""

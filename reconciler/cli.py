@@ -19,6 +19,7 @@ import click
 from reconciler import __version__, logs, render
 from reconciler import state as state_store
 from reconciler.config import Config, ConfigError
+from reconciler.events import FLUSH_SECONDS, EventQueue
 from reconciler.kube import ConfigMissing, Kube
 from reconciler.result import PassOutcome, PassResult
 from reconciler.settings import load
@@ -261,9 +262,11 @@ def sync(
         raise click.UsageError("--wait cannot be used with --dry-run: nothing would change")
     kube = _kube(config)
     st = state_store.load(config.state_file)
+    # Waiting: events go from a queue, so they do not hold up the next pass.
+    events = EventQueue(kube) if wait_ else None
 
     def one_pass() -> PassResult:
-        result = run_pass(kube, config, st, mode=_mode(config))
+        result = run_pass(kube, config, st, mode=_mode(config), events=events)
         if result.outcome is not PassOutcome.UNREACHABLE and not config.dry_run:
             state_store.save(config.state_file, st)
         if wait_ and output == "text" and not result.unreachable:
@@ -276,6 +279,8 @@ def sync(
     waited = wait(
         one_pass, timeout=limit, interval=config.interval, min_interval=config.min_interval
     )
+    if events is not None:
+        events.flush()
     _finish_wait(waited, output, limit)
 
 
@@ -397,9 +402,12 @@ def run(
             _fail(EXIT_USAGE, f"--metrics-address {config.metrics_address}: {exc}")
 
     keep_going = (lambda: elector.is_leader) if elector is not None else None
+    events = EventQueue(kube)
 
     def one_pass() -> PassResult:
-        result = run_pass(kube, config, st, mode=_mode(config), keep_going=keep_going)
+        result = run_pass(
+            kube, config, st, mode=_mode(config), keep_going=keep_going, events=events
+        )
         if result.unreachable:
             log.error("%s", result.unreachable)
         elif not config.dry_run:
@@ -415,7 +423,11 @@ def run(
         metrics=metrics,
         requests=lambda: dict(kube.stats.requests),
     )
-    sys.exit(daemon.run())
+    code = daemon.run()
+    left = events.flush(timeout=FLUSH_SECONDS)
+    if left:
+        log.warning("stopping with %d events not posted after %gs", left, FLUSH_SECONDS)
+    sys.exit(code)
 
 
 @cli.command()

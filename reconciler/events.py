@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import socket
+import threading
+from collections import deque
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.actions import EventSpec
@@ -55,9 +57,8 @@ def event_body(spec: EventSpec, now: datetime) -> dict[str, Any]:
     }
 
 
-def post_event(kube: Kube, spec: EventSpec, clock: Callable[[], datetime]) -> bool:
+def post_event(kube: Kube, spec: EventSpec, now: datetime) -> bool:
     """Best effort: an event that cannot be posted is logged, never fatal."""
-    now = clock()
     body = event_body(spec, now)
     ns, name = spec.involved.namespace, body["metadata"]["name"]
     try:
@@ -81,3 +82,71 @@ def post_event(kube: Kube, spec: EventSpec, clock: Callable[[], datetime]) -> bo
     except KubeError as exc:
         log.warning("[%s/%s] could not post event %s: %s", ns, spec.involved.name, spec.reason, exc)
         return False
+
+
+# How long a stopping daemon waits for its queued events.
+FLUSH_SECONDS = 10.0
+# Events queued and not yet posted, at most; a pass that queues more waits
+# for room, so a slow apiserver slows the pass as inline posting would, and
+# memory stays bounded (about half a kilobyte an event).
+QUEUE_LIMIT = 10_000
+
+
+class EventQueue:
+    """Posts events from a thread of its own, in the order they were queued.
+
+    A pass's pod and status writes then do not wait for its events: at 200
+    Redis, a quarter of a cold pass's requests were events, and the status is
+    what a user and `sync --wait` read. client-go's recorder posts from a
+    queue for the same reason. Each event keeps the time it was queued. The
+    price is the recorder's too: a process killed before ``flush`` loses the
+    events still queued (the status, rewritten by the next pass, keeps what
+    they said).
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        limit: int = QUEUE_LIMIT,
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.limit = limit
+        self._pending: deque[tuple[EventSpec, datetime]] = deque()
+        self._posting = False
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def put(self, spec: EventSpec) -> None:
+        """Queue one event; waits while the queue is full."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self._pending) < self.limit)
+            self._pending.append((spec, self.clock()))
+            self._changed.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._drain, name="events", daemon=True)
+                self._thread.start()
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait until every queued event is posted; the number left unposted
+        when ``timeout`` ran out (0: all posted)."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._pending and not self._posting, timeout)
+            return len(self._pending) + int(self._posting)
+
+    def _drain(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: bool(self._pending))
+                spec, queued = self._pending.popleft()
+                self._posting = True
+                self._changed.notify_all()
+            try:
+                post_event(self.kube, spec, queued)
+            except Exception:  # a bug must not stop the events that follow
+                log.exception("could not post event %s", spec.reason)
+            finally:
+                with self._changed:
+                    self._posting = False
+                    self._changed.notify_all()

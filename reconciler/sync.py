@@ -19,6 +19,7 @@ from reconciler import report as pod_report
 from reconciler.actions import ObjRef, PatchStatus, Plan
 from reconciler.apply import Executor
 from reconciler.config import Config
+from reconciler.events import EventQueue
 from reconciler.health import Health
 from reconciler.kinds.registry import KINDS
 from reconciler.kube import Kube
@@ -110,6 +111,7 @@ class _Pass:
     clock: Callable[[], datetime]
     keep_going: Callable[[], bool] | None
     pass_id: str
+    events: EventQueue | None
 
 
 def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyReport:
@@ -125,6 +127,7 @@ def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyRepo
         keep_going=p.keep_going,
         after_failure=status_after_failure(snapshot, p.config, now),
         quiet=snapshot.terminating,
+        post=p.events.put if p.events is not None else None,
     )
     return executor.run(plan)
 
@@ -137,12 +140,15 @@ def run_pass(
     mode: Mode = Mode.APPLY,
     clock: Callable[[], datetime] = _utcnow,
     keep_going: Callable[[], bool] | None = None,
+    events: EventQueue | None = None,
 ) -> PassResult:
     """Run one pass and update ``state`` in place. Never raises for per-object
-    errors; they are in the result, which decides the exit code."""
+    errors; they are in the result, which decides the exit code. With
+    ``events``, the pass queues its events there instead of posting them
+    itself; the caller flushes the queue before it exits."""
     started = time.monotonic()
     before = kube.stats.snapshot()
-    p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8])
+    p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8], events)
     selector = config.pod_report_selector if config.pod_report else None
 
     obs = observe(
