@@ -365,7 +365,6 @@ def run(
     # Imported here: `sync` from cron pays for none of the daemon's modules.
     from reconciler.daemon import Daemon
     from reconciler.leader import LeaderElector, LeaseConfig
-    from reconciler.metrics import Metrics, serve
 
     _collect(ctx, **options)
     config = _config(
@@ -394,6 +393,8 @@ def run(
         )
     metrics = None
     if config.metrics_address:
+        from reconciler.metrics import Metrics, serve  # about 2 MB: only when served
+
         metrics = Metrics(interval=config.interval)
         stale_after = config.interval * config.healthz_intervals + config.jitter
         try:

@@ -15,15 +15,18 @@ import signal
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from reconciler import sdnotify
 from reconciler.leader import LeaderElector
-from reconciler.metrics import Metrics
 from reconciler.pacing import Pace, next_pace
 from reconciler.result import PassResult, plural
+
+if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are served
+    from reconciler.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
