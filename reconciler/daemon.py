@@ -17,7 +17,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+)
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from reconciler import sdnotify
@@ -49,6 +54,10 @@ class Daemon:
         self.jitter = jitter
         self.min_interval = interval if min_interval is None else min_interval
         self.pace: Pace | None = None
+        # When the next pass comes early: set by a pass, handed to the
+        # scheduler once that pass's job has ended (a job may not run twice at
+        # once, so a time already past would be skipped while it still runs).
+        self.early_at: datetime | None = None
         self.elector = elector
         self.metrics = metrics
         self.requests = requests
@@ -102,7 +111,13 @@ class Daemon:
         log.info("next pass in %gs: %s (%s)", wait, self.pace.why, self.pace.detail)
         if self.metrics is not None:
             self.metrics.early.labels(str(self.pace.why)).inc()
-        self.scheduler.modify_job("pass", next_run_time=when)
+        self.early_at = when
+
+    def _ended(self) -> None:
+        """The pass's job has ended: bring the next one forward if it asked."""
+        when, self.early_at = self.early_at, None
+        if when is not None and not self.stopping.is_set():
+            self.scheduler.modify_job("pass", next_run_time=when)
 
     def _after(self, result: PassResult | None) -> None:
         if self.metrics is not None:
@@ -118,7 +133,9 @@ class Daemon:
         sdnotify.notify("WATCHDOG=1")
 
     def _listener(self, event) -> None:  # type: ignore[no-untyped-def]
-        if event.code == EVENT_JOB_MISSED:
+        if event.code == EVENT_JOB_EXECUTED:
+            self._ended()
+        elif event.code == EVENT_JOB_MISSED:
             log.warning("pass scheduled at %s was missed", event.scheduled_run_time)
         elif event.code == EVENT_JOB_MAX_INSTANCES:
             log.warning("pass skipped: the previous pass is still running")
@@ -155,7 +172,8 @@ class Daemon:
             name="reconcile pass",
         )
         self.scheduler.add_listener(
-            self._listener, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR
+            self._listener,
+            EVENT_JOB_EXECUTED | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR,
         )
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)

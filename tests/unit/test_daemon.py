@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+import threading
+import time
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from apscheduler.events import EVENT_JOB_EXECUTED
 
 from reconciler.actions import PatchStatus, Plan
 from reconciler.daemon import Daemon
@@ -42,40 +46,71 @@ def test_a_standby_tick_forgets_the_pace_so_a_new_leader_starts_at_the_interval(
     assert d.passes == 0
 
 
-class FakeScheduler:
-    def __init__(self) -> None:
-        self.next_runs: list[datetime] = []
-
-    def modify_job(self, job_id: str, *, next_run_time: datetime) -> None:
-        self.next_runs.append(next_run_time)
-
-
 def wrote() -> PassResult:
     return PassResult("p", Plan(), ApplyReport([Outcome(PatchStatus(KEY, "1", {}), Result.OK)]))
 
 
+def quiet() -> PassResult:
+    return PassResult("p", Plan(), ApplyReport())
+
+
+def run_until_second_pass(pass_seconds: float) -> float:
+    """Run the daemon on its real scheduler; seconds from the end of a first
+    pass that wrote (and took ``pass_seconds``) to the start of the second."""
+    times: list[float] = []
+
+    def one_pass() -> PassResult:
+        times.append(time.monotonic())
+        if len(times) == 1:
+            time.sleep(pass_seconds)
+            times.append(time.monotonic())
+            return wrote()
+        d.stopping.set()
+        d.scheduler.shutdown(wait=False)
+        return quiet()
+
+    d = Daemon(one_pass, interval=30, jitter=0, min_interval=0.5)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    guard = threading.Timer(10, lambda: d.scheduler.shutdown(wait=False))
+    guard.start()
+    try:
+        d.run()
+    finally:
+        guard.cancel()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert len(times) == 3, "no second pass within 10 s"
+    return times[2] - times[1]
+
+
 @pytest.mark.parametrize(
-    ("pass_seconds", "next_after"),
+    ("pass_seconds", "least", "most"),
     [
-        (0.2, 1.0),  # min_interval after the pass's start
-        (3.0, 3.0),  # longer than min_interval: at once, when it ends
+        (0.1, 0.3, 5.0),  # min_interval (0.5 s) after the pass's start, not at once
+        (1.0, 0.0, 5.0),  # a pass longer than min_interval: the next comes at once
     ],
 )
 def test_the_pass_after_a_write_starts_min_interval_after_its_start(
-    pass_seconds: float, next_after: float
+    pass_seconds: float, least: float, most: float
 ) -> None:
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    now = [start]
+    gap = run_until_second_pass(pass_seconds)
+    assert least <= gap <= most
 
-    def one_pass() -> PassResult:
-        now[0] += timedelta(seconds=pass_seconds)
-        return wrote()
 
-    d = Daemon(one_pass, interval=30, jitter=0, min_interval=1, clock=lambda: now[0])
-    scheduler = FakeScheduler()
-    d.scheduler = scheduler  # type: ignore[assignment]
+def test_an_early_pass_is_handed_to_the_scheduler_only_once_the_job_has_ended() -> None:
+    """APScheduler skips a job that is due while it still runs (max_instances
+    1): a time already past, set from inside a long pass, meant the next pass
+    came a whole interval later."""
+    calls: list[tuple[datetime, bool]] = []
+    d = Daemon(wrote, interval=30, jitter=0, min_interval=1)
+    d.scheduler = SimpleNamespace(  # type: ignore[assignment]
+        modify_job=lambda _id, next_run_time: calls.append((next_run_time, d.pass_lock.locked()))
+    )
     d.tick()
-    assert scheduler.next_runs == [start + timedelta(seconds=next_after)]
+    assert calls == []
+    d._listener(SimpleNamespace(code=EVENT_JOB_EXECUTED))
+    ((_, during_pass),) = calls
+    assert not during_pass
 
 
 def test_the_daemon_loads_prometheus_client_only_to_serve_metrics() -> None:
