@@ -1,8 +1,7 @@
 """The executor: the only code that writes to the cluster.
 
 Actions of one object run in order (finalizer before pods, status last);
-different objects run concurrently on a bounded pool, in batches: each
-batch's pod writes go out before its status writes. An object whose write
+different objects run concurrently on a bounded pool. An object whose write
 fails stops there, and nothing else is affected: 404 and 409 mean "see it
 again next pass", anything else is a failure recorded for backoff.
 """
@@ -94,31 +93,13 @@ class _Progress:
             )
 
 
-# Objects whose writes run as one batch, in two rounds: first each object's
-# finalizer and pod writes, then the status writes that close their runs. A
-# pod created early has the rest of the batch to be scheduled and started, so
-# the next pass finds it Ready; a status is at most one batch behind its pods.
-BATCH = 500
-
-
 @dataclass
 class _ObjectRun:
-    """One object's writes in a pass. They share the resourceVersion our own
-    writes bump, and its pod events, posted once, merged, at the end."""
+    """What the writes of one object share: our own writes bump its
+    resourceVersion, and its pod events are posted once, merged, at the end."""
 
-    owner: ObjKey
-    actions: list[Action]
-    outcomes: list[Outcome] = field(default_factory=list)
-    stopped: bool = False  # a write failed or conflicted: the rest are skipped
     new_rv: dict[str, str] = field(default_factory=dict)
     pod_events: list[EventSpec] = field(default_factory=list)
-
-    @property
-    def first_round(self) -> int:
-        """How many actions the first round runs: all but a closing status
-        write, which waits for the second."""
-        closing = len(self.actions) > 1 and isinstance(self.actions[-1], PatchStatus)
-        return len(self.actions) - 1 if closing else len(self.actions)
 
 
 def _resource(key: ObjKey) -> ResourceType:
@@ -170,16 +151,12 @@ class Executor:
                     self._log(owner, action, Result.DRY_RUN)
                     report.outcomes.append(Outcome(action, Result.DRY_RUN))
             return report
-        runs = [_ObjectRun(owner, actions) for owner, actions in groups.items()]
-        workers = min(self.concurrency, len(runs))
-        progress = _Progress(len(runs), self.pass_id)
+        workers = min(self.concurrency, len(groups))
+        progress = _Progress(len(groups), self.pass_id)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply") as pool:
-            for start in range(0, len(runs), BATCH):
-                batch = runs[start : start + BATCH]
-                list(pool.map(lambda run: self._run_actions(run, 0, run.first_round), batch))
-                for run in pool.map(self._finish, batch):
-                    report.outcomes.extend(run.outcomes)
-                    progress.step()
+            for outcomes in pool.map(lambda item: self._run_owner(*item), groups.items()):
+                report.outcomes.extend(outcomes)
+                progress.step()
         return report
 
     def _log(self, owner: ObjKey, action: Action, result: Result, error: str | None = None) -> None:
@@ -200,41 +177,36 @@ class Executor:
             },
         )
 
-    def _finish(self, run: _ObjectRun) -> _ObjectRun:
-        """The second round: the rest of the object's writes, then its events."""
+    def _run_owner(self, owner: ObjKey, actions: list[Action]) -> list[Outcome]:
+        if self.keep_going is not None and not self.keep_going():
+            return [Outcome(a, Result.SKIPPED) for a in actions]
+        outcomes: list[Outcome] = []
+        run = _ObjectRun()
         try:
-            self._run_actions(run, run.first_round, len(run.actions))
+            self._run_actions(owner, actions, outcomes, run)
         finally:
             self._events(merge_pod_events(run.pod_events))
-        return run
+        return outcomes
 
-    def _skip(self, run: _ObjectRun, start: int) -> None:
-        run.outcomes.extend(Outcome(a, Result.SKIPPED) for a in run.actions[start:])
-        run.stopped = True
-
-    def _run_actions(self, run: _ObjectRun, start: int, stop: int) -> None:
+    def _run_actions(
+        self, owner: ObjKey, actions: list[Action], outcomes: list[Outcome], run: _ObjectRun
+    ) -> None:
         """In order; the first action that does not succeed skips the rest."""
-        if run.stopped or start == stop:
-            return
-        if self.keep_going is not None and not self.keep_going():
-            self._skip(run, start)
-            return
-        for i in range(start, stop):
-            action = run.actions[i]
+        for i, action in enumerate(actions):
             try:
                 result = self._do(action, run)
             except _Failed as exc:
-                self._log(run.owner, action, Result.FAILED, str(exc))
-                run.outcomes.append(Outcome(action, Result.FAILED, str(exc), exc.reason))
-                self._skip(run, i + 1)
+                self._log(owner, action, Result.FAILED, str(exc))
+                outcomes.append(Outcome(action, Result.FAILED, str(exc), exc.reason))
+                outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 error = WriteError(str(exc), exc.reason)
-                if not self._status_after_failure(run.owner, error, run.outcomes, run):
-                    self._warn(run.owner, action, str(exc), exc.reason)
+                if not self._status_after_failure(owner, error, outcomes, run):
+                    self._warn(owner, action, str(exc), exc.reason)
                 return
-            self._log(run.owner, action, result)
-            run.outcomes.append(Outcome(action, result))
+            self._log(owner, action, result)
+            outcomes.append(Outcome(action, result))
             if result is Result.CONFLICT:
-                self._skip(run, i + 1)
+                outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 return
 
     def _status_after_failure(
