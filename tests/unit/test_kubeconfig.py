@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,8 @@ import yaml
 
 from reconciler import kubeconfig
 from reconciler.kubeconfig import KubeconfigError
+
+from .imports import loaded_after
 
 
 def _write(tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], **ctx: Any) -> Path:
@@ -161,9 +161,5 @@ def test_the_service_account_of_a_pod(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_the_cli_and_the_daemon_start_without_requests_or_pykube() -> None:
     """They cost about 6 MB of resident memory that static credentials never use."""
-    code = (
-        "import sys, reconciler.cli, reconciler.daemon, reconciler.wait;"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'requests', 'pykube', 'urllib3'}))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    modules = "reconciler.cli, reconciler.daemon, reconciler.wait"
+    assert loaded_after(modules, {"requests", "pykube", "urllib3"}) == []
