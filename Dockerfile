@@ -13,8 +13,7 @@ RUN python -m venv /opt/reconciler
 WORKDIR /src
 COPY setup.cfg pyproject.toml README.md ./
 COPY reconciler ./reconciler
-# --no-compile: no .pyc in the image; with PYTHONDONTWRITEBYTECODE none is ever
-# written either (python:slim ships its stdlib without .pyc too).
+# --no-compile: the final stage compiles what a start imports, and only that.
 RUN /opt/reconciler/bin/pip install --no-compile .
 
 FROM python:3.11-slim
@@ -25,6 +24,12 @@ ENV PATH=/opt/reconciler/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=builder /opt/reconciler /opt/reconciler
+# Compile, once and as root, every module a start imports, the standard
+# library's too (python:slim ships no .pyc). Without it each `sync` from the
+# CronJob compiles them again: 0.8 s of CPU and 40 MB at peak, against 0.23 s
+# and 30 MB (docs/install.md). encodings.idna is imported by the first connect.
+RUN env -u PYTHONDONTWRITEBYTECODE python -c "import encodings.idna, pykube, \
+    reconciler.cli, reconciler.daemon, reconciler.leader, reconciler.metrics"
 # The distroless "nonroot" uid, matching runAsUser in config/*.yaml.
 USER 65532:65532
 WORKDIR /tmp

@@ -285,7 +285,12 @@ def test_dockerfile_builds_a_venv_and_runs_it_as_the_pod_user():
     assert f"python -m venv {INSTALL_PREFIX}" in runs
     assert any(re.fullmatch(rf"{INSTALL_PREFIX}/bin/pip install .*\.", r) for r in runs)
     assert ("COPY", f"--from=builder {INSTALL_PREFIX} {INSTALL_PREFIX}") in final
-    assert [i for i, _ in final].count("RUN") == 0  # nothing but the venv is added
+    # Besides the venv, only bytecode: compiled as root, before the pod's user,
+    # with writing allowed for that one command (the ENV forbids it after).
+    (warm,) = [a for i, a in final if i == "RUN"]
+    assert warm.startswith("env -u PYTHONDONTWRITEBYTECODE python -c ")
+    assert {"reconciler.cli", "reconciler.daemon"} <= set(re.findall(r"[\w.]+", warm))
+    assert [i for i, _ in final].index("RUN") < [i for i, _ in final].index("USER")
     env = docker_env(final)
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and env["PYTHONUNBUFFERED"] == "1"
     assert env["PATH"].startswith(f"{INSTALL_PREFIX}/bin:")
