@@ -67,6 +67,8 @@ TARGETS = {  # measure -> (bound, what it bounds)
 
 def freeze_commit(commit: str, dest: Path) -> dict[str, str]:
     """reconciler/ and bench/ as they were at ``commit``, for children to run."""
+    from bench.run import byte_compile
+
     dest.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(
         ["git", "archive", commit, "reconciler", "bench"], cwd=ROOT, capture_output=True
@@ -74,6 +76,7 @@ def freeze_commit(commit: str, dest: Path) -> dict[str, str]:
     if archive.returncode != 0:
         raise SystemExit(f"git archive {commit} failed: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    byte_compile(dest)
     sha = subprocess.run(
         ["git", "rev-parse", commit], cwd=ROOT, capture_output=True, text=True, check=True
     )
