@@ -170,6 +170,14 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
     _collect(ctx, **options)
 
 
+def _flush(events: EventQueue) -> None:
+    """Post what is queued, for a bounded time: an apiserver that stopped
+    answering must not hold the exit, nor `sync --wait` past its timeout."""
+    left = events.flush(timeout=FLUSH_SECONDS)
+    if left:
+        log.warning("stopping with %d events not posted after %gs", left, FLUSH_SECONDS)
+
+
 def _finish(result: PassResult, output: str) -> None:
     if result.unreachable:
         _fail(EXIT_UNREACHABLE, result.unreachable)
@@ -280,7 +288,7 @@ def sync(
         one_pass, timeout=limit, interval=config.interval, min_interval=config.min_interval
     )
     if events is not None:
-        events.flush()
+        _flush(events)
     _finish_wait(waited, output, limit)
 
 
@@ -425,9 +433,7 @@ def run(
         requests=lambda: dict(kube.stats.requests),
     )
     code = daemon.run()
-    left = events.flush(timeout=FLUSH_SECONDS)
-    if left:
-        log.warning("stopping with %d events not posted after %gs", left, FLUSH_SECONDS)
+    _flush(events)
     sys.exit(code)
 
 

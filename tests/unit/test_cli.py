@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +12,7 @@ from reconciler import cli as cli_mod
 from reconciler.kube import ApiError, Unreachable
 
 from .fakes import FakeKube
+from .test_events import hanging_events
 
 REDIS = {
     "metadata": {
@@ -409,3 +411,15 @@ def test_sync_wait_usage_errors_exit_2(kube, args, says):
 def test_sync_help_documents_exit_code_4():
     text = " ".join(invoke("sync", "--help").output.split())
     assert "4 with --wait: the timeout passed with objects still pending" in text
+
+
+def test_sync_wait_stops_waiting_for_events_the_apiserver_does_not_take(kube, monkeypatch, caplog):
+    """A CI job's `--timeout` bounds the run: the queued events get FLUSH_SECONDS."""
+    gate = hanging_events(kube)
+    monkeypatch.setattr(cli_mod, "FLUSH_SECONDS", 0.1)
+    try:
+        result = invoke("sync", "--wait", "--timeout", "0.05")
+        assert result.exit_code == 4, result.output
+        assert re.search(r"stopping with [1-9]\d* events not posted after 0.1s", caplog.text)
+    finally:
+        gate.set()
