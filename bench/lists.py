@@ -21,7 +21,7 @@ way worth choosing between, in one run, each ``--repeat`` times (medians):
   more as the pods grow.
 
 For each it reports client CPU (this process), apiserver and etcd CPU (from
-/proc), bytes received, and where the apiserver served the LISTs: from its
+/proc), bytes received on the wire, and where the apiserver served the LISTs: from its
 watch cache (``apiserver_cache_list_total``) or from etcd
 (``apiserver_storage_list_total``).
 """

@@ -12,7 +12,8 @@ N Redis ({port: 6379, num: 3}, so 3N pods) and N Xca. At each size:
 - the steady pass as the daemon pays it (``reconciler run -A``, start-up pass
   excluded), for today's code and for the baseline commit, one after the
   other on the same objects: wall, client CPU, apiserver + etcd CPU net of the
-  cluster's idle load, requests, bytes decoded, RSS;
+  cluster's idle load, requests, bytes received (on the wire; commit 3af3b99
+  counted them inflated), RSS;
 - at the largest size, a pyinstrument profile of one steady pass of each.
 
 The baseline is frozen by commit (``git archive``), so a later run compares
@@ -248,7 +249,7 @@ def _f(value: Any, digits: int = 2) -> str:
 def table(sizes: list[dict[str, Any]], verdict: dict[str, dict[str, Any]]) -> str:
     lines = [
         "| N Redis (pods) + N Xca | code | pass wall s | client CPU s | apiserver+etcd CPU s "
-        "| requests | MB decoded | RSS MB |",
+        "| requests | MB received | RSS MB |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in sizes:

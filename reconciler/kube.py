@@ -280,13 +280,27 @@ class _Session:
                 status, reason = resp.status_code, resp.reason or ""
                 retry_after = resp.headers.get("Retry-After")
                 if sink is None or not 200 <= status < 300:
-                    return Response(status, reason, resp.content, retry_after)
+                    content = resp.content
+                    return Response(
+                        status, reason, content, retry_after, received=_wire(resp, len(content))
+                    )
                 counted = Counted(sink)
                 for piece in resp.iter_content(PIECE):  # inflated as it arrives
                     counted(piece)
-                return Response(status, reason, b"", retry_after, counted.size)
+                received = _wire(resp, counted.size)
+                return Response(status, reason, b"", retry_after, counted.size, received)
         except requests.exceptions.RequestException as exc:
             raise TransportError(str(exc)) from None
+
+
+def _wire(resp: Any, fallback: int) -> int:
+    """The bytes urllib3 read off the connection for this body (gzipped, when
+    it was); ``fallback``, the inflated size, if it cannot say."""
+    tell = getattr(resp.raw, "tell", None)
+    try:
+        return int(tell()) if tell is not None else fallback
+    except (OSError, ValueError, TypeError):
+        return fallback
 
 
 def _proxied(server: str) -> bool:
@@ -427,7 +441,7 @@ class Kube:
             except Exception:  # the sink could not read the answer
                 self.stats.record(verb, "error", 0)
                 raise
-            self.stats.record(verb, str(resp.status), len(resp.body) + resp.streamed)
+            self.stats.record(verb, str(resp.status), resp.received)
             if resp.ok and (sink is None or resp.status < 300):  # a 3xx is not the body asked for
                 return resp.body
             err = _api_error(resp)

@@ -33,13 +33,16 @@ Sink = Callable[[bytes], None]
 @dataclass(frozen=True)
 class Response:
     """What the client reads of an answer. ``body`` is decompressed; it is
-    empty when the body went to a sink, and ``streamed`` says how much did."""
+    empty when the body went to a sink, and ``streamed`` says how much did.
+    ``received`` is the body's size as it came over the wire (gzipped, when
+    it was): what the pass summary counts as bytes received."""
 
     status: int
     reason: str
     body: bytes
     retry_after: str | None = None
     streamed: int = 0
+    received: int = 0
 
     @property
     def ok(self) -> bool:
@@ -132,16 +135,17 @@ class _Connection:
         status, fields = answer.status, answer.fields
         gzipped = fields.get("content-encoding") == "gzip"
         data = b""
+        wire = _Tally()
         if sink is not None and 200 <= status < 300:
-            _inflate_into(self._pieces(method, status, fields, PIECE), sink, gzipped)
+            _inflate_into(wire.count(self._pieces(method, status, fields, PIECE)), sink, gzipped)
         else:
-            data = b"".join(self._pieces(method, status, fields, None))
+            data = b"".join(wire.count(self._pieces(method, status, fields, None)))
             if gzipped:
                 data = _inflate(data)
         self.answered += 1
         if fields.get("connection", "").lower() == "close":
             self.close()
-        return Response(status, answer.reason, data, fields.get("retry-after"))
+        return Response(status, answer.reason, data, fields.get("retry-after"), received=wire.size)
 
     def _line(self) -> bytes:
         line = self.reader.readline(_MAX_LINE + 1)
@@ -226,6 +230,18 @@ def _inflate_into(pieces: Iterator[bytes], sink: Sink, gzipped: bool) -> None:
         raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
     if not inflater.eof:
         raise ProtocolError("a gzip body that ends early")
+
+
+class _Tally:
+    """How many bytes of a body went by, before any inflating."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def count(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            self.size += len(piece)
+            yield piece
 
 
 class Counted:

@@ -450,3 +450,35 @@ def test_a_list_read_as_it_arrives_asks_one_page_and_feeds_the_decoder_in_pieces
     paths = [path.rpartition(server.url)[2] for _, path, _, _ in server.seen]
     assert paths == ["/api/v1/namespaces/ns/pods", "/api/v1/namespaces/ns/pods?limit=5"]
     assert server.seen[0][3]["Accept"] == META_ACCEPT
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("proxied", [False, True])
+def test_bytes_received_are_the_bytes_on_the_wire_not_the_inflated_body(
+    server: _Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    proxied: bool,
+    streamed: bool,
+) -> None:
+    """With gzip on, a pass summary's bytes received are what crossed the
+    network, which is what a remote bastion pays for, not the JSON decoded."""
+    items = [
+        {"metadata": {"namespace": "ns", "name": f"p{i}", "uid": f"u{i}"}} for i in range(2000)
+    ]
+    server.body = json.dumps({"metadata": {}, "items": items}).encode()
+    server.gzip = True
+    zipped = len(gzip.compress(server.body))
+    assert zipped < len(server.body) // 5
+    if proxied:
+        monkeypatch.setenv("HTTP_PROXY", server.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+    client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
+    if streamed:
+        got = client.list_streamed(PODS, "ns", VersionStream, META_ACCEPT, page_size=0)
+    else:
+        got = client.list(PODS, "ns", page_size=0)
+    assert len(got) == 2000
+    assert server.seen[0][3]["Accept-Encoding"] == "gzip"
+    assert client.stats.snapshot().bytes_received == zipped
