@@ -297,8 +297,17 @@ class PodLookup(Protocol):
     def named(self, namespace: str, name: str) -> Pod | None: ...
 
 
-def versions_of(pods: Iterable[Pod]) -> tuple[tuple[str, str], ...]:
-    return tuple((p.uid, p.resource_version) for p in pods)
+# An object is the same at the same uid and resourceVersion: what the pass
+# before decoded or read of it still holds.
+VersionKey = tuple[str, str]
+
+
+def version_key(uid: str, resource_version: str) -> VersionKey:
+    return (uid, resource_version)
+
+
+def versions_of(pods: Iterable[Pod]) -> tuple[VersionKey, ...]:
+    return tuple(version_key(p.uid, p.resource_version) for p in pods)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +321,7 @@ class PodRead:
     owner: str | None  # owned_by(owner), or else named(namespace, name)
     namespace: str
     name: str
-    seen: tuple[tuple[str, str], ...]
+    seen: tuple[VersionKey, ...]
 
 
 class RecordingLookup:
@@ -400,8 +409,8 @@ class Version:
     resource_version: str
 
     @property
-    def known_as(self) -> tuple[str, str]:
-        return (self.uid, self.resource_version)
+    def known_as(self) -> VersionKey:
+        return version_key(self.uid, self.resource_version)
 
 
 def version_page_json(body: bytes | bytearray) -> Page[Version]:
@@ -411,9 +420,8 @@ def version_page_json(body: bytes | bytearray) -> Page[Version]:
     return Page(versions, (page.metadata or _ListMeta()).continue_ or "")
 
 
-# Objects decoded in an earlier pass, by (uid, resourceVersion): an object is
-# the same at the same version, so it need not be decoded again.
-Known = Mapping[tuple[str, str], T]
+# Objects decoded in an earlier pass, by version_key: they need not be decoded again.
+Known = Mapping[VersionKey, T]
 
 
 def _known_item(raw: msgspec.Raw, known: Known[T]) -> T | None:
@@ -421,7 +429,7 @@ def _known_item(raw: msgspec.Raw, known: Known[T]) -> T | None:
         meta = _ident.decode(raw).metadata
     except msgspec.ValidationError:
         return None  # decoded in full, which keeps what it can
-    return None if meta is None else known.get((meta.uid, meta.resourceVersion))
+    return None if meta is None else known.get(version_key(meta.uid, meta.resourceVersion))
 
 
 def page_of(

@@ -34,6 +34,7 @@ from reconciler.model import (
     page_of,
     pod_from_api,
     pod_page,
+    version_key,
 )
 from reconciler.protowire import ACCEPT as POD_ACCEPT
 from reconciler.protowire import (
@@ -331,7 +332,7 @@ def _reuse(
     """What the pass before decoded of a kind; None if it did not list the kind."""
     if objects is None:
         return None
-    return Reuse({(o.uid, o.resource_version): o for o in objects}, decode_one)
+    return Reuse({version_key(o.uid, o.resource_version): o for o in objects}, decode_one)
 
 
 def observe(

@@ -39,6 +39,7 @@ from reconciler.model import (
     Version,
     pod_page,
     rfc3339,
+    version_key,
     version_page_json,
 )
 
@@ -301,7 +302,7 @@ def _pods(wire: memoryview | bytes, known: Known[Pod]) -> Page[Pod]:
     items = []
     for item in page.items:
         meta = item.metadata
-        found = known.get((meta.uid, meta.resource_version)) if known else None
+        found = known.get(version_key(meta.uid, meta.resource_version)) if known else None
         items.append(_pod(item) if found is None else found)
     return Page(items, page.metadata.continue_token)
 
