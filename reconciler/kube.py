@@ -35,7 +35,7 @@ from reconciler import kubeconfig
 from reconciler.config import Config
 from reconciler.model import Incremental, Page, ResourceType, raw_page
 from reconciler.protowire import status_of
-from reconciler.transport import PIECE, Counted, Direct, Response, Sink, Tls, TransportError
+from reconciler.transport import PIECE, Direct, Response, Sink, Tls, TransportError
 
 T = TypeVar("T")
 
@@ -284,11 +284,11 @@ class _Session:
                     return Response(
                         status, reason, content, retry_after, received=_wire(resp, len(content))
                     )
-                counted = Counted(sink)
+                inflated = 0
                 for piece in resp.iter_content(PIECE):  # inflated as it arrives
-                    counted(piece)
-                received = _wire(resp, counted.size)
-                return Response(status, reason, b"", retry_after, counted.size, received)
+                    sink(piece)
+                    inflated += len(piece)
+                return Response(status, reason, b"", retry_after, _wire(resp, inflated))
         except requests.exceptions.RequestException as exc:
             raise TransportError(str(exc)) from None
 

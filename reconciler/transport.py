@@ -23,7 +23,7 @@ import ssl
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 # Takes an answer's body, decompressed, piece by piece as it arrives.
@@ -33,15 +33,14 @@ Sink = Callable[[bytes], None]
 @dataclass(frozen=True)
 class Response:
     """What the client reads of an answer. ``body`` is decompressed; it is
-    empty when the body went to a sink, and ``streamed`` says how much did.
-    ``received`` is the body's size as it came over the wire (gzipped, when
-    it was): what the pass summary counts as bytes received."""
+    empty when the body went to a sink. ``received`` is the body's size as it
+    came over the wire (gzipped, when it was): what the pass summary counts
+    as bytes received."""
 
     status: int
     reason: str
     body: bytes
     retry_after: str | None = None
-    streamed: int = 0
     received: int = 0
 
     @property
@@ -246,7 +245,7 @@ class _Tally:
 
 class Counted:
     """A sink, and how many bytes it has been given: a GET whose answer has
-    begun to reach it cannot be sent again, and the client counts bytes received."""
+    begun to reach it cannot be sent again."""
 
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
@@ -317,8 +316,7 @@ class Direct:
             try:
                 conn = self._connection()
                 reused = conn.answered > 0
-                answer = conn.exchange(method, self.prefix + target, body, hdrs, counted)
-                return answer if counted is None else replace(answer, streamed=counted.size)
+                return conn.exchange(method, self.prefix + target, body, hdrs, counted)
             except OSError as exc:  # ProtocolError and TLS errors too
                 if conn is not None:
                     conn.close()
