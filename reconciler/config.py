@@ -31,6 +31,10 @@ class Config:
     min_interval: float = 1.0
     # Redis pods.
     image: str = "redis:5-alpine"
+    # Seconds a Redis may go with pods not Ready and none of them moving
+    # before Progressing turns False/ProgressDeadlineExceeded (as a
+    # Deployment's progressDeadlineSeconds).
+    progress_deadline: float = 600.0
     # Pod report: pod phases and conditions, logged as they change.
     pod_report: bool = True
     pod_report_selector: str = MANAGED_POD_SELECTOR
@@ -90,6 +94,7 @@ _CHOICES = {"log_format": ("text", "json"), "log_level": ("DEBUG", "INFO", "WARN
 _POSITIVE = {
     "interval",
     "min_interval",
+    "progress_deadline",
     "timeout",
     "write_concurrency",
     "qps",

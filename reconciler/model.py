@@ -79,6 +79,21 @@ class PodCondition:
     type: str
     status: str
     reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerState:
+    """A container that is not running, as its kubelet last reported it: why a
+    pod is not Ready (ImagePullBackOff, CrashLoopBackOff), or why it ended."""
+
+    name: str
+    waiting: bool  # waiting to start; else terminated
+    reason: str = ""
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}" if self.message else self.reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +103,7 @@ class Container:
     name: str
     image: str
     ports: tuple[int, ...] = ()  # containerPort of each declared port
+    args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +141,14 @@ class Pod:
     conditions: tuple[PodCondition, ...] = ()
     containers: tuple[Container, ...] = ()
     owner_refs: tuple[OwnerRef, ...] = ()
+    # metadata.generation: 1 as created, more once its spec was changed; 0
+    # from a server that does not count pod generations (before 1.33).
+    generation: int = 0
+    deletion_grace_seconds: int | None = None
+    finalizers: tuple[str, ...] = ()
+    reason: str = ""  # status.reason and status.message: why it ended (Evicted)
+    message: str = ""
+    container_states: tuple[ContainerState, ...] = ()  # containers not running
 
     @property
     def key(self) -> ObjKey:
@@ -135,8 +159,22 @@ class Pod:
         return self.deletion_timestamp is not None
 
     @property
+    def ended(self) -> bool:
+        """Its containers will not run again: the kubelet never restarts a
+        Failed or Succeeded pod, so only a new pod can take its place."""
+        return self.phase in ENDED_PHASES
+
+    @property
     def ready(self) -> bool:
-        return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+        return not self.ended and any(
+            c.type == "Ready" and c.status == "True" for c in self.conditions
+        )
+
+    def condition(self, type_: str) -> PodCondition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+ENDED_PHASES = frozenset({"Failed", "Succeeded"})
 
 
 # ------------------------------------------------------------ decoding helpers
@@ -146,6 +184,17 @@ def rfc3339(at: datetime) -> str:
     """A time as the API stores it in seconds-precision fields
     (lastTransitionTime, events, our status.backoff.retryAfter)."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A time the API wrote (RFC 3339), or None if it is absent or unreadable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -223,10 +272,35 @@ def containers_of(spec: Mapping[str, Any]) -> tuple[Container, ...]:
                 for p in c.get("ports") or ()
                 if isinstance(p, Mapping) and isinstance(p.get("containerPort"), int)
             ),
+            tuple(str(a) for a in c.get("args") or ()),
         )
         for c in spec.get("containers") or ()
         if isinstance(c, Mapping)
     )
+
+
+def container_state(name: str, state: Mapping[str, Any]) -> ContainerState | None:
+    """A container's state, if it is not running; None while it runs."""
+    for key, waiting in (("waiting", True), ("terminated", False)):
+        detail = state.get(key)
+        if isinstance(detail, Mapping):
+            reason = str(detail.get("reason") or "")
+            return ContainerState(name, waiting, reason, str(detail.get("message") or ""))
+    return None
+
+
+def container_states_of(status: Mapping[str, Any]) -> tuple[ContainerState, ...]:
+    states = (
+        container_state(str(c.get("name", "")), mapping(c.get("state")))
+        for c in status.get("containerStatuses") or ()
+        if isinstance(c, Mapping)
+    )
+    return tuple(s for s in states if s is not None)
+
+
+def _grace(meta: Mapping[str, Any]) -> int | None:
+    value = meta.get("deletionGracePeriodSeconds")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def pod_from_api(obj: Mapping[str, Any]) -> Pod:
@@ -239,6 +313,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
             type=str(c["type"]),
             status=str(c.get("status") or "Unknown"),
             reason=str(c.get("reason") or ""),
+            message=str(c.get("message") or ""),
         )
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping) and c.get("type")
@@ -258,6 +333,12 @@ def pod_from_api(obj: Mapping[str, Any]) -> Pod:
         conditions=conditions,
         containers=containers_of(mapping(obj.get("spec"))),
         owner_refs=owner_refs_of(meta),
+        generation=generation_of(meta),
+        deletion_grace_seconds=_grace(meta),
+        finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
+        reason=str(status.get("reason") or ""),
+        message=str(status.get("message") or ""),
+        container_states=container_states_of(status),
     )
 
 
@@ -463,6 +544,7 @@ class _WireCondition(msgspec.Struct):
     type: str | None = None
     status: str | None = None
     reason: str | None = None
+    message: str | None = None
 
 
 class _WirePort(msgspec.Struct):
@@ -473,6 +555,22 @@ class _WireContainer(msgspec.Struct):
     name: str | None = None
     image: str | None = None
     ports: list[_WirePort] | None = None
+    args: list[str] | None = None
+
+
+class _WireStateDetail(msgspec.Struct):
+    reason: str | None = None
+    message: str | None = None
+
+
+class _WireState(msgspec.Struct):
+    waiting: _WireStateDetail | None = None
+    terminated: _WireStateDetail | None = None
+
+
+class _WireContainerStatus(msgspec.Struct):
+    name: str | None = None
+    state: _WireState | None = None
 
 
 class _WireOwner(msgspec.Struct):
@@ -489,10 +587,13 @@ class _WireMeta(msgspec.Struct):
     namespace: str | None = None
     uid: str | None = None
     resourceVersion: str | None = None
+    generation: int | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     deletionTimestamp: str | None = None
+    deletionGracePeriodSeconds: int | None = None
     ownerReferences: list[_WireOwner] | None = None
+    finalizers: list[str] | None = None
 
 
 class _WireSpec(msgspec.Struct):
@@ -502,6 +603,9 @@ class _WireSpec(msgspec.Struct):
 class _WireStatus(msgspec.Struct):
     phase: str | None = None
     conditions: list[_WireCondition] | None = None
+    reason: str | None = None
+    message: str | None = None
+    containerStatuses: list[_WireContainerStatus] | None = None
 
 
 class _WirePod(msgspec.Struct):
@@ -532,7 +636,20 @@ def _owner(ref: _WireOwner) -> OwnerRef:
 
 def _container(c: _WireContainer) -> Container:
     ports = tuple(p.containerPort for p in c.ports or () if p.containerPort is not None)
-    return Container(c.name or "", c.image or "", ports)
+    return Container(c.name or "", c.image or "", ports, tuple(c.args or ()))
+
+
+def _state(c: _WireContainerStatus) -> ContainerState | None:
+    state = c.state or _WireState()
+    for detail, waiting in ((state.waiting, True), (state.terminated, False)):
+        if detail is not None:
+            return ContainerState(c.name or "", waiting, detail.reason or "", detail.message or "")
+    return None
+
+
+def _states(status: _WireStatus) -> tuple[ContainerState, ...]:
+    states = (_state(c) for c in status.containerStatuses or ())
+    return tuple(s for s in states if s is not None)
 
 
 def _pod(wire: _WirePod) -> Pod:
@@ -552,12 +669,18 @@ def _pod(wire: _WirePod) -> Pod:
         deletion_timestamp=meta.deletionTimestamp,
         phase=status.phase or "Unknown",
         conditions=tuple(
-            PodCondition(c.type, c.status or "Unknown", c.reason or "")
+            PodCondition(c.type, c.status or "Unknown", c.reason or "", c.message or "")
             for c in status.conditions or ()
             if c.type
         ),
         containers=tuple(_container(c) for c in (wire.spec or _WireSpec()).containers or ()),
         owner_refs=owners,
+        generation=meta.generation or 0,
+        deletion_grace_seconds=meta.deletionGracePeriodSeconds,
+        finalizers=tuple(meta.finalizers or ()),
+        reason=status.reason or "",
+        message=status.message or "",
+        container_states=_states(status),
     )
 
 

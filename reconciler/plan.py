@@ -113,7 +113,7 @@ class _Planned:
             self.held.add(obj.key)
         self.actions.extend(planned)
         health = self.health[obj.key] = kind.health(obj, planned)
-        if not planned and obj.failure is None:
+        if not planned and obj.failure is None and not health.progressing:
             self.settled[obj.key] = SettledObject(
                 obj.uid,
                 obj.resource_version,

@@ -31,6 +31,7 @@ from google.protobuf.message import DecodeError
 
 from reconciler.model import (
     Container,
+    ContainerState,
     Known,
     OwnerRef,
     Page,
@@ -85,20 +86,42 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
         ("namespace", 3, _STRING),
         ("uid", 5, _STRING),
         ("resource_version", 6, _STRING),
+        ("generation", 7, _INT64),
         ("deletion_timestamp", 9, "Time"),
+        ("deletion_grace_period_seconds", 10, _INT64),
         ("labels", 11, _MAP),
         ("annotations", 12, _MAP),
         ("owner_references", 13, "OwnerReference", _MANY),
+        ("finalizers", 14, _STRING, _MANY),
     ],
     "ContainerPort": [("container_port", 3, _INT32)],
     "Container": [
         ("name", 1, _STRING),
         ("image", 2, _STRING),
+        ("args", 4, _STRING, _MANY),
         ("ports", 6, "ContainerPort", _MANY),
     ],
     "PodSpec": [("containers", 2, "Container", _MANY)],
-    "PodCondition": [("type", 1, _STRING), ("status", 2, _STRING), ("reason", 5, _STRING)],
-    "PodStatus": [("phase", 1, _STRING), ("conditions", 2, "PodCondition", _MANY)],
+    "PodCondition": [
+        ("type", 1, _STRING),
+        ("status", 2, _STRING),
+        ("reason", 5, _STRING),
+        ("message", 6, _STRING),
+    ],
+    "ContainerStateWaiting": [("reason", 1, _STRING), ("message", 2, _STRING)],
+    "ContainerStateTerminated": [("reason", 3, _STRING), ("message", 4, _STRING)],
+    "ContainerState": [
+        ("waiting", 1, "ContainerStateWaiting"),
+        ("terminated", 3, "ContainerStateTerminated"),
+    ],
+    "ContainerStatus": [("name", 1, _STRING), ("state", 2, "ContainerState")],
+    "PodStatus": [
+        ("phase", 1, _STRING),
+        ("conditions", 2, "PodCondition", _MANY),
+        ("message", 3, _STRING),
+        ("reason", 4, _STRING),
+        ("container_statuses", 8, "ContainerStatus", _MANY),
+    ],
     "Pod": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec"), ("status", 3, "PodStatus")],
     "PodList": [("metadata", 1, "ListMeta"), ("items", 2, "Pod", _MANY)],
     # What a LIST of metadata is read for: every other field (labels,
@@ -244,7 +267,24 @@ def _owner(ref: Any) -> OwnerRef:
 
 def _container(c: Any) -> Container:
     ports = tuple(p.container_port for p in c.ports if p.HasField("container_port"))
-    return Container(intern(c.name), intern(c.image), ports)
+    return Container(intern(c.name), intern(c.image), ports, tuple(intern(a) for a in c.args))
+
+
+def _state(c: Any) -> ContainerState | None:
+    """A container that is not running; a running one (most) costs two checks."""
+    state = c.state
+    if state.HasField("waiting"):
+        waiting = state.waiting
+        return ContainerState(c.name, True, waiting.reason, waiting.message)
+    if state.HasField("terminated"):
+        ended = state.terminated
+        return ContainerState(c.name, False, ended.reason, ended.message)
+    return None
+
+
+def _states(status: Any) -> tuple[ContainerState, ...]:
+    states = (_state(c) for c in status.container_statuses)
+    return tuple(s for s in states if s is not None)
 
 
 def _strings(pairs: Any) -> dict[str, str]:
@@ -271,12 +311,22 @@ def _pod(wire: Any) -> Pod:
         ),
         phase=intern(status.phase or "Unknown"),
         conditions=tuple(
-            PodCondition(intern(c.type), intern(c.status or "Unknown"), intern(c.reason))
+            PodCondition(intern(c.type), intern(c.status or "Unknown"), intern(c.reason), c.message)
             for c in status.conditions
             if c.type
         ),
         containers=tuple(_container(c) for c in wire.spec.containers),
         owner_refs=owners,
+        generation=meta.generation,
+        deletion_grace_seconds=(
+            meta.deletion_grace_period_seconds
+            if meta.HasField("deletion_grace_period_seconds")
+            else None
+        ),
+        finalizers=tuple(meta.finalizers),
+        reason=status.reason,
+        message=status.message,
+        container_states=_states(status) if status.container_statuses else (),
     )
 
 

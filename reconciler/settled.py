@@ -8,8 +8,10 @@ plan again, so the planner reuses the result instead of re-running the rules.
 
 Time does not enter. An object is settled only if it has no failure record:
 then no backoff gate depends on the clock. Its plan was empty: then no
-condition flipped, and a flip is the only place the rules read the clock
-(lastTransitionTime). Nothing here is read from or written to the cluster: a
+condition flipped, and a flip is one place the rules read the clock
+(lastTransitionTime). It is not progressing: the others are the progress
+deadline and the age of a pod stuck terminating, which only a progressing
+object reads. Nothing here is read from or written to the cluster: a
 one-shot pass starts with nothing settled and plans everything, and gets the
 same plan.
 """

@@ -20,7 +20,8 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -58,6 +59,8 @@ from reconciler.model import (
     mapping,
     meta_of,
     object_fields,
+    parse_time,
+    rfc3339,
 )
 
 GROUP = "myapp.demo.kubebuilder.io"
@@ -66,6 +69,8 @@ RESOURCE = ResourceType(GROUP, VERSION, "Redis", "redis")
 COMPONENT = "redis-controller"
 FINALIZER = f"{GROUP}/pods"
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
+# The image admission gave a pod in place of the one asked for, once announced.
+ADMITTED_IMAGE_ANNOTATION = f"{GROUP}/admitted-image"
 
 PORT_MIN = 6370
 PORT_MAX = 6380
@@ -74,6 +79,13 @@ NUM_MAX = 100
 DELETING = "Deleting"  # the state shown while its pods go
 PODS_UNKNOWN = "PodsUnknown"  # the Degraded reason while the pod LIST is refused
 DRIFT = "Drift"  # the reason of the event that says a pod was put back
+ADMITTED = "ChangedAtAdmission"  # the reason of the event that says admission changed a pod
+DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+REPLACING_ENDED = "ReplacingEndedPods"
+PROGRESS_FIELD = "lastProgressTime"
+# A pod still there this long after its grace period ran out is named as stuck.
+STUCK_MARGIN = timedelta(seconds=30)
+NAMED_MAX = 3  # pods named in a status message; the rest are counted
 NAME_MAX = 63  # the name is each pod's app.kubernetes.io/instance label value
 CONTAINER_NAME = "redis"
 APP_NAME = "redis"  # the app.kubernetes.io/name of its pods
@@ -216,9 +228,10 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
 
 @lru_cache(maxsize=256)
 def template_hash(spec: RedisSpec) -> str:
-    """Hash of everything in the pod template that the spec controls. Cached:
-    it is asked for each pod of each pass, and specs repeat."""
-    doc = {"image": spec.image, "port": spec.port, "container": CONTAINER_NAME}
+    """Hash of the pod spec we send, so that any change to it (of the Redis
+    spec, or of this template in a new release) rolls the pods. Cached: it is
+    asked for each pod of each pass, and specs repeat."""
+    doc = _pod_spec(desired_container(spec))
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -239,7 +252,9 @@ def controller_ref(redis: Redis) -> OwnerRef:
 
 
 def desired_container(spec: RedisSpec) -> Container:
-    return Container(CONTAINER_NAME, spec.image, (spec.port,))
+    """The server listens on the spec's port: the image's entrypoint passes
+    these arguments to redis-server."""
+    return Container(CONTAINER_NAME, spec.image, (spec.port,), ("--port", str(spec.port)))
 
 
 def pod_template(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
@@ -270,10 +285,16 @@ def _pod_spec(container: Container) -> dict[str, Any]:
                 "name": container.name,
                 "image": container.image,
                 "imagePullPolicy": "IfNotPresent",
+                "args": list(container.args),
                 "ports": [
                     {"name": "redis", "containerPort": port, "protocol": "TCP"}
                     for port in container.ports
                 ],
+                # Ready means the server accepts connections on its port.
+                "readinessProbe": {
+                    "tcpSocket": {"port": container.ports[0]},
+                    "periodSeconds": 5,
+                },
             }
         ]
     }
@@ -288,27 +309,55 @@ def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
     return named(pod_template(redis, spec), pod_name(redis, index))
 
 
-def spec_drift(pod: Pod, spec: RedisSpec) -> str | None:
-    """How the pod's containers differ from the spec's, or None if they match.
+def own_container(pod: Pod) -> Container | None:
+    """The container we asked for, by name: containers that admission added
+    (a mesh's sidecar) are not ours to judge."""
+    return next((c for c in pod.containers if c.name == CONTAINER_NAME), None)
 
-    Read from the pod itself, not from its template-hash annotation: an image
-    set by hand (`kubectl set image`) leaves the annotation as it was, and an
-    annotation edited by hand says nothing about what runs.
-    """
+
+def admitted_image(pod: Pod, spec: RedisSpec) -> str:
+    """The image this pod should run: the spec's, or what admission made of it
+    when the pod was created (recorded on the pod once seen)."""
+    return pod.annotations.get(ADMITTED_IMAGE_ANNOTATION) or spec.image
+
+
+def _made_for(pod: Pod, have: Container | None, spec: RedisSpec) -> bool:
+    """Its container is what this spec asks for (the hash annotation aside)."""
     want = desired_container(spec)
-    if len(pod.containers) != 1:
-        return f"{len(pod.containers)} containers, want 1"
-    have = pod.containers[0]
-    diffs = [
-        f"{what} is {got}, want {wanted}"
-        for what, got, wanted in (
-            ("container name", have.name, want.name),
-            ("image", have.image, want.image),
-            ("ports", list(have.ports), list(want.ports)),
-        )
-        if got != wanted
-    ]
-    return "; ".join(diffs) or None
+    return (
+        have is not None
+        and have.image == admitted_image(pod, spec)
+        and have.ports == want.ports
+        and have.args == want.args
+    )
+
+
+def edited(pod: Pod) -> bool:
+    """Its spec changed after it was created: the apiserver counts a pod's
+    generation from 1 and raises it on every spec change, while what
+    admission does to the create is part of generation 1. A server that does
+    not count pod generations (0) cannot tell: the pod is taken as created."""
+    return pod.generation > 1
+
+
+def spec_drift(pod: Pod, spec: RedisSpec) -> str | None:
+    """Why the pod must be replaced, or None if it is what we asked for.
+
+    Made for another spec (or template): its template-hash annotation differs,
+    and its container does not match (an annotation edited by hand on a
+    matching pod is put back instead, by `metadata_repair`). Changed by hand
+    since it was created (generation above 1): compared on the one field of
+    our container that can change on a running pod, its image. Nothing else is
+    compared, so whatever admission did at creation (a sidecar, a rewritten
+    image, defaults) never makes a pod stale.
+    """
+    have = own_container(pod)
+    if template_hash_of(pod) != template_hash(spec):
+        return None if _made_for(pod, have, spec) else "spec changed"
+    if have is None or not edited(pod):
+        return None
+    want = admitted_image(pod, spec)
+    return None if have.image == want else f"image is {have.image}, want {want}"
 
 
 def pod_index(redis_name: str, name: str) -> int | None:
@@ -479,8 +528,11 @@ def _why_stale(pod: Pod, spec: RedisSpec, drift: str) -> str:
 def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) -> Rollout:
     """Replace the lowest stale pod, only while every other desired pod exists
     and is Ready, so that at most one pod is down for the update at any time
-    (a desired name that is missing or held by another pod waits for that)."""
-    drifts = {i: spec_drift(p, spec) for i, p in desired.items() if not p.terminating}
+    (a desired name that is missing, held by another pod, terminating or
+    ended waits for that). An ended pod is replaced by `ended_pods` instead."""
+    drifts = {
+        i: spec_drift(p, spec) for i, p in desired.items() if not p.terminating and not p.ended
+    }
     stale = tuple(sorted(i for i, d in drifts.items() if d is not None))
     if not stale:
         return Rollout((), None)
@@ -496,24 +548,51 @@ def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) ->
     return Rollout(stale, _delete(redis, desired[victim], why, why))
 
 
+def admitted_change(pod: Pod, spec: RedisSpec) -> str | None:
+    """The image admission put in place of ours, if not yet recorded: a pod
+    made for this spec and not changed since, whose container runs another
+    image than the spec's (a mirror, a pinned digest)."""
+    have = own_container(pod)
+    if have is None or edited(pod) or template_hash_of(pod) != template_hash(spec):
+        return None
+    if have.image == spec.image or pod.annotations.get(ADMITTED_IMAGE_ANNOTATION) == have.image:
+        return None
+    return have.image
+
+
+def _repair_event(redis: Redis, pod: Pod, spec: RedisSpec, what: list[str]) -> EventSpec:
+    """Drift put back, or else the first sight of what admission changed."""
+    if what:
+        why = f"drift: {', '.join(what)} changed by hand"
+        return EventSpec(ref(redis), "Normal", DRIFT, f"Restored pod {pod.name}: {why}", COMPONENT)
+    image = admitted_change(pod, spec)
+    message = f"Pod {pod.name}: image is {image}, asked {spec.image}: changed at admission"
+    return EventSpec(ref(redis), "Normal", ADMITTED, message, COMPONENT)
+
+
 def metadata_repair(redis: Redis, spec: RedisSpec, pod: Pod) -> PatchPodMetadata | None:
     """Put back our labels, our controller reference and, on a pod whose
-    containers match the spec, the template-hash annotation. Labels and
-    annotations of others are left alone."""
+    container matches the spec, the template-hash annotation; record once the
+    image admission gave the pod. Labels and annotations of others are left
+    alone."""
     labels = {k: v for k, v in pod_labels(redis).items() if pod.labels.get(k) != v}
     want_hash = template_hash(spec)
-    fix_hash = spec_drift(pod, spec) is None and template_hash_of(pod) != want_hash
-    annotations = {TEMPLATE_HASH_ANNOTATION: want_hash} if fix_hash else {}
+    annotations = {}
+    if template_hash_of(pod) != want_hash and _made_for(pod, own_container(pod), spec):
+        annotations[TEMPLATE_HASH_ANNOTATION] = want_hash
     want_ref = controller_ref(redis)
     refs = None
     if want_ref not in pod.owner_refs:
         others = [r.to_dict() for r in pod.owner_refs if not r.controller]
         refs = (*others, want_ref.to_dict())
     what = [*labels, *annotations] + (["ownerReferences"] if refs is not None else [])
-    if not what:
+    admitted = admitted_change(pod, spec)
+    if not what and admitted is None:
         return None
-    why = f"drift: {', '.join(what)} changed by hand"
-    event = EventSpec(ref(redis), "Normal", DRIFT, f"Restored pod {pod.name}: {why}", COMPONENT)
+    event = _repair_event(redis, pod, spec, what)
+    if admitted is not None:
+        annotations[ADMITTED_IMAGE_ANNOTATION] = admitted
+    why = f"drift: {', '.join(what)} changed by hand" if what else "changed at admission"
     return PatchPodMetadata(
         redis.key,
         pod.namespace,
@@ -527,6 +606,26 @@ def metadata_repair(redis: Redis, spec: RedisSpec, pod: Pod) -> PatchPodMetadata
     )
 
 
+def why_ended(pod: Pod) -> str:
+    """The pod's own account of its end: its reason and message (an
+    eviction), else its container's (OOMKilled, Error)."""
+    if pod.reason:
+        return f"{pod.reason}: {pod.message}" if pod.message else pod.reason
+    ended = next((str(s) for s in pod.container_states if not s.waiting and s.reason), "")
+    return f"{pod.phase} ({ended})" if ended else pod.phase
+
+
+def ended_pods(redis: Redis, desired: Mapping[int, Pod]) -> tuple[DeletePod, ...]:
+    """Desired pods that ended (Failed or Succeeded): their containers never
+    run again, so they are deleted, and a later pass creates their names
+    anew, as a StatefulSet does."""
+    return tuple(
+        _delete(redis, p, f"ended: {why_ended(p)}", why_ended(p))
+        for _, p in sorted(desired.items())
+        if p.ended and not p.terminating
+    )
+
+
 @dataclass(frozen=True)
 class PodChanges:
     """The pod writes of one pass, and what the status needs to know of them."""
@@ -536,18 +635,19 @@ class PodChanges:
     missing: Missing
     rollout: Rollout
     repairs: tuple[PatchPodMetadata, ...] = ()
+    ended: tuple[DeletePod, ...] = ()
 
     @property
     def actions(self) -> list[Action]:
         """The writes the status counts; the metadata repairs come after the
         status (a pod written meanwhile must not hold the status back)."""
         replace = [self.rollout.replace] if self.rollout.replace else []
-        return [*self.surplus, *self.missing.creates, *replace]
+        return [*self.surplus, *self.ended, *self.missing.creates, *replace]
 
     @property
     def deleted(self) -> frozenset[str]:
         replace = [self.rollout.replace] if self.rollout.replace else []
-        return frozenset(d.name for d in (*self.surplus, *replace))
+        return frozenset(d.name for d in (*self.surplus, *self.ended, *replace))
 
 
 def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
@@ -557,7 +657,7 @@ def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
     repairs = (
         metadata_repair(redis, spec, p)
         for _, p in sorted(desired.items())
-        if not p.terminating and p.name != replaced
+        if not p.terminating and not p.ended and p.name != replaced
     )
     return PodChanges(
         desired,
@@ -565,6 +665,7 @@ def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
         missing_pods(redis, spec, podset),
         rollout,
         tuple(r for r in repairs if r is not None),
+        ended_pods(redis, desired),
     )
 
 
@@ -601,7 +702,8 @@ def ready_verdict(spec: RedisSpec, counts: Counts) -> Verdict:
 def progressing_verdict(
     redis: Redis, spec: RedisSpec, podset: PodSet, changes: PodChanges, counts: Counts
 ) -> Verdict:
-    """The first unfinished step: rollout, scaling up or down, pods becoming Ready."""
+    """The first unfinished step: rollout, ended pods replaced, scaling up or
+    down, pods becoming Ready."""
     num = spec.num
     observed = observed_conditions(redis.status).get("Progressing") or {}
     was_rolling = observed.get("reason") == "RollingUpdate"
@@ -609,6 +711,9 @@ def progressing_verdict(
         return Verdict(
             True, "RollingUpdate", f"{counts.updated}/{num} pods updated to the current spec"
         )
+    if changes.ended:
+        names = ", ".join(d.name for d in changes.ended)
+        return Verdict(True, REPLACING_ENDED, f"replacing ended pods: {names}")
     if counts.replicas < num:
         return Verdict(True, "ScalingUp", f"{counts.replicas}/{num} pods exist")
     if changes.surplus or any(p.terminating for p in podset.owned):
@@ -617,6 +722,119 @@ def progressing_verdict(
         waiting = num - counts.ready
         return Verdict(True, "WaitingForReady", f"waiting for {waiting} of {num} pods to be Ready")
     return Verdict(False, "Complete", f"all {num} replicas updated and ready")
+
+
+def _age(seconds: float) -> str:
+    """A duration as kubectl shows ages, roughly: 90s, 3m, 5h."""
+    if seconds < 120:
+        return f"{int(seconds)}s"
+    if seconds < 2 * 3600:
+        return f"{int(seconds // 60)}m"
+    return f"{int(seconds // 3600)}h"
+
+
+def stuck_terminating(pod: Pod, now: datetime) -> str | None:
+    """What holds a pod still there past its grace period and a margin: the
+    deletionTimestamp is when the grace period ends."""
+    ends = parse_time(pod.deletion_timestamp)
+    if ends is None or now < ends + STUCK_MARGIN:
+        return None
+    since = (now - ends).total_seconds() + (pod.deletion_grace_seconds or 0)
+    held = (
+        f"held by finalizer {', '.join(pod.finalizers)}"
+        if pod.finalizers
+        else "its node has not confirmed that its containers stopped"
+    )
+    return f"{pod.name} terminating for {_age(since)}: {held}"
+
+
+def waiting_on(pod: Pod) -> str | None:
+    """Why a pod is not Ready, from its own status, when the reason is a
+    problem rather than a start in progress: a container waiting on an image
+    or a restart, or no node for it."""
+    states = sorted(pod.container_states, key=lambda s: s.name != CONTAINER_NAME)
+    waiting = next((s for s in states if s.waiting and s.reason not in STARTING), None)
+    if waiting is not None:
+        return str(waiting)
+    scheduled = pod.condition("PodScheduled")
+    if scheduled is not None and scheduled.status == "False" and scheduled.reason:
+        detail = scheduled.message
+        return f"{scheduled.reason}: {detail}" if detail else scheduled.reason
+    return None
+
+
+# Container waiting reasons of a pod that is starting normally.
+STARTING = frozenset({"ContainerCreating", "PodInitializing", ""})
+
+
+def pods_detail(redis: Redis, podset: PodSet, changes: PodChanges, now: datetime) -> str:
+    """The pods a rollout waits on, and why, for the status message: stuck
+    terminating pods and desired pods whose own status names a problem."""
+    notes: list[str] = []
+    for pod in sorted(podset.owned, key=lambda p: p.name):
+        if pod.terminating:
+            note = stuck_terminating(pod, now)
+        elif pod.name in changes.deleted or pod.ready:
+            note = None
+        else:
+            why = waiting_on(pod)
+            note = f"{pod.name} not Ready: {why}" if why else None
+        if note is not None:
+            notes.append(note)
+    shown = "; ".join(notes[:NAMED_MAX])
+    more = len(notes) - NAMED_MAX
+    return f"{shown}; and {more} more" if more > 0 else shown
+
+
+def with_detail(verdict: Verdict, detail: str) -> Verdict:
+    if not verdict.ok or not detail:
+        return verdict
+    return Verdict(verdict.ok, verdict.reason, f"{verdict.message}; {detail}")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """When the pods last moved, and whether a progressing Redis has waited
+    longer than progress_deadline since: the time lives in the status, so
+    that one-shot passes and the daemon agree."""
+
+    at: datetime
+    stalled: bool
+
+
+def progress_of(redis: Redis, counts: Counts, changes: PodChanges, inp: PlanInput) -> Progress:
+    """Moved: a pod written this pass, counts that differ from the stored
+    ones, a new generation, or no record yet."""
+    status = redis.status
+    last = parse_time(status.get(PROGRESS_FIELD))
+    stored = (status.get("replicas"), status.get("readyReplicas"), status.get("updatedReplicas"))
+    moved = (
+        last is None
+        or bool(changes.actions)
+        or status.get("observedGeneration") != redis.generation
+        or stored != (counts.replicas, counts.ready, counts.updated)
+    )
+    if moved or last is None:
+        return Progress(inp.now, False)
+    deadline = timedelta(seconds=inp.config.progress_deadline)
+    return Progress(last, inp.now - last > deadline)
+
+
+def deadline_verdicts(
+    verdicts: dict[str, Verdict], progress: Progress, deadline: float
+) -> dict[str, Verdict]:
+    """Past the deadline, a rollout that still progresses is called stuck:
+    Progressing=False and, unless something worse is, Degraded, both with
+    ProgressDeadlineExceeded and the step it is stuck at."""
+    progressing = verdicts["Progressing"]
+    if not progress.stalled or not progressing.ok:
+        return verdicts
+    message = f"no progress for {_age(deadline)}: {progressing.message}"
+    stuck = Verdict(False, DEADLINE_EXCEEDED, message)
+    degraded = verdicts["Degraded"]
+    if not degraded.ok:
+        degraded = Verdict(True, DEADLINE_EXCEEDED, message)
+    return {**verdicts, "Progressing": stuck, "Degraded": degraded}
 
 
 def degraded_verdict(conflicts: tuple[str, ...], gate: Gate) -> Verdict:
@@ -659,9 +877,9 @@ class DesiredStatus:
 
 
 def status_of(
-    redis: Redis, counts: Mapping[str, int], verdicts: Mapping[str, Verdict], inp: PlanInput
+    redis: Redis, fields: Mapping[str, object], verdicts: Mapping[str, Verdict], inp: PlanInput
 ) -> DesiredStatus:
-    """The status to store: counts, one condition per verdict, and the failure
+    """The status to store: counts and other fields, one condition per verdict, and the failure
     record while the object is held (cleared, by a null in the merge patch,
     once its writes are planned again)."""
     observed = observed_conditions(redis.status)
@@ -670,7 +888,7 @@ def status_of(
     summary = summary_of(verdicts)
     body: dict[str, Any] = {
         "observedGeneration": gen,
-        **counts,
+        **fields,
         "state": summary.reason,
         "message": summary.message,
         "conditions": [c.to_dict() for c in conds.values()],
@@ -715,15 +933,19 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     elif inp.namespace_terminating:
         changes = _nothing_created(changes)
     counts = counts_after(spec, changes)
+    progressing = progressing_verdict(redis, spec, podset, changes, counts)
+    progress = progress_of(redis, counts, changes, inp)
     verdicts = {
         "Ready": ready_verdict(spec, counts),
-        "Progressing": progressing_verdict(redis, spec, podset, changes, counts),
+        "Progressing": with_detail(progressing, pods_detail(redis, podset, changes, inp.now)),
         "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate),
     }
+    verdicts = deadline_verdicts(verdicts, progress, inp.config.progress_deadline)
     fields = {
         "replicas": counts.replicas,
         "readyReplicas": counts.ready,
         "updatedReplicas": counts.updated,
+        PROGRESS_FIELD: rfc3339(progress.at),
     }
     status = _status_patch(redis, status_of(redis, fields, verdicts, inp))
     if inp.gate.hold:
@@ -735,7 +957,7 @@ def _nothing_created(changes: PodChanges) -> PodChanges:
     """In a namespace being deleted: deletes only (a rollout would need a create)."""
     missing = Missing((), changes.missing.conflicts)
     rollout = Rollout(changes.rollout.stale, None)
-    return PodChanges(changes.desired, changes.surplus, missing, rollout, changes.repairs)
+    return replace(changes, missing=missing, rollout=rollout)
 
 
 def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodChanges:
@@ -745,13 +967,14 @@ def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodCh
         return action is not None and (action.verb, action.target) in landed
 
     creates = tuple(c for c in changes.missing.creates if done(c))
-    replace = changes.rollout.replace
+    replaced = changes.rollout.replace
     return PodChanges(
         changes.desired,
         tuple(d for d in changes.surplus if done(d)),
         Missing(creates, changes.missing.conflicts),
-        Rollout(changes.rollout.stale, replace if done(replace) else None),
+        Rollout(changes.rollout.stale, replaced if done(replaced) else None),
         tuple(r for r in changes.repairs if done(r)),
+        tuple(d for d in changes.ended if done(d)),
     )
 
 

@@ -70,9 +70,11 @@ def pod(
     phase: str | None = None,
     port: int = 6379,
     image: str = "redis:5-alpine",
+    generation: int = 1,
 ) -> Pod:
     """A pod as a pass created it for a spec with ``port`` and ``image``;
-    ``hash_`` overrides its template-hash annotation (as if edited by hand)."""
+    ``hash_`` overrides its template-hash annotation (as if edited by hand);
+    ``generation`` above 1 means its spec changed since it was created."""
     owner_name = owner.name if owner else "x"
     ns = owner.namespace if owner else "default"
     conds = (
@@ -96,11 +98,14 @@ def pod(
         },
         controller_uid=controller,
         controller_kind="Redis",
-        deletion_timestamp="2026-11-22T11:59:00Z" if terminating else None,
+        # Deleted 10 s before NOW, with the default grace period of 30 s.
+        deletion_timestamp="2026-11-22T12:00:20Z" if terminating else None,
+        deletion_grace_seconds=30 if terminating else None,
         phase=phase or ("Running" if ready else "Pending"),
         conditions=conds,
-        containers=(Container("redis", image, (port,)),),
+        containers=(Container("redis", image, (port,), ("--port", str(port))),),
         owner_refs=refs,
+        generation=generation,
     )
 
 

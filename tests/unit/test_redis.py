@@ -17,14 +17,17 @@ from reconciler.actions import (
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
 from reconciler.kinds.redis import (
+    ADMITTED_IMAGE_ANNOTATION,
     FINALIZER,
     PODS_UNKNOWN,
     TEMPLATE_HASH_ANNOTATION,
     controller_ref,
+    why_ended,
 )
-from reconciler.model import OwnerRef, rfc3339
+from reconciler.model import Container, ContainerState, OwnerRef, PodCondition, rfc3339
 from reconciler.plan import plan
 
+from . import sim
 from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, snap
 
 
@@ -257,9 +260,10 @@ def test_rollout_resumes_with_next_stale_pod():
 
 
 def set_image(p, image):
-    """`kubectl set image`: the container changes, the annotation does not."""
+    """`kubectl set image`: the container changes, and so the pod's
+    generation; the annotation does not."""
     container = dataclasses.replace(p.containers[0], image=image)
-    return dataclasses.replace(p, containers=(container,))
+    return dataclasses.replace(p, containers=(container,), generation=p.generation + 1)
 
 
 def test_an_image_set_by_hand_is_drift_replaced_like_a_stale_pod():
@@ -284,11 +288,69 @@ def test_drift_is_replaced_one_pod_at_a_time_while_the_others_are_ready():
     assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
 
 
-def test_a_hash_edited_to_the_current_one_does_not_hide_an_old_pod():
-    r = redis(port=6380)
-    pods = [pod(r, 0, hash_=current_hash(6380)), pod(r, 1, port=6380), pod(r, 2, port=6380)]
+def admitted(p, *, image=None, sidecar=False, ports=None):
+    """What a mutating webhook makes of our create: the pod is still at
+    generation 1, since nobody changed it after it was created."""
+    (mine,) = p.containers
+    mine = dataclasses.replace(
+        mine, image=image or mine.image, ports=ports if ports is not None else mine.ports
+    )
+    extra = (Container("istio-proxy", "istio/proxyv2:1.24", (15090,)),) if sidecar else ()
+    return dataclasses.replace(p, containers=(mine, *extra))
+
+
+def test_what_admission_made_of_our_create_is_never_stale():
+    r = redis()
+    pods = [
+        admitted(pod(r, 0), sidecar=True),
+        admitted(pod(r, 1), image="mirror.local/redis:5-alpine"),
+        admitted(pod(r, 2), ports=(6379, 6380)),
+    ]
+    actions = plan_redis(converged(r, pods), pods, CONFIG, NOW)
+    assert not [a for a in actions if isinstance(a, (DeletePod, CreatePod))]
+    assert not [a for a in actions if isinstance(a, PatchStatus)]
+    # The rewritten image is announced once, and recorded on the pod.
+    (note,) = actions
+    assert isinstance(note, PatchPodMetadata) and note.name == "r-1"
+    assert note.annotations == {ADMITTED_IMAGE_ANNOTATION: "mirror.local/redis:5-alpine"}
+    assert note.event is not None and note.event.reason == "ChangedAtAdmission"
+    assert note.event.message == (
+        "Pod r-1: image is mirror.local/redis:5-alpine, asked redis:5-alpine: changed at admission"
+    )
+    recorded = [*pods[:1], sim.repaired(pods[1], note), pods[2]]
+    assert plan_redis(converged(r, recorded), recorded, CONFIG, NOW) == []
+
+
+def test_a_hand_edit_after_admission_is_compared_with_what_admission_gave():
+    r = redis()
+    mirrored = admitted(pod(r, 0), image="mirror.local/redis:5-alpine")
+    mirrored = dataclasses.replace(
+        mirrored,
+        annotations={
+            **mirrored.annotations,
+            ADMITTED_IMAGE_ANNOTATION: mirrored.containers[0].image,
+        },
+    )
+    # kubectl debug adds an ephemeral container: a new generation, same image.
+    debugged = dataclasses.replace(mirrored, generation=2)
+    pods = [debugged, pod(r, 1), pod(r, 2)]
+    assert plan_redis(converged(r, pods), pods, CONFIG, NOW) == []
+    # kubectl set image: replaced, named against the admitted image.
+    pods = [set_image(mirrored, "redis:6"), pod(r, 1), pod(r, 2)]
     (delete,) = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
-    assert delete.name == "r-0" and delete.why.startswith("drift (ports is [6379], want [6380]")
+    assert delete.why == "drift (image is redis:6, want mirror.local/redis:5-alpine)"
+
+
+def test_a_sidecar_beside_a_hand_edited_container_is_not_judged():
+    r = redis()
+    p = admitted(pod(r, 0), sidecar=True)
+    sidecar = dataclasses.replace(p.containers[1], image="istio/proxyv2:1.25")
+    pods = [
+        dataclasses.replace(p, containers=(p.containers[0], sidecar), generation=2),
+        pod(r, 1),
+        pod(r, 2),
+    ]
+    assert plan_redis(converged(r, pods), pods, CONFIG, NOW) == []
 
 
 def test_a_hash_edited_on_a_current_pod_is_put_back_not_replaced():
@@ -577,10 +639,10 @@ def test_template_hash_is_pinned():
     """Pods carry this hash; a new value would roll every pod on upgrade."""
     from reconciler.kinds.redis import RedisSpec, template_hash
 
-    assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "f5dd121b51"
-    assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "444d23ee03"
+    assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "1f105b0566"
+    assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "9923855048"
     # num is not part of the pod template: scaling never rolls pods.
-    assert template_hash(RedisSpec(6379, 1, "redis:5-alpine")) == "f5dd121b51"
+    assert template_hash(RedisSpec(6379, 1, "redis:5-alpine")) == "1f105b0566"
 
 
 def test_pod_index_needs_the_dash_right_after_the_name():
@@ -947,3 +1009,155 @@ def test_creates_of_one_redis_share_their_template():
         assert other["metadata"]["labels"] is first["metadata"]["labels"]
         assert other["metadata"]["ownerReferences"] is first["metadata"]["ownerReferences"]
     assert creates[1].event.involved is creates[0].event.involved
+
+
+# ------------------------------------------------------------ real clusters
+
+
+def ended(p, phase="Failed", reason="Evicted", message="The node was low on resource: memory."):
+    """A pod as the kubelet leaves it after an eviction: its containers stopped."""
+    state = ContainerState("redis", False, "ContainerStatusUnknown", "")
+    conditions = (PodCondition("Ready", "False", "PodFailed"),)
+    return dataclasses.replace(
+        p,
+        phase=phase,
+        reason=reason,
+        message=message,
+        conditions=conditions,
+        container_states=(state,),
+        resource_version="6",
+    )
+
+
+def test_an_evicted_pod_is_deleted_with_its_own_reason_and_counts_for_nothing():
+    r = redis(num=2)
+    pods = [pod(r, 0), ended(pod(r, 1))]
+    actions = plan_redis(converged(r, [pod(r, 0), pod(r, 1)]), pods, CONFIG, NOW)
+    (delete,) = [a for a in actions if isinstance(a, DeletePod)]
+    assert delete.name == "r-1" and delete.uid == pods[1].uid
+    assert delete.event is not None
+    assert delete.event.message == (
+        "Deleted pod r-1: Evicted: The node was low on resource: memory."
+    )
+    st = status_of(actions).status
+    assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"]) == (1, 1, 1)
+    assert conds(st)["Progressing"] == ("True", "ReplacingEndedPods")
+    assert st["message"] == "replacing ended pods: r-1"
+    # Once it is gone, its name is created anew.
+    creates = [a for a in plan_redis(r, [pod(r, 0)], CONFIG, NOW) if isinstance(a, CreatePod)]
+    assert [c.target.name for c in creates] == ["r-1"]
+
+
+def test_a_pod_that_ended_on_its_own_names_its_container():
+    p = ended(pod(redis(), 0), phase="Succeeded", reason="", message="")
+    p = dataclasses.replace(p, container_states=(ContainerState("redis", False, "Completed", ""),))
+    assert why_ended(p) == "Succeeded (Completed)"
+
+
+def test_an_ended_pod_does_not_block_the_rollout_of_the_others():
+    """The ended pod is replaced first; its replacement is made for the new
+    spec, and once it is Ready the stale pods roll one at a time."""
+    r = redis(num=3, image="redis:6")
+    old = dict(image="redis:5-alpine")
+    pods = [pod(r, 0, **old), ended(pod(r, 1, **old)), pod(r, 2, **old)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    assert [a.name for a in actions if isinstance(a, DeletePod)] == ["r-1"]
+    pods = [pod(r, 0, **old), pod(r, 1, image="redis:6"), pod(r, 2, **old)]
+    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert deletes == ["r-0"]
+
+
+def test_a_terminating_pod_is_neither_ready_nor_updated_nor_replaced_in_a_rollout():
+    r = redis(num=2, image="redis:6")
+    pods = [pod(r, 0, terminating=True, image="redis:6"), pod(r, 1)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"]) == (1, 1, 0)
+    # r-1 is stale, but r-0 is going: replacing r-1 now would leave no pod.
+    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+
+
+def test_a_pod_stuck_terminating_is_named_with_what_holds_it():
+    r = redis(num=2)
+    stuck = dataclasses.replace(pod(r, 0, terminating=True), finalizers=("example.com/hold",))
+    pods = [stuck, pod(r, 1)]
+    # Within its grace period and the margin: nothing named yet.
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert st["message"] == "1/2 pods exist"
+    later = NOW + timedelta(minutes=3)
+    st = status_of(plan_redis(r, pods, CONFIG, later)).status
+    message = "1/2 pods exist; r-0 terminating for 3m: held by finalizer example.com/hold"
+    assert st["message"] == message
+    assert cond(st, "Progressing")["message"] == message
+
+
+def image_pull_backoff(p, image="redis:does-not-exist"):
+    waiting = ContainerState("redis", True, "ImagePullBackOff", f'Back-off pulling image "{image}"')
+    return dataclasses.replace(p, phase="Pending", container_states=(waiting,))
+
+
+def test_a_rollout_that_cannot_finish_names_its_pods_and_why():
+    r = redis(num=2)
+    unschedulable = dataclasses.replace(
+        pod(r, 1, ready=False),
+        conditions=(
+            PodCondition(
+                "PodScheduled",
+                "False",
+                "Unschedulable",
+                "0/2 nodes are available: 2 Insufficient cpu.",
+            ),
+        ),
+    )
+    pods = [image_pull_backoff(pod(r, 0, ready=False)), unschedulable]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert st["message"] == (
+        "waiting for 2 of 2 pods to be Ready; "
+        'r-0 not Ready: ImagePullBackOff: Back-off pulling image "redis:does-not-exist"; '
+        "r-1 not Ready: Unschedulable: 0/2 nodes are available: 2 Insufficient cpu."
+    )
+    # A pod merely starting is not named.
+    starting = ContainerState("redis", True, "ContainerCreating", "")
+    pods = [dataclasses.replace(pod(r, 0, ready=False), container_states=(starting,)), pod(r, 1)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert st["message"] == "waiting for 1 of 2 pods to be Ready"
+
+
+def stored(r, pods, now):
+    """The Redis as a pass at ``now`` left it."""
+    return dataclasses.replace(r, status=status_of(plan_redis(r, pods, CONFIG, now)).status)
+
+
+def test_progress_deadline_flags_a_rollout_with_no_progress_and_only_then():
+    r = redis(num=2)
+    pods = [pod(r, 0), image_pull_backoff(pod(r, 1, ready=False))]
+    seen = stored(r, pods, NOW)
+    assert seen.status["lastProgressTime"] == rfc3339(NOW)
+    deadline = timedelta(seconds=CONFIG.progress_deadline)
+    # Nothing moves: no write until the deadline passes.
+    assert plan_redis(seen, pods, CONFIG, NOW + deadline) == []
+    actions = plan_redis(seen, pods, CONFIG, NOW + deadline + timedelta(seconds=1))
+    patch = status_of(actions)
+    st = patch.status
+    assert conds(st)["Progressing"] == ("False", "ProgressDeadlineExceeded")
+    assert conds(st)["Degraded"] == ("True", "ProgressDeadlineExceeded")
+    assert st["state"] == "ProgressDeadlineExceeded"
+    assert st["message"].startswith("no progress for 10m: waiting for 1 of 2 pods to be Ready; r-1")
+    assert st["lastProgressTime"] == rfc3339(NOW)
+    assert [(e.type, e.reason) for e in patch.events] == [("Warning", "ProgressDeadlineExceeded")]
+    # It stays flagged, with no further write, until a pod moves.
+    stuck = dataclasses.replace(seen, status={**seen.status, **st})
+    assert plan_redis(stuck, pods, CONFIG, NOW + 2 * deadline) == []
+    later = NOW + 3 * deadline
+    st = status_of(plan_redis(stuck, [pod(r, 0), pod(r, 1)], CONFIG, later)).status
+    assert conds(st)["Progressing"] == ("False", "Complete")
+    assert st["state"] == "Ready" and st["lastProgressTime"] == rfc3339(later)
+
+
+def test_a_new_generation_restarts_the_deadline():
+    r = redis(num=2)
+    pods = [pod(r, 0), image_pull_backoff(pod(r, 1, ready=False))]
+    seen = stored(r, pods, NOW)
+    later = NOW + timedelta(hours=1)
+    st = status_of(plan_redis(dataclasses.replace(seen, generation=2), pods, CONFIG, later)).status
+    assert conds(st)["Progressing"] == ("True", "WaitingForReady")
+    assert st["lastProgressTime"] == rfc3339(later)
