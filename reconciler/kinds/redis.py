@@ -475,10 +475,13 @@ def surplus_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> list[DeletePo
 
 
 def _create_reason(redis: Redis, index: int) -> str:
-    """Why a pod is created, for its event: a rollout, a deletion, or scaling up."""
+    """Why a pod is created, for its event: a rollout, an ended pod, a
+    deletion, or scaling up."""
     progressing = observed_conditions(redis.status).get("Progressing") or {}
     if progressing.get("reason") == "RollingUpdate":
         return "spec changed"
+    if progressing.get("reason") == REPLACING_ENDED:
+        return "replaces a pod that ended"
     recorded = redis.status.get("replicas")
     if isinstance(recorded, int) and index < recorded:
         return "deleted by hand"
@@ -711,9 +714,9 @@ def progressing_verdict(
         return Verdict(
             True, "RollingUpdate", f"{counts.updated}/{num} pods updated to the current spec"
         )
-    if changes.ended:
-        names = ", ".join(d.name for d in changes.ended)
-        return Verdict(True, REPLACING_ENDED, f"replacing ended pods: {names}")
+    ended = [p.name for _, p in sorted(changes.desired.items()) if p.ended]
+    if ended:  # deleted this pass, or still going
+        return Verdict(True, REPLACING_ENDED, f"replacing ended pods: {', '.join(ended)}")
     if counts.replicas < num:
         return Verdict(True, "ScalingUp", f"{counts.replicas}/{num} pods exist")
     if changes.surplus or any(p.terminating for p in podset.owned):

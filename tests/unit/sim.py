@@ -8,7 +8,7 @@ pods that only disappear) when the simulated kubelet runs.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from reconciler.actions import (
     Action,
@@ -35,7 +35,14 @@ def xcas(snapshot: Snapshot) -> tuple[Xca, ...]:
     return snapshot.of("Xca") or ()
 
 
-def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
+Admission = Callable[[Pod], Pod]
+
+
+def apply(
+    snapshot: Snapshot, actions: Iterable[Action], admit: Admission | None = None
+) -> Snapshot:
+    """The actions landed; ``admit`` is what a mutating webhook does to each
+    pod created."""
     redis = {r.key: r for r in redises(snapshot)}
     xca = {x.key: x for x in xcas(snapshot)}
     pods = {p.key: p for p in snapshot.pods or ()}
@@ -43,14 +50,15 @@ def apply(snapshot: Snapshot, actions: Iterable[Action]) -> Snapshot:
         if isinstance(action, CreatePod):
             if action.target in pods:
                 continue  # AlreadyExists
-            created = pod_from_api(action.manifest)
-            pods[action.target] = dataclasses.replace(
-                created,
+            created = dataclasses.replace(
+                pod_from_api(action.manifest),
                 uid=f"new-{action.target.name}",
                 resource_version="1",
+                generation=1,
                 phase="Pending",
                 conditions=(PodCondition("Ready", "False", "ContainersNotReady"),),
             )
+            pods[action.target] = admit(created) if admit else created
         elif isinstance(action, DeletePod):
             old = pods.get(action.target)
             if old is not None and old.uid == action.uid:  # uid precondition
@@ -103,10 +111,14 @@ def merged(obj, patch):
 
 
 def kubelet(snapshot: Snapshot) -> Snapshot:
-    """Time passes: terminating pods vanish, the rest become Ready."""
+    """Time passes: terminating pods vanish, the rest become Ready but for
+    those that ended, which never run again."""
     pods: list[Pod] = []
     for p in snapshot.pods or ():
         if p.terminating:
+            continue
+        if p.ended:
+            pods.append(p)
             continue
         running = dataclasses.replace(
             p,

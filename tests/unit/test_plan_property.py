@@ -11,7 +11,7 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.actions import PatchStatus
+from reconciler.actions import PatchPodMetadata, PatchStatus
 from reconciler.constants import LABEL_NAME
 from reconciler.kinds.redis import (
     FINALIZER,
@@ -20,7 +20,7 @@ from reconciler.kinds.redis import (
     spec_drift,
     validate_spec,
 )
-from reconciler.model import ObjKey
+from reconciler.model import Container, ObjKey, PodCondition
 from reconciler.plan import plan
 from reconciler.snapshot import Snapshot
 
@@ -32,8 +32,47 @@ NAMES = ("a", "b", "c")
 TEMPLATES = ((6379, "redis:5-alpine"), (6380, "redis:5-alpine"), (6379, "redis:4"))
 
 
+def sidecar(p):
+    """A mesh's webhook: a second container beside ours."""
+    return dataclasses.replace(p, containers=(*p.containers, Container("proxy", "mesh:1")))
+
+
+def mirror(p):
+    """A policy engine's webhook: every image from a mirror registry."""
+    containers = tuple(
+        dataclasses.replace(c, image=f"mirror.local/{c.image}") for c in p.containers
+    )
+    return dataclasses.replace(p, containers=containers)
+
+
+ADMISSIONS = (None, sidecar, mirror)
+
+
+def evicted(p):
+    return dataclasses.replace(
+        p,
+        phase="Failed",
+        reason="Evicted",
+        message="The node was low on resource: memory.",
+        conditions=(PodCondition("Ready", "False", "PodFailed"),),
+    )
+
+
+def lived(p, draw):
+    """What the cluster did to a pod: admission at its creation, then an
+    eviction, or a deletion a finalizer holds."""
+    admit = draw(st.sampled_from(ADMISSIONS))
+    p = admit(p) if admit else p
+    fate = draw(st.integers(0, 7))
+    if fate == 0:
+        p = evicted(p)
+    elif fate == 1 and p.terminating:
+        p = dataclasses.replace(p, finalizers=("example.com/hold",))
+    return p
+
+
 def drifted(p, draw):
-    """Hand edits: an annotation, a label, the controller reference."""
+    """Hand edits: an annotation, a label, the controller reference, the image."""
     if draw(st.integers(0, 3)) == 0:
         p = dataclasses.replace(p, annotations={TEMPLATE_HASH_ANNOTATION: "edited"})
     if draw(st.integers(0, 3)) == 0:
@@ -41,6 +80,10 @@ def drifted(p, draw):
     if p.owner_refs and draw(st.integers(0, 3)) == 0:
         refs = (dataclasses.replace(p.owner_refs[0], block_owner_deletion=False),)
         p = dataclasses.replace(p, owner_refs=refs)
+    if draw(st.integers(0, 5)) == 0:  # kubectl set image
+        (mine, *others) = p.containers
+        mine = dataclasses.replace(mine, image="redis:6-edited")
+        p = dataclasses.replace(p, containers=(mine, *others), generation=p.generation + 1)
     return p
 
 
@@ -72,7 +115,7 @@ def snapshots(draw):
                 terminating=draw(st.integers(0, 5)) == 0,
                 owner_uid="foreign" if draw(st.integers(0, 8)) == 0 else None,
             )
-            pods.append(drifted(made, draw))
+            pods.append(drifted(lived(made, draw), draw))
     for i in range(draw(st.integers(0, 2))):
         pods.append(pod(None, i, name=f"orphan-{i}", owner_uid=f"dead-{i}"))
     xcas = tuple(
@@ -80,6 +123,15 @@ def snapshots(draw):
         for i in range(draw(st.integers(0, 2)))
     )
     return snap(tuple(redises), xcas, tuple(pods))
+
+
+def admission_record(action) -> bool:
+    """The one write that follows admission: its rewritten image recorded."""
+    return isinstance(action, PatchPodMetadata) and action.why == "changed at admission"
+
+
+def ended_or_stale(p, spec) -> bool:
+    return p.ended or spec_drift(p, spec) is not None
 
 
 Work = tuple[int, int, int, int, int, int]
@@ -111,7 +163,7 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
             continue
         names = {f"{r.name}-{i}" for i in range(spec.num)}
         desired = [p for p in owned if p.name in names]
-        stale = sum(1 for p in desired if spec_drift(p, spec) is not None)
+        stale = sum(1 for p in desired if ended_or_stale(p, spec))
         extra = sum(1 for p in owned if p.name not in names)
         absent = len(names - {p.name for p in owned})
         edited = sum(1 for p in desired if metadata_repair(r, spec, p) is not None)
@@ -124,8 +176,8 @@ def potential(snap: Snapshot) -> list[int]:
     return [sum(column) for column in zip(NONE_LEFT, *work_left(snap).values(), strict=True)]
 
 
-@given(snapshots())
-def test_second_plan_over_our_own_writes_is_empty(snap):
+@given(snapshots(), st.sampled_from(ADMISSIONS))
+def test_second_plan_over_our_own_writes_is_empty(snap, admit):
     """Only our own writes have landed, and they unblock no step of a
     multi-pass process: a rolling update waits for the replacement pod to be
     Ready, a deletion for the pods to be gone, and only the kubelet does either.
@@ -133,8 +185,16 @@ def test_second_plan_over_our_own_writes_is_empty(snap):
     or a repeat of a write the planner did not see (status too: it is planned
     as it will be once the pass's writes land)."""
     first = plan(snap, CONFIG, NOW)
-    after = sim.apply(snap, first.actions)
+    after = sim.apply(snap, first.actions, admit)
     second = plan(after, CONFIG, NOW)
+    # What admission made of a create is seen, at the earliest, in the pass
+    # after it: a rewritten image is recorded on the pod once, and then the
+    # plan is empty. Nothing else is planned (a sidecar is not even that).
+    recorded = [a for a in second.actions if admission_record(a)]
+    assert all(admit is mirror and a.verb == "patch-metadata" for a in recorded)
+    if recorded:
+        after = sim.apply(after, recorded)
+        second = plan(after, CONFIG, NOW)
     done = {(a.verb, a.target) for a in first.actions}
     lines = [
         a.describe() + (" (again)" if (a.verb, a.target) in done else "") for a in second.actions
@@ -144,8 +204,9 @@ def test_second_plan_over_our_own_writes_is_empty(snap):
     )
 
 
-@given(snapshots())
-def test_plan_apply_converges_to_an_empty_plan(snap):
+@given(snapshots(), st.sampled_from(ADMISSIONS))
+def test_plan_apply_converges_to_an_empty_plan(snap, admit):
+    """Whatever admission does to the pods we create: a pass never fights it."""
     now = NOW
     seen = []
     for _ in range(40):
@@ -154,7 +215,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap):
         if not result.actions and not any(p.terminating for p in snap.pods):
             break
         seen.append(potential(snap))
-        after = sim.apply(snap, result.actions)
+        after = sim.apply(snap, result.actions, admit)
         # Each object written to (more than its status) makes strict progress:
         # a multi-pass process (rolling update, deletion) moves one step.
         before, left = work_left(snap), work_left(after)
@@ -179,7 +240,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap):
         want = sorted(f"{r.name}-{i}" for i in range(spec.num) if f"{r.name}-{i}" not in foreign)
         assert owned == want
         mine = [p for p in snap.pods if p.controller_uid == r.uid]
-        assert all(spec_drift(p, spec) is None for p in mine)
+        assert all(spec_drift(p, spec) is None and not p.ended for p in mine)
         assert all(metadata_repair(r, spec, p) is None for p in mine)
         assert FINALIZER in r.finalizers
         assert r.status["replicas"] == len(want)
