@@ -46,6 +46,9 @@ meta = optional(
         "labels": labels,
         "annotations": labels,
         "deletionTimestamp": st.one_of(text, st.none()),
+        "deletionGracePeriodSeconds": st.one_of(st.integers(0, 60), st.none(), wrong),
+        "generation": st.one_of(st.integers(0, 9), wrong),
+        "finalizers": st.one_of(st.lists(maybe_text, max_size=2), st.none()),
         "ownerReferences": st.one_of(st.lists(owner, max_size=3), st.none()),
         "managedFields": st.lists(st.dictionaries(text, text, max_size=2), max_size=2),
     }
@@ -55,6 +58,7 @@ container = optional(
     {
         "name": maybe_text,
         "image": maybe_text,
+        "args": st.one_of(st.lists(maybe_text, max_size=2), st.none()),
         "ports": st.one_of(st.lists(port, max_size=2), st.none()),
     }
 )
@@ -63,6 +67,14 @@ condition = optional(
         "type": st.one_of(st.sampled_from(["Ready", "PodScheduled", ""]), wrong),
         "status": st.one_of(st.sampled_from(["True", "False", "Unknown"]), st.none()),
         "reason": st.one_of(text, st.none()),
+        "message": st.one_of(text, st.none()),
+    }
+)
+detail = optional({"reason": st.one_of(text, st.none()), "message": maybe_text})
+container_status = optional(
+    {
+        "name": maybe_text,
+        "state": optional({"waiting": st.one_of(detail, st.none()), "terminated": detail}),
     }
 )
 pod = optional(
@@ -73,6 +85,9 @@ pod = optional(
             {
                 "phase": st.one_of(st.sampled_from(["Pending", "Running", ""]), st.none()),
                 "conditions": st.one_of(st.lists(condition, max_size=3), st.none()),
+                "reason": st.one_of(text, st.none()),
+                "message": maybe_text,
+                "containerStatuses": st.one_of(st.lists(container_status, max_size=2), st.none()),
                 "podIP": text,
             }
         ),

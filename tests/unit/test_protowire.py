@@ -61,13 +61,17 @@ meta = optional(
         "labels": labels,
         "annotations": labels,
         "deletionTimestamp": st.integers(0, 4_000_000_000),  # seconds; JSON gets RFC 3339
+        "deletionGracePeriodSeconds": st.integers(0, 3600),
+        "generation": st.integers(0, 2**40),
         "ownerReferences": st.lists(owner, max_size=3),
+        "finalizers": st.lists(text, max_size=2),
     }
 )
 container = optional(
     {
         "name": text,
         "image": text,
+        "args": st.lists(text, max_size=3),
         "ports": st.lists(optional({"containerPort": st.integers(0, 65535)}), max_size=2),
     }
 )
@@ -76,6 +80,15 @@ condition = optional(
         "type": st.sampled_from(["Ready", "PodScheduled", ""]),
         "status": st.sampled_from(["True", "False", "Unknown", ""]),
         "reason": text,
+        "message": text,
+    }
+)
+detail = optional({"reason": text, "message": text})
+container_status = optional(
+    {
+        "name": text,
+        "state": optional({"waiting": detail, "terminated": detail}),
+        "ready": st.booleans(),  # not read
     }
 )
 pod = optional(
@@ -84,8 +97,11 @@ pod = optional(
         "spec": optional({"containers": st.lists(container, max_size=2)}),
         "status": optional(
             {
-                "phase": st.sampled_from(["Pending", "Running", ""]),
+                "phase": st.sampled_from(["Pending", "Running", "Failed", ""]),
                 "conditions": st.lists(condition, max_size=3),
+                "reason": text,
+                "message": text,
+                "containerStatuses": st.lists(container_status, max_size=2),
             }
         ),
     }
@@ -98,7 +114,12 @@ NAMES = {
     "resourceVersion": "resource_version",
     "ownerReferences": "owner_references",
     "containerPort": "container_port",
+    "deletionGracePeriodSeconds": "deletion_grace_period_seconds",
+    "containerStatuses": "container_statuses",
 }
+# Fields of the real schema that ours does not declare: written as the
+# apiserver would, and skipped on reading.
+UNREAD = {"ready"}
 
 
 def _fill(message: Any, obj: dict[str, Any]) -> None:
@@ -109,7 +130,12 @@ def _fill(message: Any, obj: dict[str, Any]) -> None:
         elif key in ("labels", "annotations"):
             getattr(message, name).update(value)
         elif isinstance(value, dict):
+            getattr(message, name).SetInParent()  # present even if empty, as Go sends it
             _fill(getattr(message, name), value)
+        elif key in UNREAD:
+            continue
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            getattr(message, name).extend(value)
         elif isinstance(value, list):
             for item in value:
                 _fill(getattr(message, name).add(), item)
