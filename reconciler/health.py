@@ -22,6 +22,9 @@ class Health:
     message: str
     degraded: bool = False
     progressing: bool = False
+    # Progressing=False/ProgressDeadlineExceeded: its pods stopped moving
+    # before they were all Ready.
+    stalled: bool = False
 
     @property
     def ready(self) -> bool:

@@ -86,6 +86,13 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.stalled = Gauge(
+            "reconciler_objects_progress_deadline_exceeded",
+            "Objects whose pods stopped moving before all were Ready "
+            "(Progressing=False/ProgressDeadlineExceeded), by kind.",
+            ["kind"],
+            registry=r,
+        )
         self.early = Counter(
             "reconciler_early_passes_total",
             "Passes scheduled before the interval, by why: wrote, conflict, progressing, settling.",
@@ -125,10 +132,12 @@ class Metrics:
             counts[(key.kind, "Degraded")] += health.degraded
             counts[(key.kind, "Progressing")] += health.progressing
         held = collections.Counter(key.kind for key in result.plan.backing_off)
+        stalled = collections.Counter(k.kind for k, h in result.health.items() if h.stalled)
         for kind in listed:
             for condition in CONDITIONS:
                 self.objects.labels(kind, condition).set(counts[(kind, condition)])
             self.backing_off.labels(kind).set(held[kind])
+            self.stalled.labels(kind).set(stalled[kind])
 
     def record_requests(self, requests: dict[tuple[str, str], int]) -> None:
         """Counters only go up: add what the client counted since last time."""

@@ -1027,6 +1027,7 @@ def health(redis: Redis, actions: Sequence[Action]) -> Health:
         str(status.get("message") or "no status written yet"),
         is_true(conds, "Degraded"),
         is_true(conds, "Progressing"),
+        (conds.get("Progressing") or {}).get("reason") == DEADLINE_EXCEEDED,
     )
 
 
