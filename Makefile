@@ -104,7 +104,7 @@ bench-lists: deps cluster-build ## One pod LIST by decoder, gzip, page size, sco
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.lists $(BENCH_ARGS)
 
-bench-scale: deps cluster-build ## Steady pass at 1,000 and 10,000 Redis (3 pods each) + Xca, against commit 3af3b99.
+bench-scale: deps cluster-build ## Steady pass at 1,000 and 10,000 Redis (3 pods each) + Xca, against commits 3af3b99 and 9a5a83a.
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.scale $(BENCH_ARGS)
 

@@ -1,4 +1,4 @@
-"""The steady pass at scale, against the code of commit 3af3b99, in one run.
+"""The steady pass at scale, against the code of commits 3af3b99 and 9a5a83a, in one run.
 
     python -m bench.scale [--sizes 1000,10000] [--namespaces 20] [--passes 5]
 
@@ -11,8 +11,9 @@ N Redis ({port: 6379, num: 3}, so 3N pods) and N Xca. At each size:
   apiserver's and etcd's CPU);
 - the steady pass as the daemon pays it (``reconciler run -A``, start-up pass
   excluded), for today's code and for the baseline commit, one after the
-  other on the same objects: wall, client CPU, apiserver + etcd CPU net of the
-  cluster's idle load, requests, bytes received (on the wire; commit 3af3b99
+  other on the same objects, and for commit 9a5a83a (the code before pods
+  were judged as real clusters change them, issue 34): wall, client CPU,
+  apiserver + etcd CPU net of the cluster's idle load, requests, bytes received (on the wire; commit 3af3b99
   counted them inflated), RSS;
 - at the largest size, a pyinstrument profile of one steady pass of each.
 
@@ -54,11 +55,14 @@ OUR_RESOURCES = ("pods", "redis", "xcas")
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "3af3b99"  # the code before issue 12's lighter passes
+PREVIOUS = "9a5a83a"  # the code before issue 34 read more of each pod
+CODES = ("baseline", "previous", "today")  # measured in this order, on the same objects
 IDLE_SECONDS = 10.0  # the idle window that prices the cluster's own background load
 QUIET_CORES = 0.1  # below this the cluster is at rest (its idle load is ~0.02 cores)
 SETTLE_LIMIT = 300.0
 TARGETS = {  # measure -> (bound, what it bounds)
     "client_cpu": (0.25, "steady pass client CPU, today / baseline"),
+    "client_cpu_previous": (1.1, f"steady pass client CPU, today / {PREVIOUS}"),
     "server_cpu": (0.5, "steady pass apiserver + etcd CPU, today / baseline"),
     "growth_cpu": (1.05, "growth exponent of the steady pass client CPU"),
     "growth_wall": (1.05, "growth exponent of the steady pass wall"),
@@ -223,6 +227,7 @@ def verdicts(sizes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     today, base = last["today"], last["baseline"]
     values = {
         "client_cpu": today["cpu"] / base["cpu"],
+        "client_cpu_previous": today["cpu"] / last["previous"]["cpu"],
         "server_cpu": today["server_cpu"] / base["server_cpu"] if base["server_cpu"] else None,
         "growth_cpu": exponent(first["today"]["cpu"], today["cpu"], first["n"], last["n"]),
         "growth_wall": exponent(first["today"]["wall"], today["wall"], first["n"], last["n"]),
@@ -253,7 +258,7 @@ def table(sizes: list[dict[str, Any]], verdict: dict[str, dict[str, Any]]) -> st
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in sizes:
-        for code in ("baseline", "today"):
+        for code in CODES:
             r = row[code]
             lines.append(
                 f"| {row['n']} ({row['n'] * 3}) + {row['n']} | {code} | {_f(r['wall'])} "
@@ -289,7 +294,7 @@ def measure_size(
     row: dict[str, Any] = {"n": n, "added": n - have}
     row["converge"] = converge(setup, codes["today"], f"converge-{n}", timeout=3600.0)
     log.info("N=%d: converged in %.0fs", n, row["converge"]["wall"])
-    for name in ("baseline", "today"):
+    for name in CODES:
         row[name] = steady(setup, codes[name], f"steady-{n}-{name}", passes)
         log.info(
             "N=%d %s: steady pass %.2fs wall, %.2fs client CPU, %.2fs apiserver+etcd CPU;"
@@ -313,6 +318,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--passes", type=int, default=5, help="steady daemon passes per code (%(default)s)"
     )
     p.add_argument("--baseline", default=BASELINE, help="commit to compare with")
+    p.add_argument("--previous", default=PREVIOUS, help="second commit to compare with")
     p.add_argument("--qps", type=int, default=1000)
     p.add_argument("--burst", type=int, default=1000)
     p.add_argument("--no-profile", action="store_true")
@@ -335,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     code = {
         "today": freeze_code(frozen / "today", worktree=args.worktree),
         "baseline": freeze_commit(args.baseline, frozen / "baseline"),
+        "previous": freeze_commit(args.previous, frozen / "previous"),
     }
     codes = {name: Path(c["dir"]) for name, c in code.items()}
     # A population from an earlier run would change what "N" means.
