@@ -13,8 +13,8 @@ N Redis ({port: 6379, num: 3}, so 3N pods) and N Xca. At each size:
   excluded), for today's code and for the baseline commit, one after the
   other on the same objects, and for commit 9a5a83a (the code before pods
   were judged as real clusters change them, issue 34): wall, client CPU,
-  apiserver + etcd CPU net of the cluster's idle load, requests, bytes received (on the wire; commit 3af3b99
-  counted them inflated), RSS;
+  apiserver + etcd CPU net of the cluster's idle load, requests, bytes
+  received (on the wire; commit 3af3b99 counted them inflated), RSS;
 - at the largest size, a pyinstrument profile of one steady pass of each.
 
 The baseline is frozen by commit (``git archive``), so a later run compares
