@@ -1,16 +1,19 @@
 """Redis: every rule of the kind, in the order a pass applies them.
 
-A Redis asks for ``spec.num`` pods named ``<name>-<index>``, each running one
-container with ``spec.image`` on ``spec.port``. For each object, a pass:
+A Redis asks for ``spec.num`` pods named ``<name>-<index>``, each running a
+container ``redis`` with ``spec.image``, serving on ``spec.port``. For each
+object, a pass:
   1. being deleted: deletes its pods, then drops the finalizer once none remain;
   2. no finalizer yet: adds it before any pod exists;
   3. invalid spec: touches no pod, and names the field in status and an event;
-  4. creates missing pods, deletes surplus ones, replaces one stale pod at a
-     time while every other desired pod is Ready (stale: its containers differ
-     from the spec's, whatever its annotation says), and puts back labels,
-     annotation and controller reference changed by hand;
+  4. creates missing pods, deletes surplus and ended ones, replaces one stale
+     pod at a time while every other desired pod is Ready (stale: made for
+     another template, or its image changed by hand since it was created;
+     never for what admission did to it), and puts back labels, annotation
+     and controller reference changed by hand;
   5. writes the status as the pods will be after those actions, only when it
-     differs from what is stored.
+     differs from what is stored, naming the pods a rollout waits on and
+     flagging one that stopped moving for longer than progress_deadline.
 Pods it does not own are never touched, even when they hold a desired name.
 """
 
