@@ -4,6 +4,7 @@ object gauges. Each is read from the status the planner writes."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 import pytest
 
@@ -146,16 +147,20 @@ def test_gauges_count_conditions_and_backoff_by_kind_and_clear():
         rk: Health("PodConflict", "m", degraded=True),
         ObjKey("Redis", "ns", "b"): Health("WaitingForReady", "m", progressing=True),
         ObjKey("Redis", "ns", "c"): Health(READY, "m"),
+        ObjKey("Redis", "ns", "d"): Health(
+            "ProgressDeadlineExceeded", "m", degraded=True, stalled=True
+        ),
         xk: Health(READY, "active"),
     }
-    observed = {"Pod": 3, "Redis": 3, "Xca": 1}
+    observed = {"Pod": 3, "Redis": 4, "Xca": 1}
     result = PassResult("p", Plan(backing_off=frozenset({rk})), ApplyReport(), observed=observed)
     metrics.record_health(dataclasses.replace(result, health=health))
 
     def value(name, **labels):
         return metrics.registry.get_sample_value(name, labels)
 
-    assert value("reconciler_objects", kind="Redis", condition="Degraded") == 1
+    assert value("reconciler_objects", kind="Redis", condition="Degraded") == 2
+    assert value("reconciler_objects_progress_deadline_exceeded", kind="Redis") == 1
     assert value("reconciler_objects", kind="Redis", condition="Progressing") == 1
     assert value("reconciler_objects", kind="Redis", condition="Ready") == 1
     assert value("reconciler_objects", kind="Xca", condition="Degraded") == 0
@@ -165,7 +170,24 @@ def test_gauges_count_conditions_and_backoff_by_kind_and_clear():
     metrics.record_health(dataclasses.replace(result, observed={"Redis": 0}, plan=Plan()))
     assert value("reconciler_objects", kind="Redis", condition="Degraded") == 0
     assert value("reconciler_objects_backing_off", kind="Redis") == 0
+    assert value("reconciler_objects_progress_deadline_exceeded", kind="Redis") == 0
     assert value("reconciler_objects", kind="Xca", condition="Ready") == 1
+
+
+def test_a_rollout_past_its_deadline_is_stalled_in_its_health():
+    r = redis(num=1)
+    waiting = dataclasses.replace(pod(r, 0, ready=False), generation=1)
+    seen = converged(r, [waiting])
+    late = NOW + timedelta(seconds=2 * CONFIG.progress_deadline)
+    actions = plan_redis(seen, [waiting], CONFIG, late)
+    health = redis_kind.health(seen, actions)
+    assert (health.state, health.degraded, health.progressing, health.stalled) == (
+        "ProgressDeadlineExceeded",
+        True,
+        False,
+        True,
+    )
+    assert "ProgressDeadlineExceeded" in plan_text(plan(snap([seen], [], [waiting]), CONFIG, late))
 
 
 def test_plural():
