@@ -213,3 +213,24 @@ def test_a_pod_no_node_can_take_is_named_with_the_schedulers_reason(
             "Unschedulable: 0/2 nodes are available"
         )
         stays_converged(kubectl, reconciler, ns)
+
+
+def test_a_container_that_keeps_crashing_is_named_and_recovers(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str
+):
+    kubectl.apply(redis_yaml(ns, num=2))
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    before = uids(kubectl, ns)
+    kubelet.crash_loop(kubectl, ns, "redis-sample-1")
+    reconciler.sync(ns)
+    st = status(kubectl, ns)
+    assert (st["readyReplicas"], st["state"]) == (1, "WaitingForReady")
+    assert st["message"].startswith(
+        "waiting for 1 of 2 pods to be Ready; redis-sample-1 not Ready: "
+        "CrashLoopBackOff: back-off 40s restarting failed container=redis"
+    )
+    stays_converged(kubectl, reconciler, ns)  # a crashing pod is the kubelet's to restart
+    kubelet.ready(kubectl, ns, "redis-sample-1")
+    reconciler.converge(ns)
+    assert columns(kubectl, ns)["STATUS"] == "Ready"
+    assert uids(kubectl, ns) == before
