@@ -166,8 +166,26 @@ def one_shot(setup: Setup, code_dir: Path, label: str) -> dict[str, Any]:
     }
 
 
+def settle(setup: Setup, code_dir: Path, label: str, limit: int = 5) -> list[int]:
+    """One-shot passes of this code until one plans nothing, so that its daemon
+    is measured on objects converged by its own rules: codes that stamp
+    another template hash first put their own back on every pod (a write per
+    pod, and a decode per pod in the daemon's next pass). Returns each pass's
+    planned actions."""
+    argv = [sys.executable, "-m", "reconciler", "sync", *_cluster_args(setup), "-o", "json"]
+    planned: list[int] = []
+    for i in range(limit):
+        res = proc.run(argv, setup.reconciler_env(), setup.log_dir / f"{label}.{i}.log", code_dir)
+        planned.append(int(json.loads(res.stdout).get("planned") or 0))
+        if planned[-1] == 0:
+            break
+    return planned
+
+
 def steady(setup: Setup, code_dir: Path, label: str, passes: int) -> dict[str, Any]:
-    """The daemon's steady pass, net of the cluster's idle load."""
+    """The daemon's steady pass, net of the cluster's idle load, on objects
+    that this code left converged."""
+    settled = settle(setup, code_dir, f"{label}.settle")
     idle = idle_rate(setup)
     rate = idle["rate"]
     lists_before = served(setup.api, OUR_RESOURCES)
@@ -194,6 +212,7 @@ def steady(setup: Setup, code_dir: Path, label: str, passes: int) -> dict[str, A
         # too, though they watch). The etcd count holds one revision read per
         # LIST; past that, pages came from etcd (bench/continuation.py).
         "lists_served": {k: lists_after[k] - lists_before[k] for k in lists_after},
+        "settle_planned": settled,
         "one_shot": one_shot(setup, code_dir, label),
     }
 
