@@ -566,13 +566,14 @@ def admitted_change(pod: Pod, spec: RedisSpec) -> str | None:
     return have.image
 
 
-def _repair_event(redis: Redis, pod: Pod, spec: RedisSpec, what: list[str]) -> EventSpec:
+def _repair_event(
+    redis: Redis, pod: Pod, spec: RedisSpec, what: list[str], admitted: str | None
+) -> EventSpec:
     """Drift put back, or else the first sight of what admission changed."""
     if what:
         why = f"drift: {', '.join(what)} changed by hand"
         return EventSpec(ref(redis), "Normal", DRIFT, f"Restored pod {pod.name}: {why}", COMPONENT)
-    image = admitted_change(pod, spec)
-    message = f"Pod {pod.name}: image is {image}, asked {spec.image}: changed at admission"
+    message = f"Pod {pod.name}: image is {admitted}, asked {spec.image}: changed at admission"
     return EventSpec(ref(redis), "Normal", ADMITTED, message, COMPONENT)
 
 
@@ -595,7 +596,7 @@ def metadata_repair(redis: Redis, spec: RedisSpec, pod: Pod) -> PatchPodMetadata
     admitted = admitted_change(pod, spec)
     if not what and admitted is None:
         return None
-    event = _repair_event(redis, pod, spec, what)
+    event = _repair_event(redis, pod, spec, what, admitted)
     if admitted is not None:
         annotations[ADMITTED_IMAGE_ANNOTATION] = admitted
     why = f"drift: {', '.join(what)} changed by hand" if what else "changed at admission"
