@@ -267,7 +267,7 @@ def _owner(ref: Any) -> OwnerRef:
 
 def _container(c: Any) -> Container:
     ports = tuple(p.container_port for p in c.ports if p.HasField("container_port"))
-    return Container(intern(c.name), intern(c.image), ports, tuple(intern(a) for a in c.args))
+    return Container(intern(c.name), intern(c.image), ports, tuple(map(intern, c.args)))
 
 
 def _state(c: Any) -> ContainerState | None:
@@ -283,8 +283,7 @@ def _state(c: Any) -> ContainerState | None:
 
 
 def _states(status: Any) -> tuple[ContainerState, ...]:
-    states = (_state(c) for c in status.container_statuses)
-    return tuple(s for s in states if s is not None)
+    return tuple(s for s in map(_state, status.container_statuses) if s is not None)
 
 
 def _strings(pairs: Any) -> dict[str, str]:
