@@ -115,9 +115,10 @@ ENTRIES = [
 
 
 def _managed_schema() -> dict[str, Any]:
-    """protowire's messages, with ObjectMeta.managedFields declared."""
+    """protowire's messages, with ObjectMeta.managedFields declared: built as
+    protowire builds its own, in a pool of their own."""
     proto = descriptor_pb2.FileDescriptorProto(
-        name="bench/managed_fields.proto", package="bench.managed", syntax="proto2"
+        name="bench/managed_fields.proto", package=protowire._PACKAGE, syntax="proto2"
     )
     schema = {name: list(fields) for name, fields in _SCHEMA.items()}
     schema["FieldsV1"] = [("raw", 1, _F.TYPE_BYTES)]
@@ -131,30 +132,15 @@ def _managed_schema() -> dict[str, Any]:
     for name, fields in schema.items():
         message = proto.message_type.add(name=name)
         for name_, number, kind, *many in fields:
-            _field(message, name_, number, kind, bool(many))
+            protowire._field(message, name_, number, kind, bool(many))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"bench.managed.{name}"))
+        name: message_factory.GetMessageClass(
+            pool.FindMessageTypeByName(f"{protowire._PACKAGE}.{name}")
+        )
         for name in schema
     }
-
-
-def _field(message: Any, name: str, number: int, kind: Any, many: bool) -> None:
-    field = message.field.add(name=name, number=number)
-    field.label = _F.LABEL_REPEATED if many or kind == "map" else _F.LABEL_OPTIONAL
-    if kind == "map":
-        entry = message.nested_type.add(name=f"{name.title().replace('_', '')}Entry")
-        entry.options.map_entry = True
-        entry.field.add(name="key", number=1, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
-        entry.field.add(name="value", number=2, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
-        field.type = _F.TYPE_MESSAGE
-        field.type_name = f".bench.managed.{message.name}.{entry.name}"
-    elif isinstance(kind, str):
-        field.type = _F.TYPE_MESSAGE
-        field.type_name = f".bench.managed.{kind}"
-    else:
-        field.type = kind
 
 
 MANAGED = _managed_schema()
