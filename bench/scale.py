@@ -6,9 +6,13 @@ Starts the bench cluster (<repo>/.cluster-bench) and grows one population,
 spread evenly over ``--namespaces`` namespaces, through each size in turn:
 N Redis ({port: 6379, num: 3}, so 3N pods) and N Xca. At each size:
 
-- convergence of the objects just added, by today's code with
-  ``reconciler sync -A --wait`` (wall, passes, client CPU, peak RSS, and the
-  apiserver's and etcd's CPU);
+- convergence of the objects just added, with ``reconciler sync -A --wait``
+  (wall, passes, client CPU, peak RSS, and the apiserver's and etcd's CPU),
+  by the code of commit 9a5a83a: both baselines take its pods as current,
+  while today's code stamps another template (issue 34) and so rolls them;
+- the steady pass of each baseline, then today's ``sync -A --wait`` rolling
+  every pod to its template (an upgrade, measured as the convergence is),
+  then today's steady pass;
 - the steady pass as the daemon pays it (``reconciler run -A``, start-up pass
   excluded), for today's code and for the baseline commit, one after the
   other on the same objects, and for commit 9a5a83a (the code before pods
@@ -57,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "3af3b99"  # the code before issue 12's lighter passes
 PREVIOUS = "9a5a83a"  # the code before issue 34 read more of each pod
 CODES = ("baseline", "previous", "today")  # measured in this order, on the same objects
+CONVERGER = "previous"  # converges new objects: its pods are current for both baselines
 IDLE_SECONDS = 10.0  # the idle window that prices the cluster's own background load
 QUIET_CORES = 0.1  # below this the cluster is at rest (its idle load is ~0.02 cores)
 SETTLE_LIMIT = 300.0
@@ -251,7 +256,7 @@ def verdicts(sizes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "growth_cpu": exponent(first["today"]["cpu"], today["cpu"], first["n"], last["n"]),
         "growth_wall": exponent(first["today"]["wall"], today["wall"], first["n"], last["n"]),
         "peak_rss_mb": max(
-            last["converge"]["max_rss_mb"], today["max_rss_mb"], today["one_shot"]["max_rss_mb"]
+            last["upgrade"]["max_rss_mb"], today["max_rss_mb"], today["one_shot"]["max_rss_mb"]
         ),
     }
     out = {}
@@ -287,15 +292,18 @@ def table(sizes: list[dict[str, Any]], verdict: dict[str, dict[str, Any]]) -> st
             )
     lines += [
         "",
-        "| N | converge (today) | wall s | client CPU s | apiserver+etcd CPU s | peak RSS MB |",
+        "| N | convergence | wall s | client CPU s | apiserver+etcd CPU s | peak RSS MB |",
         "|---|---|---|---|---|---|",
     ]
     for row in sizes:
-        c = row["converge"]
-        lines.append(
-            f"| {row['n']} | {row['added']} added, {len(c['pass_lines'])} passes | {_f(c['wall'])} "
-            f"| {_f(c['cpu'])} | {_f(c['server_cpu'])} | {_f(c['max_rss_mb'], 0)} |"
-        )
+        for what, c in (
+            (f"{row['added']} added, by {PREVIOUS}", row["converge"]),
+            ("every pod rolled to today's template", row["upgrade"]),
+        ):
+            lines.append(
+                f"| {row['n']} | {what}, {len(c['pass_lines'])} passes | {_f(c['wall'])} "
+                f"| {_f(c['cpu'])} | {_f(c['server_cpu'])} | {_f(c['max_rss_mb'], 0)} |"
+            )
     lines += ["", "| target | value | bound | verdict |", "|---|---|---|---|"]
     for v in verdict.values():
         ok = "-" if v["ok"] is None else ("PASS" if v["ok"] else "FAIL")
@@ -311,9 +319,12 @@ def measure_size(
     grow(setup.api, namespaces, have, n)
     log.info("N=%d: created in %.0fs; converging", n, time.monotonic() - started)
     row: dict[str, Any] = {"n": n, "added": n - have}
-    row["converge"] = converge(setup, codes["today"], f"converge-{n}", timeout=3600.0)
+    row["converge"] = converge(setup, codes[CONVERGER], f"converge-{n}", timeout=3600.0)
     log.info("N=%d: converged in %.0fs", n, row["converge"]["wall"])
     for name in CODES:
+        if name == "today":
+            row["upgrade"] = converge(setup, codes[name], f"upgrade-{n}", timeout=3600.0)
+            log.info("N=%d: today's code rolled the pods in %.0fs", n, row["upgrade"]["wall"])
         row[name] = steady(setup, codes[name], f"steady-{n}-{name}", passes)
         log.info(
             "N=%d %s: steady pass %.2fs wall, %.2fs client CPU, %.2fs apiserver+etcd CPU;"
