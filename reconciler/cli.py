@@ -119,6 +119,13 @@ def global_options(f: Any) -> Any:
             type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
         ),
         click.option("--log-format", type=click.Choice(["text", "json"]), default=None),
+        click.option(
+            "--progress-deadline",
+            type=float,
+            default=None,
+            help="Seconds a Redis may wait on pods that do not move before it is "
+            "flagged ProgressDeadlineExceeded (600).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -134,6 +141,7 @@ def _collect(
     config_file: str | None,
     log_level: str | None,
     log_format: str | None,
+    progress_deadline: float | None,
 ) -> None:
     """Merge one level's global options into ctx.obj; later levels win."""
     if namespaces and all_namespaces:
@@ -145,6 +153,7 @@ def _collect(
         "context": context,
         "log_level": log_level,
         "log_format": log_format,
+        "progress_deadline": progress_deadline,
     }
     flags.update({k: v for k, v in given.items() if v is not None})
     if namespaces:
