@@ -774,7 +774,7 @@ def waiting_on(pod: Pod) -> str | None:
 STARTING = frozenset({"ContainerCreating", "PodInitializing", ""})
 
 
-def pods_detail(redis: Redis, podset: PodSet, changes: PodChanges, now: datetime) -> str:
+def pods_detail(podset: PodSet, changes: PodChanges, now: datetime) -> str:
     """The pods a rollout waits on, and why, for the status message: stuck
     terminating pods and desired pods whose own status names a problem."""
     notes: list[str] = []
@@ -821,7 +821,7 @@ def progress_of(redis: Redis, counts: Counts, changes: PodChanges, inp: PlanInpu
         or status.get("observedGeneration") != redis.generation
         or stored != (counts.replicas, counts.ready, counts.updated)
     )
-    if moved or last is None:
+    if moved or last is None:  # the second, for the type checker
         return Progress(inp.now, False)
     deadline = timedelta(seconds=inp.config.progress_deadline)
     return Progress(last, inp.now - last > deadline)
@@ -944,7 +944,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     progress = progress_of(redis, counts, changes, inp)
     verdicts = {
         "Ready": ready_verdict(spec, counts),
-        "Progressing": with_detail(progressing, pods_detail(redis, podset, changes, inp.now)),
+        "Progressing": with_detail(progressing, pods_detail(podset, changes, inp.now)),
         "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate),
     }
     verdicts = deadline_verdicts(verdicts, progress, inp.config.progress_deadline)
