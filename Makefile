@@ -28,6 +28,10 @@ cluster-build: ## Build etcd, kube-apiserver, kube-controller-manager, kube-sche
 tools: deps ## Build promtool and prometheus (cached) into .venv/bin, for the alert and dashboard tests.
 	@bin="$$(bash hack/tools/build.sh)" && ln -sfn "$$bin/promtool" "$$bin/prometheus" $(BIN)/
 
+.PHONY: helm
+helm: deps ## Build helm (cached) into .venv/bin, for the chart in dist/chart.
+	@bin="$$(bash hack/tools/helm.sh)" && ln -sfn "$$bin/helm" $(BIN)/
+
 .PHONY: cluster-up
 cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig).
 	@$(CLUSTER) up
@@ -35,6 +39,17 @@ cluster-up: deps cluster-build ## Start the local control plane on loopback (.cl
 .PHONY: cluster-down
 cluster-down: ## Stop the local control plane; leaves no process behind.
 	@$(CLUSTER) down
+
+.PHONY: docker-build docker-push
+docker-build: ## Build the image IMG with docker, else podman, else buildah (BASE= replaces python:3.11-slim).
+	@IMG=$(IMG) BASE=$(BASE) bash hack/image.sh build
+
+docker-push: ## Push the image IMG with the same builder.
+	@IMG=$(IMG) bash hack/image.sh push
+
+.PHONY: image-deps
+image-deps: ## podman, buildah, runc and mmdebstrap from Debian, for the image tests (root only).
+	@bash hack/image/deps.sh
 
 .PHONY: install
 install: deps ## Apply the CRDs to the current kubeconfig's cluster.
@@ -46,6 +61,7 @@ uninstall: deps ## Delete the CRDs (and every Redis and Xca) from the current cl
 
 OVERLAY ?= config/daemon
 IMG ?=
+BASE ?=
 
 .PHONY: deploy
 deploy: deps ## Apply OVERLAY (config/daemon or config/cronjob) to the current cluster, its image set to IMG.
@@ -75,11 +91,11 @@ test-unit: venv ## Unit tests only (no cluster, no Go, no apt-get).
 	python -m pytest tests/unit -q
 
 .PHONY: test-e2e
-test-e2e: deps cluster-build tools ## End-to-end tests against the local control plane.
+test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests against the local control plane.
 	python -m pytest tests/e2e -q -m e2e
 
 .PHONY: test
-test: deps cluster-build tools ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
+test: deps cluster-build tools image-deps helm ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
 	$(MAKE) --no-print-directory lint
 	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit -q
 	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/e2e -q -m e2e

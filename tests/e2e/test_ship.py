@@ -2,7 +2,7 @@
 Dockerfile, exercised against the local control plane as an operator would
 use them. A manifest that only parses proves little; these tests reconcile
 as the shipped ServiceAccount, dry-run the workloads on the server, speak
-sd_notify with the daemon, and install the package as the image does."""
+sd_notify with the daemon. The image itself is built and run in test_image.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,10 +25,7 @@ from reconciler.kinds.redis import GROUP as REDIS_GROUP
 from reconciler.kinds.xca import GROUP as XCA_GROUP
 
 from ..unit.test_manifests import (
-    INSTALL_PREFIX,
     RULES,
-    docker_env,
-    dockerfile_stages,
 )
 from .conftest import ROOT, Kubectl, Reconciler, wait_for
 from .test_redis import FINALIZER, pods, redis_yaml, settled
@@ -383,112 +379,3 @@ def test_daemon_speaks_sd_notify(
     assert seen.index("READY=1") < seen.index(statuses[0]) < seen.index("WATCHDOG=1")
     assert seen[-1] == "STOPPING=1" and seen.count("WATCHDOG=1") >= 2
     assert state.is_file(), output
-
-
-# -------------------------------------------------- the image's install steps
-
-
-def test_dockerfile_install_steps_in_a_clean_venv(tmp_path: Path) -> None:
-    """No docker engine here: replay the builder stage's RUN lines on a copy of
-    the build context (only what it COPYs), then run the result with the final
-    stage's ENV. Slow: pip fetches the dependencies from PyPI."""
-    builder, final = dockerfile_stages((ROOT / "Dockerfile").read_text())
-    venv = tmp_path / "venv"
-    context = tmp_path / "src"
-    context.mkdir()
-    for instr, args in builder:
-        if instr == "COPY":
-            *sources, dest = args.split()
-            for src in sources:
-                target = context / dest / src if dest.endswith("/") else context / dest
-                if (ROOT / src).is_dir():
-                    shutil.copytree(
-                        ROOT / src, target, ignore=shutil.ignore_patterns("__pycache__")
-                    )
-                else:
-                    shutil.copy2(ROOT / src, target)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "PYTHON", "PIP_"))}
-    base["PATH"] = f"{Path(sys.executable).parent}:{base['PATH']}"
-    build_env = {**base, **docker_env(builder)}
-    runs = [args.replace(INSTALL_PREFIX, str(venv)) for instr, args in builder if instr == "RUN"]
-    assert len(runs) == 2 and "pip install" in runs[-1]
-    for run in runs:
-        done = subprocess.run(
-            ["bash", "-c", run], cwd=context, env=build_env, capture_output=True, text=True
-        )
-        assert done.returncode == 0, f"{run}: {done.stderr[-2000:]}"
-
-    home = tmp_path / "home"  # no ~/.kube/config
-    home.mkdir()
-    final_env = {
-        k: v.replace(INSTALL_PREFIX, str(venv)).replace("$PATH", base["PATH"])
-        for k, v in docker_env(final).items()
-    }
-    # python:slim ships no bytecode. Here the standard library has its own, so
-    # every .pyc is read from and written to an empty prefix instead: the
-    # image's bytecode is what lands there.
-    pycache = tmp_path / "pycache"
-    env = {**base, **final_env, "HOME": str(home), "PYTHONPYCACHEPREFIX": str(pycache)}
-    assert env.get("PYTHONDONTWRITEBYTECODE") == "1", final_env
-
-    def bytecode() -> set[Path]:
-        return set(venv.rglob("*.pyc")) | set(pycache.rglob("*.pyc"))
-
-    installed = bytecode()  # pip --no-compile: none of ours (pip's own, from running it)
-    (warm,) = [args for instr, args in final if instr == "RUN"]
-    done = subprocess.run(["bash", "-c", warm], cwd=tmp_path, env=env, capture_output=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    before = bytecode()
-    compiled = {p.name.split(".")[0] for p in before - installed}
-    assert {"ssl", "cli", "daemon", "idna", "yaml"} <= compiled, compiled
-
-    def reconciler(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["reconciler", *args],
-            cwd=tmp_path,
-            env={**env, **extra},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
-    helped = reconciler("--help")
-    assert helped.returncode == 0 and "sync" in helped.stdout, helped.stderr
-    where = subprocess.run(
-        ["python", "-c", "import reconciler; print(reconciler.__file__)"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    ).stdout
-    assert where.startswith(str(venv)), where  # the installed copy, not the source tree
-
-    with socket.socket() as closed:  # bound, never listening: connection refused
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
-                    "users": [{"name": "u", "user": {"token": "t"}}],
-                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                    "current-context": "x",
-                }
-            )
-        )
-        down = reconciler("sync", "--kubeconfig", str(kubeconfig))
-    assert down.returncode == 3, down.stdout + down.stderr
-    assert "cannot reach the cluster" in down.stderr
-
-    # Read-only root friendly: with the image's ENV, nothing was compiled to disk...
-    assert bytecode() == before
-    # ...and a pass left nothing to compile: allowed to write, it writes no
-    # .pyc, though it writes back one that is missing.
-    cli = next(p for p in before if p.name.startswith("cli.") and "reconciler" in p.parts)
-    cli.unlink()
-    reconciler("sync", "--kubeconfig", str(kubeconfig), PYTHONDONTWRITEBYTECODE="")
-    left = sorted(str(p.relative_to(pycache)) for p in bytecode() - before)
-    assert not left and cli.exists(), left
