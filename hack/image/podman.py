@@ -8,12 +8,16 @@ stand-in base image is made once per machine.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -176,3 +180,33 @@ def service_account(directory: Path, token: str, ca_pem: bytes, namespace: str) 
         path.write_bytes(data)
         path.chmod(0o644)
     return directory
+
+
+def in_cluster(kubeconfig: Path, token: str, directory: Path, namespace: str) -> list[str]:
+    """`podman run` flags that make a container a pod of a ServiceAccount:
+    its token, the cluster's CA and the namespace mounted where a pod finds
+    them, KUBERNETES_SERVICE_HOST/PORT set, and the host's network, because
+    the local apiserver listens on loopback."""
+    (cluster,) = yaml.safe_load(kubeconfig.read_text())["clusters"]
+    ca = base64.b64decode(cluster["cluster"]["certificate-authority-data"])
+    server = urlsplit(cluster["cluster"]["server"])
+    sa = service_account(directory, token, ca, namespace)
+    return [
+        "--network=host",
+        "-v",
+        f"{sa}:{SA_DIR}:ro",
+        "-e",
+        f"KUBERNETES_SERVICE_HOST={server.hostname}",
+        "-e",
+        f"KUBERNETES_SERVICE_PORT={server.port}",
+    ]
+
+
+def limits(container: dict[str, Any]) -> list[str]:
+    """The container's CPU and memory limits as podman flags."""
+    limit = container["resources"]["limits"]
+    return ["--memory", f"{_bytes(limit['memory'])}b", "--cpus", str(_cpus(limit["cpu"]))]
+
+
+def _cpus(quantity: str) -> float:
+    return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)

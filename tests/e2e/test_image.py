@@ -11,13 +11,11 @@ in-cluster configuration is the one that runs.
 
 from __future__ import annotations
 
-import base64
 import os
 import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -77,25 +75,8 @@ def in_cluster(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> li
     token = kubectl.run(
         "create", "token", "reconciler", "-n", SYSTEM_NS, "--duration=1h"
     ).stdout.strip()
-    (cluster,) = yaml.safe_load(kubectl.kubeconfig.read_text())["clusters"]
-    ca = base64.b64decode(cluster["cluster"]["certificate-authority-data"])
-    server = urlsplit(cluster["cluster"]["server"])
-    sa = podman.service_account(tmp_path_factory.mktemp("sa") / "sa", token, ca, SYSTEM_NS)
-    return [
-        "--network=host",
-        "-v",
-        f"{sa}:{podman.SA_DIR}:ro",
-        "-e",
-        f"KUBERNETES_SERVICE_HOST={server.hostname}",
-        "-e",
-        f"KUBERNETES_SERVICE_PORT={server.port}",
-    ]
-
-
-def limits(container: dict[str, Any]) -> list[str]:
-    limit = container["resources"]["limits"]
-    assert limit["memory"].endswith("Mi") and limit["cpu"].endswith("m"), limit
-    return ["--memory", f"{limit['memory'][:-2]}m", "--cpus", str(int(limit["cpu"][:-1]) / 1000)]
+    sa = tmp_path_factory.mktemp("sa") / "serviceaccount"
+    return podman.in_cluster(kubectl.kubeconfig, token, sa, SYSTEM_NS)
 
 
 def run(engine: podman.Engine, *args: str) -> subprocess.CompletedProcess[str]:
@@ -109,7 +90,8 @@ def test_cronjob_container_converges_the_samples_as_its_pod_would(
     flags = podman.container_args(pod, container, SYSTEM_NS)
     assert {"--read-only", "--user", "--cap-drop", "--tmpfs"} <= set(flags), flags
     kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
-    cmd = ["--rm", *flags, *limits(container), *in_cluster, "-e", f"RECONCILER_NAMESPACES={ns}"]
+    scope = ["-e", f"RECONCILER_NAMESPACES={ns}"]
+    cmd = ["--rm", *flags, *podman.limits(container), *in_cluster, *scope]
 
     first = run(engine, *cmd, image, *container["args"])
     assert first.returncode == 0, first.stderr[-3000:]
@@ -145,7 +127,7 @@ def test_daemon_container_takes_the_lease_and_answers_its_probes(
         "--name",
         name,
         *flags,
-        *limits(container),
+        *podman.limits(container),
         *in_cluster,
         "-e",
         f"RECONCILER_NAMESPACES={ns}",
