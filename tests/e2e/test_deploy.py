@@ -182,11 +182,12 @@ def test_overlay_pods_meet_restricted_pod_security(kubectl: Kubectl, ns: str, ov
     assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr
 
 
-def token_kubeconfig(kubectl: Kubectl, path: Path) -> Path:
-    """The overlay's ServiceAccount, as its pod would be: a TokenRequest token."""
-    token = kubectl.run(
-        "create", "token", "reconciler", "-n", SYSTEM_NS, "--duration=1h"
-    ).stdout.strip()
+def token_kubeconfig(
+    kubectl: Kubectl, path: Path, account: str = "reconciler", namespace: str = SYSTEM_NS
+) -> Path:
+    """A ServiceAccount (the overlay's by default), as its pod would be: a
+    TokenRequest token."""
+    token = kubectl.run("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
     admin = yaml.safe_load(kubectl.kubeconfig.read_text())
     admin["users"] = [{"name": u["name"], "user": {"token": token}} for u in admin["users"]]
     path.write_text(yaml.safe_dump(admin))
