@@ -33,7 +33,7 @@ COPY --from=builder /opt/reconciler /opt/reconciler
 # APScheduler imports its interval trigger only when `run` adds the pass job.
 RUN env -u PYTHONDONTWRITEBYTECODE python -c "import encodings.idna, pykube, \
     apscheduler.triggers.interval, \
-    reconciler.cli, reconciler.daemon, reconciler.leader, reconciler.metrics"
+    reconciler.cli, reconciler.run.daemon, reconciler.run.leader, reconciler.run.metrics"
 # The distroless "nonroot" uid, matching runAsUser in config/*.yaml.
 USER 65532:65532
 WORKDIR /tmp

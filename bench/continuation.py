@@ -33,11 +33,11 @@ from bench.cpu import CpuMeter
 from bench.kubeapi import CORE_PATH, MERGE_PATCH, Api, Request
 from bench.lists import served
 from hack.cluster import cluster as launcher
+from reconciler.client.kube import Kube
+from reconciler.client.protowire import META_ACCEPT, version_page
 from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
-from reconciler.kube import Kube
 from reconciler.model import PODS, ResourceType
-from reconciler.protowire import META_ACCEPT, version_page
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".cluster-bench"

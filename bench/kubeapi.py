@@ -2,7 +2,7 @@
 
 The harness must not share code paths with the thing it measures, so it talks
 to the apiserver with plain ``requests`` (one keep-alive session per thread,
-gzip) instead of ``reconciler.kube``. Everything goes to the local cluster on
+gzip) instead of ``reconciler.client.kube``. Everything goes to the local cluster on
 127.0.0.1; proxies from the environment are ignored on purpose.
 """
 

@@ -42,11 +42,8 @@ from typing import Any
 from bench.cpu import CpuMeter
 from bench.kubeapi import CORE_PATH, Api, Request, create_namespace, parallel
 from hack.cluster import cluster as launcher
-from reconciler.config import Config
-from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
-from reconciler.kube import Kube
-from reconciler.model import PODS, Incremental, Page, pod_from_api, pod_page
-from reconciler.protowire import (
+from reconciler.client.kube import Kube
+from reconciler.client.protowire import (
     ACCEPT,
     META_ACCEPT,
     PodStream,
@@ -54,6 +51,9 @@ from reconciler.protowire import (
     pod_page_any,
     version_page,
 )
+from reconciler.config import Config
+from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
+from reconciler.model import PODS, Incremental, Page, pod_from_api, pod_page
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".cluster-bench"

@@ -8,7 +8,7 @@ Builds one protobuf page of ``--pods`` pods as the apiserver sends our pods
 kubelet's status; their FieldsV1 as a 1.34 apiserver writes them) and times
 three decoders over it, best of ``--repeat``:
 
-- ``generation``: reconciler.protowire as shipped, which reads
+- ``generation``: reconciler.client.protowire as shipped, which reads
   ``metadata.generation`` and skips managedFields unparsed;
 - ``managers``: the same schema with managedFields declared (manager,
   operation, subresource, FieldsV1 bytes), as reading "who set the image"
@@ -29,8 +29,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from reconciler import protowire
-from reconciler.protowire import _SCHEMA, MAGIC, MESSAGES, pod_page_any
+from reconciler.client import protowire
+from reconciler.client.protowire import _SCHEMA, MAGIC, MESSAGES, pod_page_any
 
 _F = descriptor_pb2.FieldDescriptorProto
 CONTAINER = 'k:{"name":"redis"}'

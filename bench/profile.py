@@ -32,8 +32,8 @@ from pyinstrument import Profiler
 from pyinstrument.renderers import ConsoleRenderer
 from pyinstrument.session import Session
 
-import reconciler.apply
 import reconciler.cli
+import reconciler.engine.apply
 from reconciler.cli import cli
 
 INTERVAL = 0.001
@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     prefix, args = Path(argv[0]), argv[2:]
-    reconciler.apply.ThreadPoolExecutor = ProfiledPool  # type: ignore[attr-defined,misc]
+    reconciler.engine.apply.ThreadPoolExecutor = ProfiledPool  # type: ignore[attr-defined,misc]
     profiler = Profiler(interval=INTERVAL)
     if steady:
         _second_pass_only(profiler)

@@ -34,7 +34,7 @@ WAYS = ("whole", "stream")
 
 def page(pods: int) -> bytes:
     """A LIST of pods' metadata as the apiserver's envelope carries it."""
-    from reconciler.protowire import MAGIC, MESSAGES
+    from reconciler.client.protowire import MAGIC, MESSAGES
 
     wire = MESSAGES["PodList"]()
     for i in range(pods):
@@ -77,8 +77,8 @@ def _status_kb(field: str) -> int:
 
 def one(way: str, url: str, gzipped: bool) -> dict[str, Any]:
     """One read, in this process: items, CPU seconds, peak RSS rise in MB."""
-    from reconciler.protowire import VersionStream, version_page
-    from reconciler.transport import Direct
+    from reconciler.client.protowire import VersionStream, version_page
+    from reconciler.client.transport import Direct
 
     direct = Direct(url, None, timeout=60, compression=gzipped)
     with open("/proc/self/clear_refs", "w") as f:

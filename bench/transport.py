@@ -4,7 +4,7 @@
 
 The same small GET, sent in turn through:
 
-- ``direct``: `reconciler.transport.Direct` (HTTP/1.1 on a kept-alive
+- ``direct``: `reconciler.client.transport.Direct` (HTTP/1.1 on a kept-alive
   socket per thread), the path for static credentials;
 - ``session``: pykube's requests session, the path for exec plugins, auth
   providers and proxies (and every request before `Direct`);
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from bench.run import STATE_DIR
 from hack.cluster import cluster as launcher
-from reconciler import kube
+from reconciler.client import kube
 from reconciler.config import Config
 
 PATH = "/api/v1/namespaces/default"

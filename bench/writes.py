@@ -2,7 +2,7 @@
 
 Which requests a first pass sends is decided by the reconciler's planner *and*
 executor (the executor merges events, for instance), so the harness asks them:
-it plans the new objects with ``reconciler.plan.plan`` and runs the real
+it plans the new objects with ``reconciler.engine.plan.plan`` and runs the real
 ``Executor`` against a recorder instead of a cluster, before the clock starts.
 The timed part is nothing but HTTP: 8 threads, one keep-alive gzip session
 each, one object's requests in the executor's order, objects concurrently.
@@ -25,14 +25,14 @@ from typing import Any
 
 from bench.kubeapi import MERGE_PATCH, Api, Request, parallel
 from reconciler.actions import Plan
-from reconciler.apply import Executor
+from reconciler.client.kube import Kube
 from reconciler.config import Config
+from reconciler.engine.apply import Executor
+from reconciler.engine.plan import plan
+from reconciler.engine.sync import object_refs
 from reconciler.kinds.registry import KINDS
-from reconciler.kube import Kube
 from reconciler.model import ResourceType
-from reconciler.plan import plan
 from reconciler.snapshot import Snapshot
-from reconciler.sync import object_refs
 
 WORKERS = 8  # the reconciler's default write_concurrency
 
@@ -58,7 +58,7 @@ def _unguarded(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Recorder:
-    """Stands in for ``reconciler.kube.Kube``: records writes, answers success."""
+    """Stands in for ``reconciler.client.kube.Kube``: records writes, answers success."""
 
     path = staticmethod(Kube.path)
 

@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EQUIVALENT = ROOT / "hack" / "mutate-equivalent.txt"
 TARGET = 0.95
 MODULES = (
-    "reconciler.plan",
+    "reconciler.engine.plan",
     "reconciler.kinds",
-    "reconciler.apply",
+    "reconciler.engine.apply",
     "reconciler.model",
 )
 LINE = re.compile(r"^\s*(\S+__mutmut_\d+): (.+)$")

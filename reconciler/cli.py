@@ -17,14 +17,14 @@ from typing import Any, NoReturn
 import click
 
 from reconciler import __version__, logs, render
-from reconciler import state as state_store
+from reconciler.client.kube import ConfigMissing, Kube
 from reconciler.config import Config, ConfigError
-from reconciler.events import FLUSH_SECONDS, EventQueue
-from reconciler.kube import ConfigMissing, Kube
+from reconciler.engine import state as state_store
+from reconciler.engine.events import FLUSH_SECONDS, EventQueue
+from reconciler.engine.sync import Mode, run_pass
 from reconciler.result import PassOutcome, PassResult
+from reconciler.run.wait import Verdict, WaitResult, wait
 from reconciler.settings import load
-from reconciler.sync import Mode, run_pass
-from reconciler.wait import Verdict, WaitResult, wait
 
 log = logging.getLogger("reconciler")
 
@@ -380,8 +380,8 @@ def run(
 ) -> None:
     """Run a pass every --interval seconds until SIGTERM (the daemon)."""
     # Imported here: `sync` from cron pays for none of the daemon's modules.
-    from reconciler.daemon import Daemon
-    from reconciler.leader import LeaderElector, LeaseConfig
+    from reconciler.run.daemon import Daemon
+    from reconciler.run.leader import LeaderElector, LeaseConfig
 
     _collect(ctx, **options)
     config = _config(
@@ -410,7 +410,7 @@ def run(
         )
     metrics = None
     if config.metrics_address:
-        from reconciler.metrics import Metrics, serve  # about 2 MB: only when served
+        from reconciler.run.metrics import Metrics, serve  # about 2 MB: only when served
 
         metrics = Metrics(interval=config.interval)
         stale_after = config.interval * config.healthz_intervals + config.jitter

@@ -27,7 +27,7 @@ class Config:
     interval: float = 30.0
     jitter: float = 3.0
     # After a pass that wrote or left objects progressing, the next one comes
-    # this soon, then twice as late each time, up to interval (reconciler/pacing.py).
+    # this soon, then twice as late each time, up to interval (reconciler/run/pacing.py).
     min_interval: float = 1.0
     # Redis pods.
     image: str = "redis:5-alpine"

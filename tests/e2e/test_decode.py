@@ -8,11 +8,8 @@ import json
 
 import pytest
 
-from reconciler.config import Config
-from reconciler.kinds.registry import KINDS
-from reconciler.kube import ApiError, Kube
-from reconciler.model import PODS, Version, page_of, pod_from_api, pod_page
-from reconciler.protowire import (
+from reconciler.client.kube import ApiError, Kube
+from reconciler.client.protowire import (
     ACCEPT,
     MAGIC,
     META_ACCEPT,
@@ -21,6 +18,9 @@ from reconciler.protowire import (
     pod_page_any,
     version_page,
 )
+from reconciler.config import Config
+from reconciler.kinds.registry import KINDS
+from reconciler.model import PODS, Version, page_of, pod_from_api, pod_page
 
 from .conftest import Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import redis_yaml

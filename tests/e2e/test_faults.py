@@ -426,11 +426,11 @@ def test_objects_that_bypass_the_schema(fk: Kubectl, frec: Reconciler, fns: str)
 
 
 def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str, tmp_path: Path):
+    from reconciler.client.kube import Kube
     from reconciler.config import Config
-    from reconciler.kube import Kube
+    from reconciler.engine.state import State
+    from reconciler.engine.sync import Mode, run_pass
     from reconciler.result import PassOutcome
-    from reconciler.state import State
-    from reconciler.sync import Mode, run_pass
 
     fk.run("create", "serviceaccount", "rotator", "-n", fns)
     fk.run(

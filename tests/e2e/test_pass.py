@@ -10,11 +10,11 @@ from pathlib import Path
 
 import yaml
 
-from reconciler.apply import Executor
+from reconciler.client.kube import Kube
 from reconciler.config import Config
-from reconciler.kube import Kube
-from reconciler.observe import observe
-from reconciler.plan import plan
+from reconciler.engine.apply import Executor
+from reconciler.engine.observe import observe
+from reconciler.engine.plan import plan
 from reconciler.result import Result
 
 from .conftest import ROOT, Kubectl, Reconciler, gated_pod, wait_for

@@ -6,10 +6,10 @@ and a change by hand to any of them is still seen at the next pass."""
 from __future__ import annotations
 
 from reconciler.actions import CreatePod
+from reconciler.client.kube import Kube
 from reconciler.config import Config
-from reconciler.kube import Kube
-from reconciler.state import State
-from reconciler.sync import run_pass
+from reconciler.engine.state import State
+from reconciler.engine.sync import run_pass
 
 from .conftest import Kubectl, wait_for
 from .test_pass import XCA

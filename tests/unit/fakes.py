@@ -1,4 +1,4 @@
-"""A scripted stand-in for reconciler.kube.Kube, for tests of code above it.
+"""A scripted stand-in for reconciler.client.kube.Kube, for tests of code above it.
 
 It records calls and answers from a table of canned errors; it is not a model
 of the API server (the e2e suite uses a real one).
@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.kube import ApiError, Stats
+from reconciler.client.kube import ApiError, Stats
 from reconciler.model import ResourceType
 
 

@@ -9,11 +9,11 @@ import time
 import pytest
 
 from reconciler.actions import PatchStatus, Plan
-from reconciler.apply import Executor, merge_pod_events
+from reconciler.client.kube import ApiError, Unreachable
+from reconciler.engine.apply import Executor, merge_pod_events
+from reconciler.engine.plan import plan
 from reconciler.kinds.redis import FINALIZER
-from reconciler.kube import ApiError, Unreachable
 from reconciler.model import ObjKey
-from reconciler.plan import plan
 from reconciler.result import Result
 
 from .builders import CONFIG, NOW, plan_redis, pod, redis, snap, xca
@@ -153,7 +153,7 @@ def test_pod_events_of_one_pass_are_merged_per_object_and_reason():
 
 def test_merge_keeps_different_reasons_and_single_events_apart():
     from reconciler.actions import EventSpec, ObjRef, pod_event
-    from reconciler.apply import merge_pod_events
+    from reconciler.engine.apply import merge_pod_events
 
     ref = ObjRef("v1", "Redis", "ns", "r", "u")
     other = ObjRef("v1", "Redis", "ns", "s", "u2")
@@ -193,8 +193,8 @@ def test_merged_event_name_is_unchanged():
     """The event name hashes the message, so a batch posted by an older
     version is found (and counted) again, not posted anew."""
     from reconciler.actions import ObjRef, pod_event
-    from reconciler.apply import merge_pod_events
-    from reconciler.events import event_name
+    from reconciler.engine.apply import merge_pod_events
+    from reconciler.engine.events import event_name
 
     ref = ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", "uid-default-r")
     (merged,) = merge_pod_events(
@@ -411,7 +411,7 @@ def test_already_exists_under_another_controller_is_a_pod_conflict_event():
 
 
 def test_each_action_is_logged_with_its_object_result_and_pass(caplog):
-    caplog.set_level(logging.INFO, logger="reconciler.apply")
+    caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
     kube = FakeKube()
     kube.errors[("POST", "r-1")] = ApiError(500, "InternalError", "etcd")
     Executor(kube, concurrency=1, clock=lambda: NOW, pass_id="p1").run(
@@ -437,7 +437,7 @@ def test_each_action_is_logged_with_its_object_result_and_pass(caplog):
 
 
 def test_dry_run_logs_each_action(caplog):
-    caplog.set_level(logging.INFO, logger="reconciler.apply")
+    caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
     Executor(FakeKube(), concurrency=1, clock=lambda: NOW, dry_run=True).run(
         Plan(tuple(plan_redis(redis(num=0), [], CONFIG, NOW)))
     )
@@ -470,9 +470,9 @@ def test_a_long_pass_logs_its_progress_every_few_seconds(caplog, monkeypatch):
     """Every EVERY (5) seconds of a pass: objects done, rate and time left."""
     from types import SimpleNamespace
 
-    from reconciler import apply
+    from reconciler.engine import apply
 
-    caplog.set_level(logging.INFO, logger="reconciler.apply")
+    caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
     ticks = iter([100.0, 104.0, 105.0, 109.0, 110.0])  # the start, then after each object
     monkeypatch.setattr(apply, "time", SimpleNamespace(monotonic=lambda: next(ticks)))
     actions = [a for i in range(4) for a in plan_redis(redis(f"r{i}", num=0), [], CONFIG, NOW)]
@@ -497,7 +497,7 @@ def test_merging_never_drops_an_event_that_carries_no_why():
 
 
 def test_refusals_are_named_for_what_a_user_must_do():
-    from reconciler.apply import failure_reason
+    from reconciler.engine.apply import failure_reason
 
     quota = 'pods "r-2" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2'
     assert failure_reason(ApiError(403, "Forbidden", quota)) == "QuotaExceeded"

@@ -8,7 +8,6 @@ import dataclasses
 from datetime import UTC, datetime
 
 from reconciler.actions import PatchStatus, Plan
-from reconciler.apply import Executor
 from reconciler.backoff import (
     Failure,
     Policy,
@@ -19,10 +18,11 @@ from reconciler.backoff import (
     gate,
     to_status,
 )
+from reconciler.client.kube import ApiError
+from reconciler.engine.apply import Executor
+from reconciler.engine.plan import plan, status_after_failure
 from reconciler.kinds.redis import Redis
 from reconciler.kinds.redis import from_api as redis_from_api
-from reconciler.kube import ApiError
-from reconciler.plan import plan, status_after_failure
 
 from .builders import CONFIG, NOW, redis, snap
 from .fakes import FakeKube

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler import cli as cli_mod
-from reconciler.kube import ApiError, Unreachable
+from reconciler.client.kube import ApiError, Unreachable
 
 from .fakes import FakeKube
 from .test_events import hanging_events
@@ -143,7 +143,7 @@ def test_the_scheduler_library_logs_only_warnings():
 
     logs.setup("INFO")
     assert not logging.getLogger("apscheduler.scheduler").isEnabledFor(logging.INFO)
-    assert logging.getLogger("reconciler.daemon").isEnabledFor(logging.INFO)
+    assert logging.getLogger("reconciler.run.daemon").isEnabledFor(logging.INFO)
 
 
 def test_plan_detailed_exitcode(kube):
@@ -253,8 +253,8 @@ def test_json_logs_carry_object_action_result_and_pass_id(kube):
 
 def test_kubeconfig_flag_works_without_a_home_directory(tmp_path, monkeypatch):
     """systemd's DynamicUser has no passwd entry: HOME must not be needed."""
+    from reconciler.client.kube import Kube
     from reconciler.config import Config
-    from reconciler.kube import Kube
 
     cfg = tmp_path / "kc"
     cfg.write_text(
@@ -285,7 +285,7 @@ def _pods(count: int) -> list[dict]:
 
 
 def test_first_view_of_many_pods_is_one_info_line(kube, caplog, monkeypatch):
-    from reconciler import report
+    from reconciler.engine import report
 
     monkeypatch.setattr(report, "FIRST_VIEW_INFO_LINES", 3)
     kube.lists["Pod"] = _pods(4)
@@ -298,7 +298,7 @@ def test_first_view_of_many_pods_is_one_info_line(kube, caplog, monkeypatch):
 
 
 def test_first_view_of_few_pods_and_later_changes_stay_at_info(kube, caplog, tmp_path, monkeypatch):
-    from reconciler import report
+    from reconciler.engine import report
 
     monkeypatch.setattr(report, "FIRST_VIEW_INFO_LINES", 3)
     state = tmp_path / "state.json"

@@ -1,4 +1,4 @@
-"""reconciler/daemon.py: what one tick leaves for the pace of the next."""
+"""reconciler/run/daemon.py: what one tick leaves for the pace of the next."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from apscheduler.events import EVENT_JOB_EXECUTED
 
 from reconciler.actions import PatchStatus, Plan
-from reconciler.daemon import Daemon
 from reconciler.model import ObjKey
-from reconciler.pacing import Pace, Why
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
+from reconciler.run.daemon import Daemon
+from reconciler.run.pacing import Pace, Why
 
 from .imports import loaded_after
 
@@ -115,5 +115,5 @@ def test_an_early_pass_is_handed_to_the_scheduler_only_once_the_job_has_ended() 
 
 def test_the_daemon_loads_prometheus_client_only_to_serve_metrics() -> None:
     """About 2 MB of resident memory that a daemon without --metrics-address never uses."""
-    modules = "reconciler.cli, reconciler.daemon, reconciler.leader"
+    modules = "reconciler.cli, reconciler.run.daemon, reconciler.run.leader"
     assert loaded_after(modules, {"prometheus_client"}) == []

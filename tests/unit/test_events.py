@@ -1,4 +1,4 @@
-"""reconciler/events.py: the queue that posts events beside the pass."""
+"""reconciler/engine/events.py: the queue that posts events beside the pass."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 from reconciler.actions import EventSpec, ObjRef, Plan
-from reconciler.apply import Executor
-from reconciler.events import EventQueue
+from reconciler.engine.apply import Executor
+from reconciler.engine.events import EventQueue
 from reconciler.model import rfc3339
 
 from .builders import CONFIG, NOW, plan_redis, redis

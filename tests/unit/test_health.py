@@ -9,17 +9,17 @@ from datetime import timedelta
 import pytest
 
 from reconciler.actions import Plan
-from reconciler.apply import ApplyReport
 from reconciler.backoff import Failure, WriteError
+from reconciler.engine.apply import ApplyReport
+from reconciler.engine.plan import plan, status_after_failure
 from reconciler.health import READY, Health
 from reconciler.kinds import redis as redis_kind
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.redis import PODS_UNKNOWN
-from reconciler.metrics import Metrics
 from reconciler.model import ObjKey
-from reconciler.plan import plan, status_after_failure
 from reconciler.render import plan_json, plan_text
 from reconciler.result import PassResult, plural
+from reconciler.run.metrics import Metrics
 
 from .builders import CONFIG, NOW, failing, plan_redis, pod, redis, snap, xca
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler import kubeconfig
-from reconciler.kubeconfig import KubeconfigError
+from reconciler.client import kubeconfig
+from reconciler.client.kubeconfig import KubeconfigError
 
 from .imports import loaded_after
 
@@ -161,5 +161,5 @@ def test_the_service_account_of_a_pod(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_the_cli_and_the_daemon_start_without_requests_or_pykube() -> None:
     """They cost about 6 MB of resident memory that static credentials never use."""
-    modules = "reconciler.cli, reconciler.daemon, reconciler.wait"
+    modules = "reconciler.cli, reconciler.run.daemon, reconciler.run.wait"
     assert loaded_after(modules, {"requests", "pykube", "urllib3"}) == []

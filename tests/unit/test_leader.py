@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime
 
-from reconciler.kube import ApiError, Unreachable
-from reconciler.leader import LeaderElector, LeaseConfig
+from reconciler.client.kube import ApiError, Unreachable
+from reconciler.run.leader import LeaderElector, LeaseConfig
 
 
 class LeaseStore:

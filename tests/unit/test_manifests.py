@@ -307,7 +307,7 @@ def test_dockerfile_builds_a_venv_and_runs_it_as_the_pod_user():
     # with writing allowed for that one command (the ENV forbids it after).
     (warm,) = [a for i, a in final if i == "RUN"]
     assert warm.startswith("env -u PYTHONDONTWRITEBYTECODE python -c ")
-    assert {"reconciler.cli", "reconciler.daemon"} <= set(re.findall(r"[\w.]+", warm))
+    assert {"reconciler.cli", "reconciler.run.daemon"} <= set(re.findall(r"[\w.]+", warm))
     assert [i for i, _ in final].index("RUN") < [i for i, _ in final].index("USER")
     env = docker_env(final)
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and env["PYTHONUNBUFFERED"] == "1"

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from reconciler.actions import Plan
-from reconciler.apply import ApplyReport
-from reconciler.metrics import Metrics, parse_address, serve
-from reconciler.sync import PassResult
+from reconciler.engine.apply import ApplyReport
+from reconciler.engine.sync import PassResult
+from reconciler.run.metrics import Metrics, parse_address, serve
 
 
 def get(url: str) -> tuple[int, str]:

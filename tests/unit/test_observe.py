@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.client.kube import ApiError, Unreachable
+from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.config import Config
-from reconciler.kube import ApiError, Unreachable
-from reconciler.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE, observe
-from reconciler.protowire import META_ACCEPT, META_ACCEPT_JSON
+from reconciler.engine.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE, observe
 
 from .fakes import FakeKube
 

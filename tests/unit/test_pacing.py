@@ -1,4 +1,4 @@
-"""reconciler/pacing.py: when the daemon's next pass comes."""
+"""reconciler/run/pacing.py: when the daemon's next pass comes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from reconciler.actions import PatchStatus, Plan
 from reconciler.health import READY, Health
 from reconciler.model import ObjKey
-from reconciler.pacing import Pace, Why, next_pace
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
+from reconciler.run.pacing import Pace, Why, next_pace
 
 INTERVAL, MIN = 30.0, 1.0
 KEY = ObjKey("Redis", "ns", "r")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from reconciler.actions import PatchPodMetadata, PatchStatus
 from reconciler.constants import LABEL_NAME
+from reconciler.engine.plan import plan
 from reconciler.kinds.redis import (
     FINALIZER,
     TEMPLATE_HASH_ANNOTATION,
@@ -21,7 +22,6 @@ from reconciler.kinds.redis import (
     validate_spec,
 )
 from reconciler.model import Container, ObjKey, PodCondition
-from reconciler.plan import plan
 from reconciler.snapshot import Snapshot
 
 from . import sim

@@ -19,8 +19,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import Version, pod_from_api
-from reconciler.protowire import (
+from reconciler.client.protowire import (
     MAGIC,
     MESSAGES,
     ErrorStatus,
@@ -33,6 +32,7 @@ from reconciler.protowire import (
     status_of,
     version_page,
 )
+from reconciler.model import Version, pod_from_api
 
 text = st.text(max_size=8)
 labels = st.dictionaries(text, text, max_size=3)

@@ -16,6 +16,7 @@ from reconciler.actions import (
 )
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
+from reconciler.engine.plan import plan
 from reconciler.kinds.redis import (
     ADMITTED_IMAGE_ANNOTATION,
     FINALIZER,
@@ -25,7 +26,6 @@ from reconciler.kinds.redis import (
     why_ended,
 )
 from reconciler.model import Container, ContainerState, OwnerRef, PodCondition, rfc3339
-from reconciler.plan import plan
 
 from . import sim
 from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, snap

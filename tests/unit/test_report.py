@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from reconciler.engine.report import diff, views
 from reconciler.model import PodCondition, pod_from_api
-from reconciler.report import diff, views
 
 from .builders import pod
 

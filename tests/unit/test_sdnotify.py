@@ -1,6 +1,6 @@
 import socket
 
-from reconciler.sdnotify import notify
+from reconciler.run.sdnotify import notify
 
 
 def test_no_socket_is_a_no_op():

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.config import Config
+from reconciler.engine.plan import plan
 from reconciler.health import Health
-from reconciler.plan import plan
 from reconciler.settled import NOTHING_SETTLED, Settled
 from reconciler.snapshot import Snapshot
 

@@ -1,4 +1,4 @@
-"""reconciler/sync.py: one pass over a fake client."""
+"""reconciler/engine/sync.py: one pass over a fake client."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from reconciler import sync
 from reconciler.config import Config
-from reconciler.state import State
-from reconciler.sync import Mode, run_pass
+from reconciler.engine import sync
+from reconciler.engine.state import State
+from reconciler.engine.sync import Mode, run_pass
 
 from .fakes import FakeKube
 from .test_observe import redis_obj

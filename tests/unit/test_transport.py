@@ -1,5 +1,5 @@
-"""reconciler.transport against a real HTTP server on loopback, and which
-transport reconciler.kube picks for which credentials."""
+"""reconciler.client.transport against a real HTTP server on loopback, and which
+transport reconciler.client.kube picks for which credentials."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler import kube, transport
+from reconciler.client import kube, transport
+from reconciler.client.protowire import META_ACCEPT, VersionStream
+from reconciler.client.transport import Direct, TransportError
 from reconciler.config import Config
 from reconciler.model import PODS, Version
-from reconciler.protowire import META_ACCEPT, VersionStream
-from reconciler.transport import Direct, TransportError
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,4 +1,4 @@
-"""reconciler/wait.py: `sync --wait` runs passes until a verdict."""
+"""reconciler/run/wait.py: `sync --wait` runs passes until a verdict."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from reconciler.actions import PatchStatus, Plan
 from reconciler.health import READY, Health
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
-from reconciler.wait import Verdict, WaitResult, verdict, wait
+from reconciler.run.wait import Verdict, WaitResult, verdict, wait
 
 KEY = ObjKey("Redis", "ns", "r")
 WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progressing=True)

@@ -1,5 +1,5 @@
 from reconciler.actions import PatchStatus
-from reconciler.plan import plan
+from reconciler.engine.plan import plan
 
 from .builders import CONFIG, NOW, plan_xca, snap, xca
 

@@ -8,7 +8,7 @@ http.client: it reads every answer's headers with the email package. A
 request here, on a kept-alive socket, costs about a sixth of requests' and
 three fifths of http.client's (docs/performance.md, "The HTTP client").
 
-Only reconciler.kube uses this module, and only when the kubeconfig's
+Only reconciler.client.kube uses this module, and only when the kubeconfig's
 credentials are static: a bearer token, a token file, a client certificate,
 or a user name and password, with no proxy and no tls-server-name. Anything
 else (exec plugins, auth providers, proxies) goes through pykube's requests

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.actions import EventSpec
-from reconciler.kube import EVENTS, ApiError, Kube, KubeError
+from reconciler.client.kube import EVENTS, ApiError, Kube, KubeError
 from reconciler.model import rfc3339
 
 log = logging.getLogger(__name__)

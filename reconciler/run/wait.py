@@ -2,7 +2,7 @@
 
 A pipeline that applies Redis objects wants to block until they are served,
 as `kubectl rollout status` and `helm --wait` do. The passes come at the
-daemon's pace (reconciler.pacing), so a wait costs what the daemon would.
+daemon's pace (reconciler.run.pacing), so a wait costs what the daemon would.
 The wait ends on one of four verdicts:
 
 - converged: a pass planned nothing, had no errors, and every object is Ready;
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from reconciler.pacing import Pace, motion, next_pace
 from reconciler.result import PassOutcome, PassResult, plural
+from reconciler.run.pacing import Pace, motion, next_pace
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Everything above this module talks in plain dicts and the exceptions defined
 here, so the rest of the code is testable without an API server and the
 client library could be swapped without touching the planner or executor.
 
-``reconciler.kubeconfig`` reads the kubeconfig. Requests go through
+``reconciler.client.kubeconfig`` reads the kubeconfig. Requests go through
 ``transport.Direct`` (HTTP/1.1 on a kept-alive socket per thread, a
 sixth of the CPU) when the credentials are static. Exec plugins, auth
 providers and proxies go through pykube's requests session, one per thread
@@ -31,11 +31,11 @@ from urllib.parse import urlencode, urlsplit
 
 import msgspec
 
-from reconciler import kubeconfig
+from reconciler.client import kubeconfig
+from reconciler.client.protowire import status_of
+from reconciler.client.transport import PIECE, Direct, Response, Sink, Tls, TransportError
 from reconciler.config import Config
 from reconciler.model import Incremental, Page, ResourceType, raw_page
-from reconciler.protowire import status_of
-from reconciler.transport import PIECE, Direct, Response, Sink, Tls, TransportError
 
 T = TypeVar("T")
 

@@ -138,7 +138,7 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
         ("items", 2, "PartialObjectMetadata", _MANY),
     ],
 }
-_PACKAGE = "reconciler.protowire"
+_PACKAGE = "reconciler.client.protowire"
 
 
 def _field(

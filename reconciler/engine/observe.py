@@ -17,10 +17,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from reconciler.client.kube import ApiError, Kube, Unreachable
+from reconciler.client.protowire import ACCEPT as POD_ACCEPT
+from reconciler.client.protowire import (
+    META_ACCEPT,
+    META_ACCEPT_JSON,
+    UNREADABLE,
+    PodStream,
+    VersionStream,
+)
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
 from reconciler.kinds.base import Kind
 from reconciler.kinds.registry import KINDS
-from reconciler.kube import ApiError, Kube, Unreachable
 from reconciler.model import (
     NAMESPACES,
     PODS,
@@ -35,14 +43,6 @@ from reconciler.model import (
     pod_from_api,
     pod_page,
     version_key,
-)
-from reconciler.protowire import ACCEPT as POD_ACCEPT
-from reconciler.protowire import (
-    META_ACCEPT,
-    META_ACCEPT_JSON,
-    UNREADABLE,
-    PodStream,
-    VersionStream,
 )
 from reconciler.snapshot import Snapshot
 

@@ -1,5 +1,5 @@
 """`reconciler run`: the same pass on an APScheduler interval, brought
-forward while objects progress (reconciler/pacing.py).
+forward while objects progress (reconciler/run/pacing.py).
 
 One pass at a time (max_instances=1, coalesce): a slow pass delays the next
 rather than overlapping it, and missed runs are logged, not queued. SIGTERM
@@ -25,13 +25,13 @@ from apscheduler.events import (
 )
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from reconciler import sdnotify
-from reconciler.leader import LeaderElector
-from reconciler.pacing import Pace, next_pace
 from reconciler.result import PassResult, plural
+from reconciler.run import sdnotify
+from reconciler.run.leader import LeaderElector
+from reconciler.run.pacing import Pace, next_pace
 
 if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are served
-    from reconciler.metrics import Metrics
+    from reconciler.run.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.report import PodView
+from reconciler.engine.report import PodView
 from reconciler.settled import NOTHING_SETTLED, Settled
 from reconciler.snapshot import Snapshot
 

@@ -31,9 +31,9 @@ from reconciler.actions import (
     pod_event_message,
 )
 from reconciler.backoff import DEFAULT_REASON, WriteError
-from reconciler.events import post_event
+from reconciler.client.kube import ApiError, Kube, KubeError
+from reconciler.engine.events import post_event
 from reconciler.kinds.registry import kind_of
-from reconciler.kube import ApiError, Kube, KubeError
 from reconciler.model import PODS, ObjKey, ResourceType
 from reconciler.result import ApplyReport, Outcome, Result
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
 from reconciler.config import Config
-from reconciler.kube import LEASES, ApiError, Kube, KubeError
 
 log = logging.getLogger(__name__)
 

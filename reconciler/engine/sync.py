@@ -15,21 +15,21 @@ from datetime import UTC, datetime
 from enum import Enum
 
 from reconciler import backoff
-from reconciler import report as pod_report
 from reconciler.actions import ObjRef, PatchStatus, Plan
-from reconciler.apply import Executor
+from reconciler.client.kube import Kube
 from reconciler.config import Config
-from reconciler.events import EventQueue
+from reconciler.engine import report as pod_report
+from reconciler.engine.apply import Executor
+from reconciler.engine.events import EventQueue
+from reconciler.engine.observe import observe
+from reconciler.engine.plan import health_after, status_after_failure
+from reconciler.engine.plan import plan as make_plan
+from reconciler.engine.state import State
 from reconciler.health import Health
 from reconciler.kinds.registry import KINDS
-from reconciler.kube import Kube
 from reconciler.model import PODS, ObjKey, Pod
-from reconciler.observe import observe
-from reconciler.plan import health_after, status_after_failure
-from reconciler.plan import plan as make_plan
 from reconciler.result import ApplyReport, PassResult, Result, plural
 from reconciler.snapshot import Snapshot
-from reconciler.state import State
 
 log = logging.getLogger(__name__)
 
