@@ -4,10 +4,14 @@ Pods are listed before our objects: an owner always exists before its pods,
 so every owner of a listed pod is in the later LIST of its kind, and a pod is
 never mistaken for an orphan because its owner appeared mid-pass.
 
-Every pod in scope is listed, not only those labelled as ours: a label removed
-by hand must not hide our pod (it is put back), and a foreign pod holding a
-desired name is seen before any create is refused for it. This is what a
-watch-based controller that owns pods caches too.
+Only the pods that carry our label are listed, so that the pods of others
+in a shared cluster cost the pass (almost) nothing. Two kinds of pod matter
+without our label: a foreign pod holding a desired name (the object says so
+and nothing is created), and ours with its labels removed by hand (they are
+put back). Both hold a name the object wants, so once the objects are listed,
+each desired name that the labelled pods do not show is looked up: by GET
+while they are few, else by one LIST of every pod, of which only those names
+are kept (`_named`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from reconciler.client.protowire import (
     PodStream,
     VersionStream,
 )
-from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
+from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.kinds.base import Kind
 from reconciler.kinds.registry import KINDS
 from reconciler.model import (
@@ -36,7 +40,6 @@ from reconciler.model import (
     Page,
     Pod,
     ResourceType,
-    Version,
     mapping,
     meta_of,
     page_of,
@@ -166,7 +169,12 @@ class MetaList:
 
 
 def _unchanged_or_fetched(
-    kube: Kube, res: ResourceType, namespaces: Sequence[str], reuse: Reuse[T], how: MetaList
+    kube: Kube,
+    res: ResourceType,
+    namespaces: Sequence[str],
+    reuse: Reuse[T],
+    how: MetaList,
+    selector: str | None,
 ) -> list[T] | None:
     """The objects of a kind from a LIST of their metadata alone: each one at
     a resourceVersion already decoded is reused, any other is fetched by GET.
@@ -177,12 +185,16 @@ def _unchanged_or_fetched(
     try:
         versions = _across(
             namespaces,
-            lambda ns: kube.list_streamed(res, ns, VersionStream, how.accept, how.page_size),
+            lambda ns: kube.list_streamed(
+                res, ns, VersionStream, how.accept, how.page_size, selector
+            ),
         )
         unknown = [v for v in versions if v.known_as not in reuse.known]
         if len(unknown) > FETCH_MAX:
             return None
-        fetched = {v.known_as: _get(kube, res, v, reuse.decode_one) for v in unknown}
+        fetched = {
+            v.known_as: _get(kube, res, v.namespace, v.name, reuse.decode_one) for v in unknown
+        }
     except ApiError:
         return None
     except UNREADABLE as exc:
@@ -193,11 +205,15 @@ def _unchanged_or_fetched(
 
 
 def _get(
-    kube: Kube, res: ResourceType, v: Version, decode: Callable[[Mapping[str, Any]], T]
+    kube: Kube,
+    res: ResourceType,
+    namespace: str,
+    name: str,
+    decode: Callable[[Mapping[str, Any]], T],
 ) -> T | None:
-    """One object as it is now; None if it is gone since its metadata was listed."""
+    """One object as it is now; None if there is none (or no longer)."""
     try:
-        return decode(kube.get(res, v.namespace, v.name))
+        return decode(kube.get(res, namespace, name))
     except ApiError as exc:
         if exc.status == 404:
             return None
@@ -247,8 +263,10 @@ class _Lister:
         self, res: ResourceType, selector: str | None, list_in: ListIn, reuse: Reuse[Any] | None
     ) -> Sequence[Any]:
         """By a LIST of metadata when the pass before saw the kind, else in full."""
-        if reuse is not None and selector is None:
-            cheap = _unchanged_or_fetched(self.kube, res, self.namespaces, reuse, self.meta)
+        if reuse is not None:
+            cheap = _unchanged_or_fetched(
+                self.kube, res, self.namespaces, reuse, self.meta, selector
+            )
             if cheap is not None:
                 log.debug("%s: unchanged or fetched one by one", res.kind)
                 return cheap
@@ -304,8 +322,68 @@ def _namespaces(kube: Kube, scope: Sequence[str]) -> Namespaces:
         return Namespaces(frozenset(), (why,))
 
 
-def _ours(pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
-    return tuple(p for p in pods if p.labels.get(LABEL_MANAGED_BY) == MANAGED_BY)
+def _holders(
+    lister: _Lister, full: FullList, missing: set[tuple[str, str]], reuse: Reuse[Pod] | None
+) -> list[Pod]:
+    """The pods holding these names: a GET each while they are few, else one
+    LIST of every pod in scope, of which only these names are kept."""
+    if len(missing) <= FETCH_MAX:
+        got = (_get(lister.kube, PODS, ns, name, pod_from_api) for ns, name in sorted(missing))
+        return [pod for pod in got if pod is not None]
+    everything = _across(
+        lister.namespaces, full.pods(lister.kube, None, reuse.known if reuse else {})
+    )
+    return [p for p in everything if (p.namespace, p.name) in missing]
+
+
+def _desired_names(objects: Mapping[str, tuple[Any, ...] | None]) -> set[tuple[str, str]]:
+    names: set[tuple[str, str]] = set()
+    for kind in KINDS:
+        found = objects.get(kind.name)
+        if kind.pod_names is None or found is None:
+            continue
+        for obj in found:
+            names.update((obj.namespace, name) for name in kind.pod_names(obj))
+    return names
+
+
+def _named(
+    lister: _Lister,
+    full: FullList,
+    labelled: tuple[Pod, ...],
+    objects: Mapping[str, tuple[Any, ...] | None],
+    reuse: Reuse[Pod] | None,
+) -> tuple[Pod, ...] | None:
+    """The labelled pods, and those holding a desired name the labelled ones
+    do not show. None, as for a failed LIST, when the lookup fails: a pass
+    never plans on a view it knows to be partial.
+
+    These pods are read after the objects: one whose controller is one of
+    our kinds but not an object just listed is left out of this pass, since
+    its owner may be newer than the LIST (the next pass sees both)."""
+    seen = {(p.namespace, p.name) for p in labelled}
+    missing = _desired_names(objects) - seen
+    if not missing:
+        return labelled
+    try:
+        found = _holders(lister, full, missing, reuse)
+    except (ApiError, Unreachable) as exc:
+        lister.errors.append(_why(PODS, exc))
+        if isinstance(exc, ApiError) and exc.status in LASTING:
+            lister.lasting[PODS.kind] = f"LIST {PODS.kind}: {exc}"  # told to the statuses
+        return None
+    except UNREADABLE as exc:
+        lister.errors.append(f"LIST {PODS.kind}: the answer could not be read ({exc})")
+        return None
+    ours = {kind.name: {o.uid for o in objects.get(kind.name) or ()} for kind in KINDS}
+    late = tuple(
+        p
+        for p in found
+        if not (p.controller_kind in ours and p.controller_uid not in ours[p.controller_kind])
+    )
+    if late:
+        log.info("found %d pod(s) holding a desired name without our label", len(late))
+    return labelled + late
 
 
 def _list_pods(
@@ -359,15 +437,16 @@ def observe(
         meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
-    pods = _list_pods(lister, full, None, pod_reuse)
-    pods_error = lister.lasting.get(PODS.kind) if pods is None else None
+    labelled = _list_pods(lister, full, MANAGED_POD_SELECTOR, pod_reuse)
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
-        report_pods = None if pods is None else _ours(pods)
+        report_pods = labelled
     elif report_selector is not None:
         report_pods = _list_pods(lister, full, report_selector or None, pod_reuse)
-    del pod_reuse
     objects = {kind.name: _list_kind(lister, full, kind, previous) for kind in KINDS}
+    pods = None if labelled is None else _named(lister, full, labelled, objects, pod_reuse)
+    del pod_reuse
+    pods_error = lister.lasting.get(PODS.kind) if pods is None else None
     seen = (
         _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())
     )

@@ -4,7 +4,7 @@ plan it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -68,6 +68,10 @@ class Kind(Generic[T]):
     health: Callable[[T, Sequence[Action]], Health]
     plan_unseen: Callable[[T, PlanInput, str], list[Action]] | None = None
     owns_pods: bool = False
+    # The names its pods should have. A pass lists only the pods that carry
+    # our label; a desired name not among them is looked up by name, so that
+    # a foreign pod holding it, or ours with its labels removed, is seen.
+    pod_names: Callable[[T], Iterable[str]] | None = None
 
     @property
     def reads_pods(self) -> bool:

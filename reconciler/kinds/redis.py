@@ -246,6 +246,14 @@ def pod_name(redis: Redis, index: int) -> str:
     return f"{redis.name}-{index}"
 
 
+def desired_pod_names(redis: Redis) -> tuple[str, ...]:
+    """``<name>-0`` to ``<name>-(num-1)``; none while ``spec.num`` is invalid."""
+    num = redis.spec.get("num", 0)
+    if _num_error(num) is not None:
+        return ()
+    return tuple(pod_name(redis, i) for i in range(num))
+
+
 def pod_labels(redis: Redis) -> dict[str, str]:
     return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: redis.name, LABEL_MANAGED_BY: MANAGED_BY}
 
@@ -380,7 +388,7 @@ class PodSet:
 
     owned: tuple[Pod, ...]  # controller ref is this Redis
     by_index: Mapping[int, Pod]  # owned, with a name of the form <redis>-<index>
-    index: PodLookup  # every pod, to see who holds a desired name
+    index: PodLookup  # our pods and those holding a desired name, to see who holds one
 
 
 def pods_of(redis: Redis, index: PodLookup) -> PodSet:
@@ -1036,5 +1044,12 @@ def health(redis: Redis, actions: Sequence[Action]) -> Health:
 
 
 KIND: Kind[Redis] = Kind(
-    RESOURCE, COMPONENT, from_api, plan, health, plan_unseen=plan_unseen, owns_pods=True
+    RESOURCE,
+    COMPONENT,
+    from_api,
+    plan,
+    health,
+    plan_unseen=plan_unseen,
+    owns_pods=True,
+    pod_names=desired_pod_names,
 )

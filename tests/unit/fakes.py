@@ -29,6 +29,7 @@ class FakeKube:
         self.accepts: list[tuple[str, str | None]] = []  # (kind, Accept) of each LIST
         # (kind, page size asked) of each LIST; None: the page_size setting.
         self.page_sizes: list[tuple[str, int | None]] = []
+        self.selectors: list[tuple[str, str | None]] = []  # (kind, label selector) of each LIST
         # The answer to a kind's LIST of metadata, byte for byte; else its objects as JSON.
         self.metadata_bodies: dict[str, bytes] = {}
         self.streamed: list[str] = []  # the kind of each LIST read as it arrives
@@ -45,6 +46,7 @@ class FakeKube:
     def _listed(self, res: ResourceType, namespace, selector, accept, page_size):
         self.accepts.append((res.kind, accept))
         self.page_sizes.append((res.kind, page_size))
+        self.selectors.append((res.kind, selector))
         self._maybe_fail("LIST", res.kind)
         value = self.lists.get(res.kind, [])
         if isinstance(value, Exception):

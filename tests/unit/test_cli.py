@@ -57,7 +57,7 @@ def test_sync_applies_and_exits_zero(kube):
 def test_sync_dry_run_writes_nothing(kube):
     result = invoke("sync", "--dry-run")
     assert result.exit_code == 0
-    assert [c for c in kube.calls if c[0] != "LIST"] == []
+    assert [c for c in kube.calls if c[0] not in ("LIST", "GET")] == []  # reads only
     assert "dry-run" in result.output
 
 
@@ -151,7 +151,7 @@ def test_plan_detailed_exitcode(kube):
     assert result.exit_code == 2
     assert "+ create pod default/r-0" in result.output
     assert "Plan: 1 to create, 0 to delete, 1 to patch." in result.output
-    assert [c for c in kube.calls if c[0] != "LIST"] == []
+    assert [c for c in kube.calls if c[0] not in ("LIST", "GET")] == []  # reads only
     kube.lists["Redis"] = []
     result = invoke("plan", "--detailed-exitcode")
     assert result.exit_code == 0 and "No changes" in result.output
@@ -223,10 +223,12 @@ def test_state_file_carries_the_pod_report_across_runs(kube, tmp_path, caplog):
 
 
 def test_an_unlabelled_foreign_pod_is_seen_in_one_shot_mode_and_never_overwritten(kube):
-    """No state file: the pod LIST covers every pod, so the conflict is known
-    before any create is refused, and the status says so on the first pass."""
+    """No state file: the desired name that no labelled pod holds is looked
+    up, so the conflict is known before any create is refused, and the status
+    says so on the first pass."""
     foreign = {"metadata": {"name": "r-0", "namespace": "default", "uid": "other"}}
     kube.lists["Pod"] = [foreign]
+    kube.objects[("Pod", "default", "r-0")] = foreign
     first = invoke("sync", "-o", "json")
     assert first.exit_code == 0
     assert ("POST", "r-0") not in kube.calls
@@ -235,6 +237,7 @@ def test_an_unlabelled_foreign_pod_is_seen_in_one_shot_mode_and_never_overwritte
     assert degraded["reason"] == "PodConflict" and "r-0" in degraded["message"]
     # Once the foreign pod is gone, the name is ours again.
     kube.lists["Pod"] = []
+    del kube.objects[("Pod", "default", "r-0")]
     kube.calls.clear()
     assert invoke("sync").exit_code == 0
     assert ("POST", "r-0") in kube.calls

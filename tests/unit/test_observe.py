@@ -8,6 +8,7 @@ import pytest
 from reconciler.client.kube import ApiError, Unreachable
 from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.config import Config
+from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
 from reconciler.engine.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE, observe
 
 from .fakes import FakeKube
@@ -52,9 +53,11 @@ def test_namespaces_that_cannot_be_read_hold_nothing_back_and_say_so():
 # ------------------------------------------------------------ reuse across passes
 
 
-def redis_obj(name: str, version: str = "1") -> dict:
+def redis_obj(name: str, version: str = "1", num: int = 0) -> dict:
+    """num 0 by default: these tests are about the objects, and a desired pod
+    that no LIST shows would be looked up by name."""
     meta = {"name": name, "namespace": "a", "uid": f"uid-{name}", "resourceVersion": version}
-    return {"metadata": meta, "spec": {"num": 1}, "status": {}}
+    return {"metadata": meta, "spec": {"num": num}, "status": {}}
 
 
 def two_passes(kube: FakeKube, change, protobuf: bool = False) -> tuple:
@@ -264,3 +267,137 @@ def test_only_a_pod_list_refusal_that_will_last_is_told_to_the_statuses(error, l
     assert obs.snapshot.pods is None and len(obs.errors) == 1
     want = f"LIST Pod: {error}" if lasting else None
     assert obs.snapshot.pods_error == want
+
+
+# ------------------------------------------------ pods: ours by label, the rest by name
+
+
+def pod_obj(name: str, *, labelled: bool, owner: str | None = None, ns: str = "a") -> dict:
+    meta: dict = {"name": name, "namespace": ns, "uid": f"pod-{ns}-{name}", "resourceVersion": "1"}
+    if labelled:
+        meta["labels"] = {LABEL_MANAGED_BY: MANAGED_BY}
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "myapp.demo.kubebuilder.io/v1",
+                "kind": "Redis",
+                "name": owner.removeprefix("uid-"),
+                "uid": owner,
+                "controller": True,
+            }
+        ]
+    return {"metadata": meta, "spec": {"containers": []}, "status": {}}
+
+
+def cluster(*pods: dict, redis: tuple[dict, ...] = ()) -> FakeKube:
+    """Pods that a LIST shows and that a GET by name finds, as an apiserver does."""
+    kube = FakeKube()
+    kube.lists["Pod"] = list(pods)
+    kube.lists["Redis"] = list(redis)
+    for pod in pods:
+        kube.objects[("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
+    return kube
+
+
+def one_pass(kube: FakeKube, previous=None, report: str | None = None):
+    return observe(
+        kube, (), report, protobuf=False, page_size=FULL, metadata_page_size=PAGE, previous=previous
+    )
+
+
+def names(pods) -> list[str]:
+    return sorted(p.name for p in pods)
+
+
+def test_only_labelled_pods_are_listed_and_others_cost_no_request():
+    others = [pod_obj(f"web-{i}", labelled=False, ns="team") for i in range(200)]
+    kube = cluster(
+        pod_obj("r-0", labelled=True, owner="uid-r"),
+        *others,
+        redis=(redis_obj("r", num=1),),
+    )
+    seen = one_pass(kube)
+    assert kube.selectors[0] == ("Pod", MANAGED_POD_SELECTOR)
+    assert [s for kind, s in kube.selectors if kind == "Pod"] == [MANAGED_POD_SELECTOR]
+    assert names(seen.snapshot.pods) == ["r-0"]
+    assert not [c for c in kube.calls if c[0] == "GET"]
+
+
+def test_a_desired_name_held_without_our_label_is_found_by_name():
+    """A foreign pod holding r-1, and our r-2 with its labels removed by hand:
+    both are in the view; the unrelated unlabelled pod is not."""
+    kube = cluster(
+        pod_obj("r-0", labelled=True, owner="uid-r"),
+        pod_obj("r-1", labelled=False),
+        pod_obj("r-2", labelled=False, owner="uid-r"),
+        pod_obj("unrelated", labelled=False),
+        redis=(redis_obj("r", num=4),),
+    )
+    seen = one_pass(kube)
+    assert names(seen.snapshot.pods) == ["r-0", "r-1", "r-2"]
+    assert sorted(c[1] for c in kube.calls if c[0] == "GET") == ["r-1", "r-2", "r-3"]
+    assert not seen.errors
+
+
+def test_past_fetch_max_missing_names_one_list_of_every_pod_keeps_only_those_names():
+    n = FETCH_MAX + 1
+    kube = cluster(
+        pod_obj("big-0", labelled=False),
+        pod_obj("unrelated", labelled=False),
+        redis=(redis_obj("big", num=n),),
+    )
+    seen = one_pass(kube)
+    assert [s for kind, s in kube.selectors if kind == "Pod"] == [MANAGED_POD_SELECTOR, None]
+    assert not [c for c in kube.calls if c[0] == "GET"]
+    assert names(seen.snapshot.pods) == ["big-0"]
+
+
+def test_a_failed_lookup_by_name_fails_the_pod_view_not_just_that_name():
+    kube = cluster(redis=(redis_obj("r", num=1),))
+    kube.errors[("GET", "r-0")] = ApiError(500, "InternalError", "etcd timeout")
+    seen = one_pass(kube)
+    assert seen.snapshot.pods is None
+    assert any("etcd timeout" in e for e in seen.errors)
+
+
+def test_a_pod_found_late_whose_owner_is_newer_than_the_list_waits_a_pass():
+    """r was deleted and made anew between the Redis LIST and the GET: its pod
+    names an owner this pass did not list, and is left to the next pass."""
+    kube = cluster(
+        pod_obj("r-0", labelled=False, owner="uid-new-r"),
+        redis=(redis_obj("r", num=1),),
+    )
+    seen = one_pass(kube)
+    assert seen.snapshot.pods == ()
+    assert not seen.errors
+
+
+def test_the_daemon_lists_labelled_pods_by_metadata_and_looks_up_only_the_missing():
+    kube = cluster(
+        pod_obj("r-0", labelled=True, owner="uid-r"),
+        pod_obj("r-1", labelled=False, owner="uid-r"),
+        pod_obj("web", labelled=False),
+        redis=(redis_obj("r", num=2),),
+    )
+    first = one_pass(kube)
+    kube.calls.clear()
+    kube.selectors.clear()
+    again = one_pass(kube, previous=first.snapshot)
+    assert [s for kind, s in kube.selectors if kind == "Pod"] == [MANAGED_POD_SELECTOR]
+    assert [c for c in kube.calls if c[0] == "GET"] == [("GET", "r-1")]
+    assert names(again.snapshot.pods) == ["r-0", "r-1"]
+
+
+def test_the_pod_report_of_our_pods_reuses_the_labelled_list():
+    kube = cluster(pod_obj("r-0", labelled=True, owner="uid-r"), pod_obj("web", labelled=False))
+    seen = one_pass(kube, report=MANAGED_POD_SELECTOR)
+    assert names(seen.report_pods) == ["r-0"]
+    assert [s for kind, s in kube.selectors if kind == "Pod"] == [MANAGED_POD_SELECTOR]
+
+
+def test_a_lookup_by_name_refused_for_good_is_told_to_the_statuses():
+    kube = cluster(redis=(redis_obj("r", num=1),))
+    kube.errors[("GET", "r-0")] = ApiError(403, "Forbidden", "pods is forbidden: cannot get")
+    seen = one_pass(kube)
+    assert seen.snapshot.pods is None
+    assert "cannot get" in (seen.snapshot.pods_error or "")
