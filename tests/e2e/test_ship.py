@@ -180,8 +180,9 @@ def test_service_account_converges_the_samples(
 def test_service_account_sees_a_foreign_pod_and_says_so_in_status(
     kubectl: Kubectl, ns: str, sa_kubeconfig: Path
 ) -> None:
-    """Every pod in scope is listed, labelled as ours or not: the ClusterRole's
-    list on pods covers that, and the conflict is written to the status."""
+    """The desired name no pod of ours holds is looked up by name: the
+    ClusterRole's get on pods covers that, and the conflict is written to the
+    status."""
     sa = Reconciler(sa_kubeconfig)
     kubectl.run("run", "redis-sample-1", "-n", ns, "--image=busybox", "--restart=Never")
     kubectl.apply(redis_yaml(ns, num=2))
