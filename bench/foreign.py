@@ -167,7 +167,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--foreign", type=int, default=10000)
     p.add_argument("--before", default=BEFORE, help="commit to compare with")
     p.add_argument("--runs", type=int, default=3, help="one-shot passes per code and phase")
-    p.add_argument("--passes", type=int, default=5, help="daemon passes per code and phase")
+    p.add_argument("--passes", type=int, default=15, help="daemon passes per code and phase")
     p.add_argument("--worktree", action="store_true", help="measure the work tree")
     p.add_argument("--keep", action="store_true", help="leave the bench cluster running")
     return p.parse_args(argv)
