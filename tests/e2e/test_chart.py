@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from .conftest import ROOT, Kubectl, free_port, probe, wait_for
-from .test_deploy import host_command, token_kubeconfig
+from .test_deploy import start_on_host, token_kubeconfig
 
 CHART = ROOT / "dist" / "chart"
 SYSTEM_NS = "reconciler-system"
@@ -174,16 +174,8 @@ def test_helm_install_runs_and_uninstall_keeps_the_crds(
     try:
         deployment = kubectl.json("get", "deployment", release, "-n", release)
         port = free_port()
-        cmd, env = host_command(deployment, port)
         sa = token_kubeconfig(kubectl, tmp_path / "sa", release, release)
-        env |= {"RECONCILER_NAMESPACES": ns, "RECONCILER_INTERVAL": "1", "RECONCILER_JITTER": "0"}
-        proc = subprocess.Popen(
-            [*cmd, "--kubeconfig", str(sa)],
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        proc = start_on_host(deployment, sa, ns, port)
         try:
             wait_for(lambda: probe(port, "/readyz") == 200, what="the readiness probe", timeout=60)
             kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)

@@ -211,6 +211,23 @@ def host_command(deployment: dict[str, Any], port: int) -> tuple[list[str], dict
     return [sys.executable, "-m", "reconciler", *args], env
 
 
+def start_on_host(
+    deployment: dict[str, Any], kubeconfig: Path, ns: str, port: int
+) -> subprocess.Popen[str]:
+    """The Deployment's container as a host process with ``kubeconfig``,
+    scoped to the test namespace ``ns`` (the other tests' objects are left
+    alone), a pass a second, its output merged."""
+    cmd, env = host_command(deployment, port)
+    env |= {"RECONCILER_NAMESPACES": ns, "RECONCILER_INTERVAL": "1", "RECONCILER_JITTER": "0"}
+    return subprocess.Popen(
+        [*cmd, "--kubeconfig", str(kubeconfig)],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def test_daemon_overlay_converges_the_samples_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:
@@ -218,17 +235,7 @@ def test_daemon_overlay_converges_the_samples_with_its_service_account(
     deploy(kubectl, "deploy", "config/daemon")
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     port = free_port()
-    cmd, env = host_command(deployment, port)
-    kubeconfig = token_kubeconfig(kubectl, tmp_path / "sa")
-    # Scoped to the test namespace, so it leaves the other tests' objects alone.
-    env |= {"RECONCILER_NAMESPACES": ns, "RECONCILER_INTERVAL": "1", "RECONCILER_JITTER": "0"}
-    proc = subprocess.Popen(
-        [*cmd, "--kubeconfig", str(kubeconfig)],
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_on_host(deployment, token_kubeconfig(kubectl, tmp_path / "sa"), ns, port)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     try:
         ready = container["readinessProbe"]["httpGet"]["path"]
