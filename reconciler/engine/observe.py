@@ -336,15 +336,28 @@ def _holders(
     return [p for p in everything if (p.namespace, p.name) in missing]
 
 
-def _desired_names(objects: Mapping[str, tuple[Any, ...] | None]) -> set[tuple[str, str]]:
-    names: set[tuple[str, str]] = set()
+def _missing_names(
+    objects: Mapping[str, tuple[Any, ...] | None], labelled: tuple[Pod, ...]
+) -> set[tuple[str, str]]:
+    """The desired pod names, of every kind that has them, that no labelled
+    pod holds. Asked every pass, so it avoids building a set of every name."""
+    held: dict[str, set[str]] = {}
+    for pod in labelled:
+        held.setdefault(pod.namespace, set()).add(pod.name)
+    missing: set[tuple[str, str]] = set()
     for kind in KINDS:
         found = objects.get(kind.name)
         if kind.pod_names is None or found is None:
             continue
         for obj in found:
-            names.update((obj.namespace, name) for name in kind.pod_names(obj))
-    return names
+            names = held.get(obj.namespace, _NONE)
+            for name in kind.pod_names(obj):
+                if name not in names:
+                    missing.add((obj.namespace, name))
+    return missing
+
+
+_NONE: frozenset[str] = frozenset()
 
 
 def _named(
@@ -361,8 +374,7 @@ def _named(
     These pods are read after the objects: one whose controller is one of
     our kinds but not an object just listed is left out of this pass, since
     its owner may be newer than the LIST (the next pass sees both)."""
-    seen = {(p.namespace, p.name) for p in labelled}
-    missing = _desired_names(objects) - seen
+    missing = _missing_names(objects, labelled)
     if not missing:
         return labelled
     try:

@@ -251,7 +251,7 @@ def desired_pod_names(redis: Redis) -> tuple[str, ...]:
     num = redis.spec.get("num", 0)
     if _num_error(num) is not None:
         return ()
-    return tuple(pod_name(redis, i) for i in range(num))
+    return tuple([pod_name(redis, i) for i in range(num)])
 
 
 def pod_labels(redis: Redis) -> dict[str, str]:
