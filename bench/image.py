@@ -24,9 +24,6 @@ import statistics
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from hack.cluster import cluster as launcher
 from hack.image import podman
@@ -48,19 +45,6 @@ def kubectl(kubeconfig: Path, *args: str) -> str:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     out = subprocess.run(["kubectl", *args], env=env, capture_output=True, text=True, check=True)
     return out.stdout
-
-
-def cronjob_container() -> tuple[dict[str, Any], dict[str, Any]]:
-    rendered = subprocess.run(
-        ["kubectl", "kustomize", str(ROOT / "config" / "cronjob")],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    (job,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "CronJob"]
-    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    return pod, container
 
 
 def converge(kubeconfig: Path) -> None:
@@ -97,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     kubeconfig = launcher.up().kubeconfig
     converge(kubeconfig)
     token = kubectl(kubeconfig, "create", "token", "reconciler", "-n", SYSTEM_NS).strip()
-    pod, container = cronjob_container()
+    pod, container = podman.overlay_pod("config/cronjob")
     with tempfile.TemporaryDirectory() as tmp:
         flags = [
             *podman.container_args(pod, container, SYSTEM_NS),

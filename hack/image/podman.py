@@ -210,3 +210,20 @@ def limits(container: dict[str, Any]) -> list[str]:
 
 def _cpus(quantity: str) -> float:
     return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+def overlay_pod(overlay: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod spec and its one container of a kustomize overlay's workload
+    (`kubectl kustomize`), as the kubelet would be given them."""
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / overlay)], capture_output=True, text=True, check=True
+    ).stdout
+    (workload,) = [
+        d for d in yaml.safe_load_all(rendered) if d and d["kind"] in ("CronJob", "Deployment")
+    ]
+    if workload["kind"] == "CronJob":
+        pod = workload["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    else:
+        pod = workload["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return pod, container

@@ -220,6 +220,10 @@ def _get(
         raise
 
 
+# What a failed read raises: refused, unreachable, or an answer that cannot be read.
+_READ_FAILURES: tuple[type[Exception], ...] = (ApiError, Unreachable, *UNREADABLE)
+
+
 class _Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
@@ -243,21 +247,28 @@ class _Lister:
         self.attempts += 1
         try:
             decoded = self._items(res, selector, list_in, reuse)
-        except (ApiError, Unreachable) as exc:
+        except _READ_FAILURES as exc:
+            self.failed(res, exc)
+            return None
+        self.counts[res.kind] = len(decoded)
+        log.info("listed %d %s", len(decoded), res.kind)
+        return tuple(decoded)
+
+    def failed(self, res: ResourceType, exc: Exception) -> None:
+        """Record why reading ``res`` failed: for the pass's errors, for the
+        statuses when the next pass will meet it again, and for telling an
+        unreachable cluster apart."""
+        if isinstance(exc, ApiError | Unreachable):
             self.errors.append(_why(res, exc))
             if isinstance(exc, ApiError) and exc.status in LASTING:
                 self.lasting[res.kind] = f"LIST {res.kind}: {exc}"
             refused = _refused(res, exc)
             if refused is not None:
                 self.failed_to_reach.append(refused)
-            return None
-        except UNREADABLE as exc:  # garbled by a proxy or a broken server: this LIST only
-            self.errors.append(f"LIST {res.kind}: the answer could not be read ({exc})")
-            self.lasting[res.kind] = f"LIST {res.kind}: the answer could not be read"
-            return None
-        self.counts[res.kind] = len(decoded)
-        log.info("listed %d %s", len(decoded), res.kind)
-        return tuple(decoded)
+            return
+        # Garbled by a proxy or a broken server: this read only.
+        self.errors.append(f"LIST {res.kind}: the answer could not be read ({exc})")
+        self.lasting[res.kind] = f"LIST {res.kind}: the answer could not be read"
 
     def _items(
         self, res: ResourceType, selector: str | None, list_in: ListIn, reuse: Reuse[Any] | None
@@ -377,15 +388,11 @@ def _named(
     missing = _missing_names(objects, labelled)
     if not missing:
         return labelled
+    lister.attempts += 1  # a read like a LIST: counted for telling an unreachable cluster
     try:
         found = _holders(lister, full, missing, reuse)
-    except (ApiError, Unreachable) as exc:
-        lister.errors.append(_why(PODS, exc))
-        if isinstance(exc, ApiError) and exc.status in LASTING:
-            lister.lasting[PODS.kind] = f"LIST {PODS.kind}: {exc}"  # told to the statuses
-        return None
-    except UNREADABLE as exc:
-        lister.errors.append(f"LIST {PODS.kind}: the answer could not be read ({exc})")
+    except _READ_FAILURES as exc:
+        lister.failed(PODS, exc)
         return None
     ours = {kind.name: {o.uid for o in objects.get(kind.name) or ()} for kind in KINDS}
     late = tuple(

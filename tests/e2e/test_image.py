@@ -15,10 +15,8 @@ import os
 import subprocess
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-import yaml
 
 from hack.image import podman
 
@@ -56,17 +54,6 @@ def image(engine: podman.Engine) -> Iterator[str]:
     engine.run("image", "prune", "--force", check=False)  # the previous build's layers
 
 
-def overlay_pod(kubectl: Kubectl, overlay: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all(kubectl.run("kustomize", str(ROOT / overlay)).stdout)]
-    (workload,) = [d for d in docs if d and d["kind"] in ("CronJob", "Deployment")]
-    if workload["kind"] == "CronJob":
-        pod = workload["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    else:
-        pod = workload["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    return pod, container
-
-
 @pytest.fixture(scope="module")
 def in_cluster(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """Flags that make the container a pod of the overlay's ServiceAccount."""
@@ -86,7 +73,7 @@ def run(engine: podman.Engine, *args: str) -> subprocess.CompletedProcess[str]:
 def test_cronjob_container_converges_the_samples_as_its_pod_would(
     engine: podman.Engine, image: str, kubectl: Kubectl, ns: str, in_cluster: list[str]
 ) -> None:
-    pod, container = overlay_pod(kubectl, "config/cronjob")
+    pod, container = podman.overlay_pod("config/cronjob")
     flags = podman.container_args(pod, container, SYSTEM_NS)
     assert {"--read-only", "--user", "--cap-drop", "--tmpfs"} <= set(flags), flags
     kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
@@ -114,7 +101,7 @@ def test_cronjob_container_converges_the_samples_as_its_pod_would(
 def test_daemon_container_takes_the_lease_and_answers_its_probes(
     engine: podman.Engine, image: str, kubectl: Kubectl, ns: str, in_cluster: list[str]
 ) -> None:
-    pod, container = overlay_pod(kubectl, "config/daemon")
+    pod, container = podman.overlay_pod("config/daemon")
     args = list(container["args"])
     assert "--leader-elect" in args
     port = free_port()  # the host's network: the overlay's :8080 may be taken here
@@ -190,7 +177,7 @@ def test_nothing_is_written_outside_tmp_and_nothing_compiled_at_start(
     back on: no .pyc, so every module `sync` and `run` import was compiled in
     the image. A module left out of the image's compile step shows that the
     check sees one."""
-    pod, container = overlay_pod(kubectl, "config/cronjob")
+    pod, container = podman.overlay_pod("config/cronjob")
     flags = [f for f in podman.container_args(pod, container, SYSTEM_NS) if f != "--read-only"]
     scope = ["-e", f"RECONCILER_NAMESPACES={ns}", *in_cluster]
     assert written(engine, image, [*flags, *scope], "sync") == set()
