@@ -358,6 +358,15 @@ def plan(
 @click.option("--leader-election-namespace", default=None, help="Namespace of the Lease.")
 @click.option("--leader-election-id", default=None, help="Name of the Lease (reconciler).")
 @click.option(
+    "--shard/--no-shard",
+    default=None,
+    help="Every replica works: the objects are split into buckets, each held by one"
+    " replica through a Lease (not with --leader-elect).",
+)
+@click.option(
+    "--shard-buckets", type=int, default=None, help="Buckets to split the objects into (32)."
+)
+@click.option(
     "--metrics-address",
     default=None,
     help="Serve /metrics, /healthz and /readyz here, e.g. :8080 or 127.0.0.1:8080.",
@@ -375,6 +384,8 @@ def run(
     leader_elect: bool | None,
     leader_election_namespace: str | None,
     leader_election_id: str | None,
+    shard: bool | None,
+    shard_buckets: int | None,
     metrics_address: str | None,
     **options: Any,
 ) -> None:
@@ -382,6 +393,7 @@ def run(
     # Imported here: `sync` from cron pays for none of the daemon's modules.
     from reconciler.run.daemon import Daemon
     from reconciler.run.leader import LeaderElector, LeaseConfig
+    from reconciler.run.shard import ShardConfig, ShardMember
 
     _collect(ctx, **options)
     config = _config(
@@ -394,6 +406,8 @@ def run(
         leader_elect=leader_elect,
         leader_election_namespace=leader_election_namespace,
         leader_election_id=leader_election_id,
+        shard=shard,
+        shard_buckets=shard_buckets,
         metrics_address=metrics_address,
     )
     kube = _kube(config)
@@ -407,6 +421,16 @@ def run(
             config.leader_election_namespace,
             config.leader_election_id,
             elector.identity,
+        )
+    member = None
+    if config.shard:
+        member = ShardMember(kube, ShardConfig.from_config(config))
+        kube.user_agent = f"{kube.user_agent} ({member.base})"
+        log.info(
+            "sharded: %d buckets, leases in %s, as %s",
+            config.shard_buckets,
+            config.leader_election_namespace,
+            member.base,
         )
     metrics = None
     if config.metrics_address:
@@ -424,7 +448,13 @@ def run(
 
     def one_pass() -> PassResult:
         result = run_pass(
-            kube, config, st, mode=_mode(config), keep_going=keep_going, events=events
+            kube,
+            config,
+            st,
+            mode=_mode(config),
+            keep_going=keep_going,
+            events=events,
+            shard=member,
         )
         if result.unreachable:
             log.error("%s", result.unreachable)
@@ -438,6 +468,7 @@ def run(
         jitter=config.jitter,
         min_interval=config.min_interval,
         elector=elector,
+        shard=member,
         metrics=metrics,
         requests=lambda: dict(kube.stats.requests),
     )

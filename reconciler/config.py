@@ -76,6 +76,10 @@ class Config:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    # Split the objects between replicas, each bucket held through a Lease in
+    # leader_election_namespace (reconciler/run/shard.py); not with leader_elect.
+    shard: bool = False
+    shard_buckets: int = 32
     # Metrics and health endpoints (`reconciler run` only); empty disables.
     metrics_address: str = ""
     healthz_intervals: float = 3.0
@@ -105,6 +109,7 @@ _POSITIVE = {
     "lease_duration",
     "renew_deadline",
     "retry_period",
+    "shard_buckets",
     "healthz_intervals",
 }
 _NON_NEGATIVE = {"jitter", "max_retries", "page_size", "metadata_page_size"}

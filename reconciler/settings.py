@@ -101,4 +101,9 @@ def load(
             "leader election: need retry_period < renew_deadline < lease_duration, got "
             f"{config.retry_period} < {config.renew_deadline} < {config.lease_duration}"
         )
+    if config.shard and config.leader_elect:
+        raise ConfigError(
+            "shard and leader_elect: choose one (sharded replicas all work; "
+            "leader election keeps one working and the others waiting)"
+        )
     return config

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 MAX_RETRY_AFTER = 30.0
 
 EVENTS = ResourceType("", "v1", "Event", "events")
+USER_AGENT = "reconciler"
 LEASES = ResourceType("coordination.k8s.io", "v1", "Lease", "leases")
 
 
@@ -360,6 +361,8 @@ class Kube:
         self.server = self.config.server.rstrip("/")
         self.limiter = RateLimiter(opts.qps, opts.burst)
         self.stats = Stats()
+        # Names this process in the apiserver's audit log (a sharded replica adds its identity).
+        self.user_agent = USER_AGENT
         self.transport = self._choose_transport()
 
     @property
@@ -424,7 +427,7 @@ class Kube:
         verb = verb or method
         target = f"{path}?{urlencode(params)}" if params else path
         body = None if json is None else msgspec.json.encode(json)
-        base = {"Accept": "application/json", "User-Agent": "reconciler"}
+        base = {"Accept": "application/json", "User-Agent": self.user_agent}
         if body is not None:
             base["Content-Type"] = "application/json"
         attempt = 0
@@ -555,11 +558,21 @@ class Kube:
     def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self.request("POST", self.path(res, namespace), json=body)
 
-    def delete(self, res: ResourceType, namespace: str, name: str, uid: str | None = None) -> None:
-        """Delete, with a uid precondition so a same-named replacement is never hit."""
+    def delete(
+        self,
+        res: ResourceType,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        *,
+        resource_version: str | None = None,
+    ) -> None:
+        """Delete, with a uid precondition so a same-named replacement is never
+        hit, and a resourceVersion one to delete only what was read."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        if any(preconditions.values()):
+            body["preconditions"] = {k: v for k, v in preconditions.items() if v}
         self.request("DELETE", self.path(res, namespace, name), json=body)
 
     def replace(

@@ -119,7 +119,7 @@ class Executor:
         dry_run: bool = False,
         pass_id: str = "",
         refs: Mapping[ObjKey, ObjRef] | None = None,
-        keep_going: Callable[[], bool] | None = None,
+        keep_going: Callable[[ObjKey], bool] | None = None,
         after_failure: Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]] | None = None,
         quiet: frozenset[str] = frozenset(),
         post: Callable[[EventSpec], None] | None = None,
@@ -132,8 +132,9 @@ class Executor:
         # The object's status after one of its writes failed (plan.status_after_failure).
         self.after_failure = after_failure
         self.refs = refs or {}
-        # Checked before each object: a replica that lost its lease mid-pass
-        # must stop writing at once (another may have taken over).
+        # Checked before each write, with the object the write is for: a
+        # replica that lost its lease (or the object's bucket) mid-pass must
+        # stop writing at once, since another may have taken over.
         self.keep_going = keep_going
         self.concurrency = max(1, concurrency)
         self.clock = clock
@@ -177,9 +178,10 @@ class Executor:
             },
         )
 
+    def _may_write(self, owner: ObjKey) -> bool:
+        return self.keep_going is None or self.keep_going(owner)
+
     def _run_owner(self, owner: ObjKey, actions: list[Action]) -> list[Outcome]:
-        if self.keep_going is not None and not self.keep_going():
-            return [Outcome(a, Result.SKIPPED) for a in actions]
         outcomes: list[Outcome] = []
         run = _ObjectRun()
         try:
@@ -193,6 +195,9 @@ class Executor:
     ) -> None:
         """In order; the first action that does not succeed skips the rest."""
         for i, action in enumerate(actions):
+            if not self._may_write(owner):
+                outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i:])
+                return
             try:
                 result = self._do(action, run)
             except _Failed as exc:
@@ -219,6 +224,8 @@ class Executor:
         warned = False
         landed = [o.action for o in outcomes if o.result is Result.OK]
         for action in self.after_failure(owner, error, landed) if self.after_failure else ():
+            if not self._may_write(owner):
+                return warned
             try:
                 result = self._do(action, run)
             except _Failed as exc:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from reconciler.buckets import Scope
 from reconciler.client.kube import ApiError, Kube, Unreachable
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
 from reconciler.client.protowire import (
@@ -432,6 +433,20 @@ def _reuse(
     return Reuse({version_key(o.uid, o.resource_version): o for o in objects}, decode_one)
 
 
+def _pods_in(scope: Scope | None, pods: tuple[Pod, ...] | None) -> tuple[Pod, ...] | None:
+    """The pods of the objects in ``scope``: a pod is in its controller's
+    bucket (its own, if it has no controller)."""
+    if scope is None or pods is None:
+        return pods
+    return tuple(p for p in pods if scope.covers(p.controller_uid or p.uid))
+
+
+def _objects_in(scope: Scope | None, objects: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    if scope is None or objects is None:
+        return objects
+    return tuple(o for o in objects if scope.covers(o.uid))
+
+
 def observe(
     kube: Kube,
     namespaces: Sequence[str],
@@ -441,6 +456,7 @@ def observe(
     page_size: int,
     metadata_page_size: int,
     previous: Snapshot | None = None,
+    scope: Scope | None = None,
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial.
     ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). Whole
@@ -448,7 +464,8 @@ def observe(
     pages of JSON_PAGE_SIZE for what comes as JSON). An object unchanged since
     ``previous`` (same uid and resourceVersion) is taken from there rather
     than decoded again, after a LIST of metadata in pages of
-    ``metadata_page_size`` (0: one page)."""
+    ``metadata_page_size`` (0: one page). With ``scope`` (a sharded
+    replica), only the objects of its buckets and their pods are kept."""
     full = FullList(protobuf, page_size)
     if protobuf:
         meta = MetaList(META_ACCEPT, metadata_page_size)
@@ -456,13 +473,15 @@ def observe(
         meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
-    labelled = _list_pods(lister, full, MANAGED_POD_SELECTOR, pod_reuse)
+    labelled = _pods_in(scope, _list_pods(lister, full, MANAGED_POD_SELECTOR, pod_reuse))
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = labelled
     elif report_selector is not None:
-        report_pods = _list_pods(lister, full, report_selector or None, pod_reuse)
-    objects = {kind.name: _list_kind(lister, full, kind, previous) for kind in KINDS}
+        report_pods = _pods_in(scope, _list_pods(lister, full, report_selector or None, pod_reuse))
+    objects = {
+        kind.name: _objects_in(scope, _list_kind(lister, full, kind, previous)) for kind in KINDS
+    }
     pods = None if labelled is None else _named(lister, full, labelled, objects, pod_reuse)
     del pod_reuse
     pods_error = lister.lasting.get(PODS.kind) if pods is None else None

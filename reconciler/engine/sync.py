@@ -16,6 +16,7 @@ from enum import Enum
 
 from reconciler import backoff
 from reconciler.actions import ObjRef, PatchStatus, Plan
+from reconciler.buckets import Holder
 from reconciler.client.kube import Kube
 from reconciler.config import Config
 from reconciler.engine import report as pod_report
@@ -112,6 +113,34 @@ class _Pass:
     keep_going: Callable[[], bool] | None
     pass_id: str
     events: EventQueue | None
+    shard: Holder | None
+
+
+def _bucket_uids(snapshot: Snapshot, plan: Plan) -> dict[ObjKey, str]:
+    """For each owner of a write in the plan, the uid that names its bucket:
+    an object's own; for a pod written on its own (an orphan), its
+    controller's."""
+    owners = {a.owner for a in plan.actions}
+    uids = {
+        obj.key: obj.uid
+        for kind in KINDS
+        for obj in snapshot.of(kind.name) or ()
+        if obj.key in owners
+    }
+    for pod in snapshot.pods or ():
+        if pod.key in owners:
+            uids[pod.key] = pod.controller_uid or pod.uid
+    return uids
+
+
+def _may_write(p: _Pass, snapshot: Snapshot, plan: Plan) -> Callable[[ObjKey], bool] | None:
+    """Checked before each write: still the leader, and (sharded) still the
+    holder of the bucket of the object the write is for."""
+    keep_going, shard = p.keep_going, p.shard
+    if shard is None:
+        return None if keep_going is None else (lambda _owner: keep_going())
+    uids = _bucket_uids(snapshot, plan)
+    return lambda owner: owner in uids and shard.holds(uids[owner])
 
 
 def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyReport:
@@ -124,7 +153,7 @@ def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyRepo
         dry_run=p.mode is Mode.DRY_RUN,
         pass_id=p.pass_id,
         refs=object_refs(snapshot, plan),
-        keep_going=p.keep_going,
+        keep_going=_may_write(p, snapshot, plan),
         after_failure=status_after_failure(snapshot, p.config, now),
         quiet=snapshot.terminating,
         post=p.events.put if p.events is not None else None,
@@ -141,14 +170,16 @@ def run_pass(
     clock: Callable[[], datetime] = _utcnow,
     keep_going: Callable[[], bool] | None = None,
     events: EventQueue | None = None,
+    shard: Holder | None = None,
 ) -> PassResult:
     """Run one pass and update ``state`` in place. Never raises for per-object
     errors; they are in the result, which decides the exit code. With
     ``events``, the pass queues its events there instead of posting them
-    itself; the caller flushes the queue before it exits."""
+    itself; the caller flushes the queue before it exits. With ``shard``, the
+    pass sees and writes only the objects of the buckets it holds."""
     started = time.monotonic()
     before = kube.stats.snapshot()
-    p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8], events)
+    p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8], events, shard)
     selector = config.pod_report_selector if config.pod_report else None
 
     obs = observe(
@@ -159,6 +190,7 @@ def run_pass(
         page_size=config.page_size,
         metadata_page_size=config.metadata_page_size,
         previous=state.seen,
+        scope=shard.scope() if shard is not None else None,
     )
     # What observe reused is in the new snapshot; free the rest of the old
     # one before the plan is built (at scale, the two together set the peak).

@@ -5,7 +5,9 @@ One pass at a time (max_instances=1, coalesce): a slow pass delays the next
 rather than overlapping it, and missed runs are logged, not queued. SIGTERM
 and SIGINT let the running pass finish before the process exits 0. With
 leader election, only the holder of the Lease runs passes; the others tick
-and stay healthy, ready to take over.
+and stay healthy, ready to take over. Sharded, every replica runs passes
+over the buckets it holds (reconciler/run/shard.py), and one that holds none
+ticks like a standby.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from reconciler.result import PassResult, plural
 from reconciler.run import sdnotify
 from reconciler.run.leader import LeaderElector
 from reconciler.run.pacing import Pace, next_pace
+from reconciler.run.shard import ShardMember
 
 if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are served
     from reconciler.run.metrics import Metrics
@@ -45,6 +48,7 @@ class Daemon:
         jitter: float,
         min_interval: float | None = None,
         elector: LeaderElector | None = None,
+        shard: ShardMember | None = None,
         metrics: Metrics | None = None,
         requests: Callable[[], dict[tuple[str, str], int]] = dict,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -59,6 +63,7 @@ class Daemon:
         # once, so a time already past would be skipped while it still runs).
         self.early_at: datetime | None = None
         self.elector = elector
+        self.shard = shard
         self.metrics = metrics
         self.requests = requests
         self.clock = clock
@@ -83,6 +88,11 @@ class Daemon:
             if self.elector is not None and not self.elector.is_leader:
                 log.debug("not the leader; skipping this pass")
                 self.pace = None  # a leader again later starts at the interval, not settling
+                self._after(None)
+                return
+            if self.shard is not None and not self.shard.held():
+                log.debug("sharded: no bucket held; skipping this pass")
+                self.pace = None
                 self._after(None)
                 return
             started = self.clock()
@@ -128,9 +138,13 @@ class Daemon:
                 self.metrics.tick()
         if self.ticks == 1:
             sdnotify.notify("READY=1")
-        status = result.one_line() if result is not None else "standby: not the leader"
+        status = result.one_line() if result is not None else "standby: nothing held"
         sdnotify.notify(f"STATUS={status}")
         sdnotify.notify("WATCHDOG=1")
+
+    def _retry_period(self) -> float:
+        source = self.elector or self.shard
+        return source.config.retry_period if source is not None else 0.0
 
     def _listener(self, event) -> None:  # type: ignore[no-untyped-def]
         if event.code == EVENT_JOB_EXECUTED:
@@ -148,10 +162,22 @@ class Daemon:
         self.stopping.set()
         self.scheduler.shutdown(wait=False)
 
+    def _start_shard(self, shard: ShardMember) -> threading.Thread:
+        if self.metrics is not None:
+            metrics = self.metrics
+            metrics.buckets.set(shard.config.buckets)
+            shard.on_change = metrics.record_buckets
+        shard.round()  # know our buckets before the first pass
+        thread = threading.Thread(
+            target=shard.run, args=(self.stopping, self.pass_lock), name="shard", daemon=True
+        )
+        thread.start()
+        return thread
+
     def run(self) -> int:
         renewer = None
         if self.elector is None and self.metrics is not None:
-            self.metrics.leader.set(1)  # the only writer: the no-leader alert stays quiet
+            self.metrics.leader.set(1)  # a writer: the no-leader alert stays quiet
         if self.elector is not None:
             elector = self.elector
             if self.metrics is not None:
@@ -162,6 +188,8 @@ class Daemon:
                 target=elector.run, args=(self.stopping,), name="lease", daemon=True
             )
             renewer.start()
+        if self.shard is not None:
+            renewer = self._start_shard(self.shard)
         self.scheduler.add_job(
             self.tick,
             "interval",
@@ -181,10 +209,12 @@ class Daemon:
         self.scheduler.start()
         with self.pass_lock:  # wait for a pass still running in the pool
             pass
+        self.stopping.set()
+        if renewer is not None:
+            renewer.join(timeout=self._retry_period() + 5)
         if self.elector is not None:
-            self.stopping.set()
-            if renewer is not None:
-                renewer.join(timeout=self.elector.config.retry_period + 5)
             self.elector.release()
+        if self.shard is not None:
+            self.shard.leave()
         log.info("stopped after %s", plural(self.passes, "pass", "passes"))
         return 0

@@ -29,7 +29,7 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-def _micro_time(now: datetime) -> str:
+def micro_time(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -120,7 +120,7 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         """One round of the algorithm; True if we hold the lease afterwards."""
         cfg = self.config
-        now = _micro_time(self.wallclock())
+        now = micro_time(self.wallclock())
         try:
             lease = self.kube.get(LEASES, cfg.namespace, cfg.name)
         except ApiError as exc:
@@ -213,7 +213,7 @@ class LeaderElector:
             spec = self._spec(lease)
             if spec.get("holderIdentity") != self.identity:
                 return
-            now = _micro_time(self.wallclock())
+            now = micro_time(self.wallclock())
             body = {
                 **lease,
                 "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},

@@ -104,10 +104,39 @@ class Metrics:
             "1 if this instance may write: it holds the Lease, or runs without leader election.",
             registry=r,
         )
+        self.buckets = Gauge(
+            "reconciler_shard_buckets",
+            "Buckets the objects are split into (sharded replicas; 0 otherwise).",
+            registry=r,
+        )
+        self.buckets_held = Gauge(
+            "reconciler_shard_buckets_held",
+            "Buckets this replica holds and may write.",
+            registry=r,
+        )
+        self.bucket_changes = Counter(
+            "reconciler_shard_bucket_changes_total",
+            "Buckets this replica took or gave up.",
+            ["change"],
+            registry=r,
+        )
+        self._held: frozenset[int] = frozenset()
         self._seen_requests: dict[tuple[str, str], int] = {}
         self.last_tick = 0.0
         self.ready = False
         self.lock = threading.Lock()
+
+    def record_buckets(self, held: frozenset[int]) -> None:
+        """Called by the shard member whenever its held buckets change."""
+        with self.lock:
+            taken, given = len(held - self._held), len(self._held - held)
+            self._held = held
+        self.buckets_held.set(len(held))
+        if taken:
+            self.bucket_changes.labels("taken").inc(taken)
+        if given:
+            self.bucket_changes.labels("given-up").inc(given)
+        self.leader.set(1 if held else 0)
 
     def record_pass(self, result: PassResult, requests: dict[tuple[str, str], int]) -> None:
         self.pass_duration.observe(result.duration)

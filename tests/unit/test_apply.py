@@ -221,18 +221,34 @@ def events_in(kube):
 
 def test_losing_the_lease_mid_pass_skips_every_later_object():
     kube = FakeKube()
-    answers = iter([True, False, False])
+    answers = iter([True, True, False, False])
     actions = plan_redis(redis("a", num=1), [], CONFIG, NOW) + plan_redis(
         redis("b", num=1), [], CONFIG, NOW
     )
-    report = Executor(kube, concurrency=1, clock=lambda: NOW, keep_going=lambda: next(answers)).run(
-        Plan(tuple(actions))
-    )
+    report = Executor(
+        kube, concurrency=1, clock=lambda: NOW, keep_going=lambda owner: next(answers)
+    ).run(Plan(tuple(actions)))
     by_owner = {}
     for o in report.outcomes:
         by_owner.setdefault(o.action.owner.name, []).append(o.result)
     assert by_owner == {"a": [OK, OK], "b": [SKIPPED, SKIPPED]}
     assert ("POST", "b-0") not in kube.calls
+
+
+def test_each_write_is_checked_so_a_bucket_lost_between_two_writes_stops_the_object():
+    kube = FakeKube()
+    asked = []
+
+    def keep_going(owner):
+        asked.append(owner.name)
+        return len(asked) == 1
+
+    actions = plan_redis(redis("a", num=1), [], CONFIG, NOW)
+    report = Executor(kube, concurrency=1, clock=lambda: NOW, keep_going=keep_going).run(
+        Plan(tuple(actions))
+    )
+    assert [o.result for o in report.outcomes] == [OK, SKIPPED]
+    assert asked == ["a", "a"]
 
 
 def test_a_delete_error_other_than_not_found_is_a_failure():

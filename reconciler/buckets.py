@@ -1,0 +1,80 @@
+"""Buckets: how sharded replicas split the objects (`reconciler run --shard`).
+
+An object's bucket is a pure function of its uid, so it never changes: only
+buckets change hands. A pod belongs to its controller's bucket. Which live
+member holds which bucket is also a pure function (`assign`), so every
+replica that sees the same members computes the same answer; the bucket
+Leases (reconciler/run/shard.py) make sure that two replicas that do not
+never both hold one bucket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MASK = (1 << 64) - 1
+
+
+def fnv64a(text: str) -> int:
+    """FNV-1a, 64 bits: the same in every process (Python's hash() is salted)."""
+    h = _FNV_OFFSET
+    for byte in text.encode():
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK
+    return h
+
+
+def bucket_of(uid: str, total: int) -> int:
+    return fnv64a(uid) % total
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The buckets a replica holds now, out of ``total``."""
+
+    total: int
+    held: frozenset[int]
+
+    def covers(self, uid: str) -> bool:
+        return bucket_of(uid, self.total) in self.held
+
+
+class Holder(Protocol):
+    """What a pass asks of a sharded replica."""
+
+    def scope(self) -> Scope:
+        """The buckets held now: the pass observes only their objects."""
+        ...
+
+    def holds(self, uid: str) -> bool:
+        """Asked before each write, for the object the write is for."""
+        ...
+
+
+def _capacities(total: int, members: list[str]) -> dict[str, int]:
+    """⌊total/N⌋ each, and one more for the first ``total mod N`` members in
+    the order of their hash: balanced, and the same answer everywhere."""
+    base, extra = divmod(total, len(members))
+    ranked = sorted(members, key=lambda m: (fnv64a(f"extra/{m}"), m))
+    return {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+
+
+def assign(total: int, members: Iterable[str]) -> Mapping[int, str]:
+    """The desired holder of each bucket: rendezvous hashing (each bucket
+    prefers the members in the order of hash(bucket, member)) bounded by the
+    capacities above, so that every member holds ⌊B/N⌋ or ⌈B/N⌉ buckets and
+    a member that joins or leaves moves few buckets besides its own."""
+    live = sorted(set(members))
+    if not live:
+        return {}
+    room = _capacities(total, live)
+    out: dict[int, str] = {}
+    for bucket in range(total):
+        prefs = sorted(live, key=lambda m: (fnv64a(f"{bucket}/{m}"), m), reverse=True)
+        holder = next(m for m in prefs if room[m] > 0)
+        room[holder] -= 1
+        out[bucket] = holder
+    return out

@@ -1,0 +1,442 @@
+"""Sharded replicas (`reconciler run --shard`): members and buckets on Leases.
+
+Each replica renews one *member* Lease of its own; each of the B buckets has
+a *bucket* Lease naming its holder. A bucket Lease is never renewed: its
+holder's claim is good while the holder's member Lease lives. So the steady
+cost is one PUT per replica per retry period, whatever B is, and a bucket
+Lease is written only when it changes hands.
+
+Safety (no two replicas write one bucket at once) rests on compare-and-swap:
+
+- A replica writes a bucket only while its last member renewal is within
+  the renew deadline, on its own monotonic clock, and the LIST that followed
+  it showed the bucket's Lease naming it.
+- Another replica takes a bucket only when the holder's member Lease is
+  gone. It deletes a member Lease only after seeing it unchanged for its
+  lease duration on its own monotonic clock (longer than the renew deadline,
+  so the holder stopped writing before), and deletes it with a
+  resourceVersion precondition, so a renewal that lands first wins.
+- A replica whose member Lease was deleted (a zombie resumed after SIGSTOP)
+  fails its renewal, drops every bucket, and registers under a new
+  incarnation. Its old claims name the old incarnation and no longer count;
+  to hold a bucket again it must swap the bucket Lease, which races by
+  resourceVersion with any other taker.
+
+Handover: every replica computes the same desired holders from the live
+members (`buckets.assign`). Between passes a replica hands back the buckets
+whose desired holder is another live member; the desired holder takes a
+free bucket on its next round. A bucket that stays free longer than a lease
+duration plus an interval (members that disagree) is taken by anyone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.buckets import Scope, assign, bucket_of
+from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
+from reconciler.config import Config
+from reconciler.constants import LABEL_COMPONENT, LABEL_NAME, LABEL_PART_OF, MANAGED_BY
+from reconciler.run.leader import default_identity, micro_time
+
+log = logging.getLogger(__name__)
+
+MEMBER = "shard-member"
+BUCKET = "shard-bucket"
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    """The shard settings; their defaults are `Config`'s (see `from_config`)."""
+
+    namespace: str
+    group: str  # prefix of the Lease names, and their part-of label
+    buckets: int
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    interval: float
+    identity: str = ""  # empty: host name and a random suffix
+
+    @classmethod
+    def from_config(cls, config: Config) -> ShardConfig:
+        return cls(
+            namespace=config.leader_election_namespace,
+            group=config.leader_election_id,
+            buckets=config.shard_buckets,
+            lease_duration=config.lease_duration,
+            renew_deadline=config.renew_deadline,
+            retry_period=config.retry_period,
+            interval=config.interval,
+        )
+
+    @property
+    def selector(self) -> str:
+        return f"{LABEL_PART_OF}={self.group},{LABEL_COMPONENT} in ({MEMBER},{BUCKET})"
+
+    def bucket_lease(self, bucket: int) -> str:
+        return f"{self.group}-bucket-{bucket}"
+
+    def member_lease(self, identity: str) -> str:
+        slug = re.sub(r"[^a-z0-9-]+", "-", identity.lower()).strip("-")
+        return f"{self.group}-member-{slug}"[:253]
+
+
+@dataclass
+class _Seen:
+    """A member Lease as last seen, and since when (our monotonic clock) its
+    record has not changed."""
+
+    version: str
+    since: float
+
+
+@dataclass(frozen=True)
+class View:
+    """What the last round saw: the live members and each bucket's holder."""
+
+    members: frozenset[str] = frozenset()
+    holders: Mapping[int, str] = field(default_factory=dict)
+
+
+def _spec(lease: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(lease.get("spec") or {})
+
+
+def _version(lease: Mapping[str, Any]) -> str:
+    return str((lease.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class ShardMember:
+    def __init__(
+        self,
+        kube: Kube,
+        config: ShardConfig,
+        monotonic: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.monotonic = monotonic
+        self.wallclock = wallclock
+        self.base = config.identity or default_identity()
+        self.identity = ""  # this incarnation; set when the member Lease is created
+        self.member: dict[str, Any] | None = None
+        self.seen: dict[str, _Seen] = {}
+        self.free_since: dict[int, float] = {}
+        self.bucket_leases: dict[int, dict[str, Any]] = {}
+        self.view = View()
+        self.lock = threading.Lock()
+        self._held: frozenset[int] = frozenset()
+        self._valid_from = -1e18  # monotonic start of the last round that renewed
+        self.on_change: Callable[[frozenset[int]], None] | None = None
+
+    # ---------------------------------------------------------------- reads
+
+    def _valid(self) -> bool:
+        return self.monotonic() - self._valid_from <= self.config.renew_deadline
+
+    def held(self) -> frozenset[int]:
+        """The buckets this replica may write now (none past the renew deadline)."""
+        with self.lock:
+            return self._held if self._valid() else frozenset()
+
+    def scope(self) -> Scope:
+        return Scope(self.config.buckets, self.held())
+
+    def holds(self, uid: str) -> bool:
+        """May this replica write for the object with this uid, now?"""
+        return bucket_of(uid, self.config.buckets) in self.held()
+
+    # ---------------------------------------------------------------- one round
+
+    def round(self) -> None:
+        """Renew our member Lease, read every Lease of the group, delete dead
+        members, take the free buckets we should hold."""
+        started = self.monotonic()
+        if not self._renew():
+            return
+        try:
+            leases: list[dict[str, Any]] = self.kube.list(
+                LEASES, self.config.namespace, self.config.selector
+            )
+        except KubeError as exc:
+            log.warning("shard: LIST leases: %s", exc)
+            return
+        members = self._live_members([lz for lz in leases if _role(lz) == MEMBER])
+        desired = assign(self.config.buckets, members)
+        held = self._claim([lz for lz in leases if _role(lz) == BUCKET], members, desired)
+        self.view = View(frozenset(members), self._holders())
+        with self.lock:
+            changed = held != self._held
+            self._held, self._valid_from = held, started
+        if changed:
+            log.info(
+                "shard %s holds %d of %d buckets", self.identity, len(held), self.config.buckets
+            )
+            if self.on_change is not None:
+                self.on_change(held)
+
+    def _renew(self) -> bool:
+        if self.member is None:
+            return self._register()
+        body = {**self.member, "spec": {**_spec(self.member), "renewTime": self._now()}}
+        try:
+            self.member = self.kube.replace(LEASES, self.config.namespace, _name(self.member), body)
+            return True
+        except ApiError as exc:
+            if exc.status == 409 and self._still_ours():
+                return False  # our last renewal landed unanswered; renew again next round
+            if exc.status not in (404, 409):
+                log.warning("shard: renew %s: %s", _name(self.member), exc)
+                return False
+            log.warning(
+                "shard: member lease %s was taken away (%s); starting over",
+                self.identity,
+                exc.status,
+            )
+        except KubeError as exc:
+            log.warning("shard: renew %s: %s", _name(self.member), exc)
+            return False
+        self._drop()
+        return self._register()
+
+    def _still_ours(self) -> bool:
+        assert self.member is not None
+        try:
+            lease = self.kube.get(LEASES, self.config.namespace, _name(self.member))
+        except KubeError:
+            return False
+        if _spec(lease).get("holderIdentity") != self.identity:
+            return False
+        self.member = lease
+        return True
+
+    def _drop(self) -> None:
+        with self.lock:
+            self._held, self._valid_from = frozenset(), -1e18
+        self.member = None
+        if self.on_change is not None:
+            self.on_change(frozenset())
+
+    def _register(self) -> bool:
+        identity = f"{self.base}_{uuid.uuid4().hex[:6]}"
+        now = self._now()
+        body = self._lease(
+            self.config.member_lease(identity),
+            MEMBER,
+            {
+                "holderIdentity": identity,
+                "leaseDurationSeconds": int(self.config.lease_duration),
+                "acquireTime": now,
+                "renewTime": now,
+            },
+        )
+        try:
+            self.member = self.kube.create(LEASES, self.config.namespace, body)
+        except KubeError as exc:
+            log.warning("shard: create member lease: %s", exc)
+            return False
+        self.identity = identity
+        log.info("shard: joined as %s", identity)
+        return True
+
+    def _live_members(self, leases: list[dict[str, Any]]) -> set[str]:
+        """The members whose Lease record changed within its duration; the
+        others are deleted (with a resourceVersion precondition)."""
+        now, live, seen = self.monotonic(), set(), {}
+        for lease in leases:
+            name, holder, version = (
+                _name(lease),
+                _spec(lease).get("holderIdentity") or "",
+                _version(lease),
+            )
+            before = self.seen.get(name)
+            since = before.since if before is not None and before.version == version else now
+            seen[name] = _Seen(version, since)
+            duration = float(_spec(lease).get("leaseDurationSeconds") or self.config.lease_duration)
+            if holder == self.identity or now - since < duration:
+                live.add(holder)
+            elif self._evict(lease):
+                del seen[name]
+            else:
+                live.add(holder)  # not deleted: it may have renewed meanwhile
+        self.seen = seen
+        live.discard("")
+        return live
+
+    def _evict(self, lease: dict[str, Any]) -> bool:
+        try:
+            self.kube.delete(
+                LEASES, self.config.namespace, _name(lease), resource_version=_version(lease)
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return True
+            log.info("shard: could not delete member lease %s: %s", _name(lease), exc)
+            return False
+        except KubeError as exc:
+            log.info("shard: could not delete member lease %s: %s", _name(lease), exc)
+            return False
+        log.info(
+            "shard: member %s stopped renewing; its lease is deleted",
+            _spec(lease).get("holderIdentity"),
+        )
+        return True
+
+    def _claim(
+        self, leases: list[dict[str, Any]], members: set[str], desired: Mapping[int, str]
+    ) -> frozenset[int]:
+        """The buckets we hold after taking the free ones that are ours to take."""
+        by_bucket = {_bucket_index(lz, self.config): lz for lz in leases}
+        self.bucket_leases = {b: lz for b, lz in by_bucket.items() if b is not None}
+        now, held = self.monotonic(), set()
+        for bucket in range(self.config.buckets):
+            lease = self.bucket_leases.get(bucket)
+            holder = _spec(lease).get("holderIdentity") or "" if lease else ""
+            if holder == self.identity:
+                held.add(bucket)
+                continue
+            if holder in members:
+                self.free_since.pop(bucket, None)
+                continue
+            since = self.free_since.setdefault(bucket, now)
+            stale = now - since > self.config.lease_duration + self.config.interval
+            if (desired.get(bucket) == self.identity or stale) and self._take(bucket, lease):
+                held.add(bucket)
+        return frozenset(held)
+
+    def _take(self, bucket: int, lease: dict[str, Any] | None) -> bool:
+        now = self._now()
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.config.lease_duration),
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": int(_spec(lease or {}).get("leaseTransitions") or 0) + 1,
+        }
+        name = self.config.bucket_lease(bucket)
+        try:
+            if lease is None:
+                taken = self.kube.create(
+                    LEASES, self.config.namespace, self._lease(name, BUCKET, spec)
+                )
+            else:
+                taken = self.kube.replace(
+                    LEASES, self.config.namespace, name, {**lease, "spec": spec}
+                )
+        except KubeError as exc:
+            log.info("shard: could not take bucket %d: %s", bucket, exc)
+            return False
+        self.bucket_leases[bucket] = taken
+        self.free_since.pop(bucket, None)
+        log.info("shard %s took bucket %d", self.identity, bucket)
+        return True
+
+    def _holders(self) -> dict[int, str]:
+        return {b: _spec(lz).get("holderIdentity") or "" for b, lz in self.bucket_leases.items()}
+
+    # ---------------------------------------------------------------- handover
+
+    def hand_back(self) -> None:
+        """Release each held bucket whose desired holder is another live
+        member. Call it only between passes: no write of ours is in flight."""
+        desired = assign(self.config.buckets, self.view.members)
+        for bucket in sorted(self.held()):
+            if desired.get(bucket, self.identity) != self.identity:
+                self._release(bucket)
+
+    def _release(self, bucket: int) -> None:
+        with self.lock:
+            self._held = self._held - {bucket}
+        lease = self.bucket_leases.get(bucket)
+        if lease is None:
+            return
+        spec = {**_spec(lease), "holderIdentity": "", "renewTime": self._now()}
+        try:
+            self.bucket_leases[bucket] = self.kube.replace(
+                LEASES, self.config.namespace, _name(lease), {**lease, "spec": spec}
+            )
+        except KubeError as exc:
+            log.info("shard: could not hand back bucket %d: %s", bucket, exc)
+            return
+        log.info("shard %s handed back bucket %d", self.identity, bucket)
+        if self.on_change is not None:
+            self.on_change(self._held)
+
+    def leave(self) -> None:
+        """On shutdown, after the last pass: delete our member Lease, which
+        frees every bucket we held at once (claims of a member with no Lease
+        do not count)."""
+        member = self.member
+        self._drop()
+        if member is None:
+            return
+        try:
+            self.kube.delete(
+                LEASES, self.config.namespace, _name(member), resource_version=_version(member)
+            )
+            log.info("shard: left; member lease %s deleted", _name(member))
+        except KubeError as exc:
+            log.warning("shard: could not delete member lease %s: %s", _name(member), exc)
+
+    # ---------------------------------------------------------------- loop
+
+    def run(self, stop: threading.Event, between_passes: threading.Lock) -> None:
+        """A round every retry_period until stop is set (its own thread); the
+        buckets to hand back are handed back when no pass is running."""
+        while not stop.is_set():
+            self.round()
+            if between_passes.acquire(blocking=False):
+                try:
+                    if not stop.is_set():
+                        self.hand_back()
+                finally:
+                    between_passes.release()
+            stop.wait(self.config.retry_period)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _now(self) -> str:
+        return micro_time(self.wallclock())
+
+    def _lease(self, name: str, role: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": LEASES.api_version,
+            "kind": LEASES.kind,
+            "metadata": {
+                "name": name,
+                "namespace": self.config.namespace,
+                "labels": {
+                    LABEL_NAME: MANAGED_BY,
+                    LABEL_PART_OF: self.config.group,
+                    LABEL_COMPONENT: role,
+                },
+            },
+            "spec": spec,
+        }
+
+
+def _name(lease: Mapping[str, Any]) -> str:
+    return str((lease.get("metadata") or {}).get("name") or "")
+
+
+def _role(lease: Mapping[str, Any]) -> str:
+    return str(((lease.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT) or "")
+
+
+def _bucket_index(lease: Mapping[str, Any], config: ShardConfig) -> int | None:
+    prefix = f"{config.group}-bucket-"
+    name = _name(lease)
+    if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
+        return None
+    index = int(name[len(prefix) :])
+    return index if index < config.buckets else None
