@@ -106,6 +106,32 @@ leaderElection:
 """
 
 
+# The apiserver's own record of who wrote what, for the sharding e2e tests
+# (tests/e2e/test_shard.py): every write to our kinds and to pods, and the
+# Lease writes with their bodies (who took which bucket, when). Node leases
+# (kwok renews one per node) and kwok's pod status updates are left out.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  namespaces: [kube-node-lease, kube-system]
+- level: None
+  resources: [{group: "", resources: [pods/status, nodes, nodes/status, events]}]
+- level: Request
+  verbs: [create, update, patch, delete]
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources:
+  - {group: "", resources: [pods]}
+  - {group: myapp.demo.kubebuilder.io, resources: [redis, redis/status]}
+  - {group: apps.xca.k8s.kb.cx, resources: [xcas, xcas/status]}
+- level: None
+"""
+
+
 # "1": the apiserver serves /debug/pprof. Read when a cluster starts, not by a
 # running one. Not RECONCILER_*: the reconciler refuses variables of that
 # prefix it does not know.
@@ -159,6 +185,14 @@ class Layout:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.logs / "audit.log"
+
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "audit-policy.yaml"
 
     @property
     def tokens(self) -> Path:
@@ -282,6 +316,7 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     )
     _write_kubeconfig(cluster)
     (lay.root / "kwok.yaml").write_text(KWOK_CONFIG)
+    lay.audit_policy.write_text(AUDIT_POLICY)
     (lay.root / "scheduler.yaml").write_text(
         SCHEDULER_CONFIG.format(kubeconfig=lay.kubeconfig, qps=SCHEDULER_QPS, burst=SCHEDULER_BURST)
     )
@@ -373,6 +408,10 @@ def _apiserver_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[s
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         # A loopback address is not a valid Endpoints IP; nothing needs that Service anyway.
         "--endpoint-reconciler-type=none",
+        f"--audit-policy-file={lay.audit_policy}",
+        f"--audit-log-path={lay.audit_log}",
+        "--audit-log-maxsize=500",
+        "--audit-log-maxbackup=1",
         # /debug/pprof, for profiling the apiserver under a bench (docs/performance.md).
         f"--profiling={'true' if os.environ.get(PROFILING_ENV) == '1' else 'false'}",
     ]

@@ -22,9 +22,7 @@ def test_fnv64a_is_the_published_function():
 def test_a_scope_covers_the_objects_of_its_buckets():
     uids = [f"uid-{i}" for i in range(200)]
     scope = Scope(8, frozenset({1, 5}))
-    assert {u for u in uids if scope.covers(u)} == {
-        u for u in uids if bucket_of(u, 8) in (1, 5)
-    }
+    assert {u for u in uids if scope.covers(u)} == {u for u in uids if bucket_of(u, 8) in (1, 5)}
 
 
 @given(members, st.integers(min_value=1, max_value=64))

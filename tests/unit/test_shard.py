@@ -77,7 +77,10 @@ class LeaseStore:
         self._check()
         if name not in self.leases:
             raise ApiError(404, "NotFound", "not found")
-        if resource_version and resource_version != self.leases[name]["metadata"]["resourceVersion"]:
+        if (
+            resource_version
+            and resource_version != self.leases[name]["metadata"]["resourceVersion"]
+        ):
             raise ApiError(409, "Conflict", "precondition failed")
         self.writes.append(("delete", name))
         del self.leases[name]
@@ -135,7 +138,9 @@ def test_a_steady_round_writes_only_its_own_member_lease():
     settle(ms, clock)
     store.writes.clear()
     settle(ms, clock, rounds=1)
-    assert sorted(store.writes) == sorted(("replace", m.config.member_lease(m.identity)) for m in ms)
+    assert sorted(store.writes) == sorted(
+        ("replace", m.config.member_lease(m.identity)) for m in ms
+    )
 
 
 def test_a_killed_member_loses_its_buckets_to_the_others_after_its_lease_duration():
