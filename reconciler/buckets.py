@@ -45,6 +45,11 @@ class Scope:
 class Holder(Protocol):
     """What a pass asks of a sharded replica."""
 
+    @property
+    def name(self) -> str:
+        """The replica's name, stable across its incarnations (status.shard)."""
+        ...
+
     def scope(self) -> Scope:
         """The buckets held now: the pass observes only their objects."""
         ...

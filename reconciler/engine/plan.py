@@ -45,13 +45,18 @@ def orphan_pods(kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod])
 
 
 def plan(
-    snapshot: Snapshot, config: Config, now: datetime, settled: Settled = NOTHING_SETTLED
+    snapshot: Snapshot,
+    config: Config,
+    now: datetime,
+    settled: Settled = NOTHING_SETTLED,
+    holder: str | None = None,
 ) -> Plan:
     """Plan one pass. A kind whose LIST failed (None) gets no writes, nor does
     a kind whose rules read pods when the pod LIST failed, but for the status
     that says so when the failure will last (``snapshot.pods_error``).
     ``settled`` is the previous plan's: an object it holds is not planned
-    again (`reconciler.settled`)."""
+    again (`reconciler.settled`). ``holder``: the sharded replica planning,
+    recorded in each object's status."""
     out = _Planned(PodIndex(snapshot.pods or ()), settled.under(config))
     for kind in KINDS:
         objects = snapshot.of(kind.name)
@@ -59,14 +64,16 @@ def plan(
             continue
         if kind.plan_unseen is not None and snapshot.pods is None:
             if snapshot.pods_error is not None:
-                out.unseen(kind, objects, config, now, snapshot.pods_error)
+                out.unseen(kind, objects, config, now, snapshot.pods_error, holder)
             continue
         for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
             closing = obj.namespace in snapshot.terminating
             if not out.reuse(obj, closing):
                 obj_gate = gate(obj.failure, config.backoff, now)
                 out.plan(
-                    kind, obj, PlanInput(out.index, config, now, obj_gate, frozenset(), closing)
+                    kind,
+                    obj,
+                    PlanInput(out.index, config, now, obj_gate, frozenset(), closing, holder),
                 )
         if kind.owns_pods and snapshot.pods is not None:
             out.actions.extend(orphan_pods(kind, objects, snapshot.pods))
@@ -93,7 +100,13 @@ class _Planned:
         return True
 
     def unseen(
-        self, kind: Kind[Any], objects: Sequence[Object], config: Config, now: datetime, why: str
+        self,
+        kind: Kind[Any],
+        objects: Sequence[Object],
+        config: Config,
+        now: datetime,
+        why: str,
+        holder: str | None,
     ) -> None:
         """Objects planned without their pods: never settled, so the next
         pass that sees their pods plans them whole."""
@@ -102,7 +115,8 @@ class _Planned:
             obj_gate = gate(obj.failure, config.backoff, now)
             if obj_gate.backing_off:
                 self.held.add(obj.key)
-            planned = kind.plan_unseen(obj, PlanInput(self.index, config, now, obj_gate), why)
+            inp = PlanInput(self.index, config, now, obj_gate, holder=holder)
+            planned = kind.plan_unseen(obj, inp, why)
             self.actions.extend(planned)
             self.health[obj.key] = kind.health(obj, planned)
 
@@ -126,7 +140,9 @@ class _Planned:
 StatusAfterFailure = Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]]
 
 
-def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> StatusAfterFailure:
+def status_after_failure(
+    snapshot: Snapshot, config: Config, now: datetime, holder: str | None = None
+) -> StatusAfterFailure:
     """For the executor: the status of an object right after one of its writes
     failed, so that the failure shows in the status in the same pass, in every
     mode. It is the kind's own status rule, held to status only, with the
@@ -146,7 +162,8 @@ def status_after_failure(snapshot: Snapshot, config: Config, now: datetime) -> S
             return []  # its pods unseen: counted from nothing, the status would lie
         held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
-        actions = kind.plan(obj, PlanInput(index(), config, now, held, done))
+        inp = PlanInput(index(), config, now, held, done, holder=holder)
+        actions = kind.plan(obj, inp)
         return [a for a in actions if isinstance(a, PatchStatus)]
 
     return status_of

@@ -133,6 +133,10 @@ def _bucket_uids(snapshot: Snapshot, plan: Plan) -> dict[ObjKey, str]:
     return uids
 
 
+def _holder(p: _Pass) -> str | None:
+    return p.shard.name if p.shard is not None else None
+
+
 def _may_write(p: _Pass, snapshot: Snapshot, plan: Plan) -> Callable[[ObjKey], bool] | None:
     """Checked before each write: still the leader, and (sharded) still the
     holder of the bucket of the object the write is for."""
@@ -154,7 +158,7 @@ def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyRepo
         pass_id=p.pass_id,
         refs=object_refs(snapshot, plan),
         keep_going=_may_write(p, snapshot, plan),
-        after_failure=status_after_failure(snapshot, p.config, now),
+        after_failure=status_after_failure(snapshot, p.config, now, _holder(p)),
         quiet=snapshot.terminating,
         post=p.events.put if p.events is not None else None,
     )
@@ -199,7 +203,7 @@ def run_pass(
         for err in obs.errors:
             log.error("%s", err)
     snapshot, now = obs.snapshot, clock()
-    the_plan = make_plan(snapshot, config, now, state.settled)
+    the_plan = make_plan(snapshot, config, now, state.settled, _holder(p))
     state.seen, state.settled = snapshot, the_plan.settled
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
     planned = plural(len(the_plan.actions), "action")

@@ -46,6 +46,8 @@ class PlanInput:
     landed: frozenset[tuple[str, ObjKey]] = frozenset()  # (verb, target)
     # Its namespace is being deleted: nothing can be created there any more.
     namespace_terminating: bool = False
+    # The sharded replica that holds its bucket (status.shard); None unsharded.
+    holder: str | None = None
 
 
 T = TypeVar("T", bound=Object)

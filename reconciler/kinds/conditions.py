@@ -54,6 +54,17 @@ def status_differs(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> b
     return any(observed.get(k) != v for k, v in desired.items())
 
 
+SHARD_FIELD = "shard"
+
+
+def holder_field(status: Mapping[str, Any], holder: str | None) -> dict[str, Any]:
+    """status.shard: the replica that holds the object's bucket, so `kubectl
+    get -o wide` shows who works on it; removed (null) when no longer sharded."""
+    if holder is not None:
+        return {SHARD_FIELD: holder}
+    return {SHARD_FIELD: None} if SHARD_FIELD in status else {}
+
+
 def status_after(
     status: Mapping[str, Any], actions: Sequence[Action], key: ObjKey
 ) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import (
     Verdict,
     condition,
+    holder_field,
     is_true,
     observed_conditions,
     status_after,
@@ -907,6 +908,7 @@ def status_of(
         "state": summary.reason,
         "message": summary.message,
         "conditions": [c.to_dict() for c in conds.values()],
+        **holder_field(redis.status, inp.holder),
     }
     if inp.gate.hold or redis.failure is not None:
         body[STATUS_FIELD] = to_status(inp.gate.failure if inp.gate.hold else None)

@@ -14,7 +14,7 @@ from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
 from reconciler.health import READY, Health
 from reconciler.kinds.base import Kind, PlanInput
-from reconciler.kinds.conditions import status_after
+from reconciler.kinds.conditions import holder_field, status_after, status_differs
 from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields, rfc3339
 
 GROUP = "apps.xca.k8s.kb.cx"
@@ -44,23 +44,28 @@ def from_api(obj: Mapping[str, Any]) -> Xca:
     return Xca(**object_fields(meta_of(obj)), status=status, failure=from_status(status))
 
 
-def _record(xca: Xca, failure: Failure | None) -> list[Action]:
-    """Write the failure record (None clears it) unless it is stored already."""
-    record = to_status(failure)
-    if xca.status.get(STATUS_FIELD) == record:
+def _record(xca: Xca, failure: Failure | None, holder: str | None) -> list[Action]:
+    """Write the failure record (None clears it) and the holder unless they
+    are stored already."""
+    desired = {STATUS_FIELD: to_status(failure), **holder_field(xca.status, holder)}
+    if not status_differs(xca.status, desired):
         return []
-    return [PatchStatus(xca.key, xca.resource_version, {STATUS_FIELD: record})]
+    return [PatchStatus(xca.key, xca.resource_version, desired)]
 
 
 def plan(xca: Xca, inp: PlanInput) -> list[Action]:
     if xca.deletion_timestamp:
         return []
     if inp.gate.hold:
-        return _record(xca, inp.gate.failure)
+        return _record(xca, inp.gate.failure, inp.holder)
     if xca.status.get("active") is True:
-        return _record(xca, None)
+        return _record(xca, None, inp.holder)
     event = EventSpec(KIND.ref(xca), "Normal", "Activated", f"Xca {xca.name} activated", COMPONENT)
-    status: dict[str, Any] = {"active": True, "last_update_time": rfc3339(inp.now)}
+    status: dict[str, Any] = {
+        "active": True,
+        "last_update_time": rfc3339(inp.now),
+        **holder_field(xca.status, inp.holder),
+    }
     if xca.failure is not None:
         status[STATUS_FIELD] = None
     return [PatchStatus(xca.key, xca.resource_version, status, (event,))]

@@ -141,6 +141,10 @@ class ShardMember:
 
     # ---------------------------------------------------------------- reads
 
+    @property
+    def name(self) -> str:
+        return self.base
+
     def _valid(self) -> bool:
         return self.monotonic() - self._valid_from <= self.config.renew_deadline
 
