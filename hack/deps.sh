@@ -2,7 +2,8 @@
 # Everything `make test` and `make demo` need, idempotently: the venv
 # (hack/venv.sh), then the system side:
 #   - Debian packages: openssl for the local cluster's certificates, systemd
-#     for systemd-analyze, which checks the units in systemd/;
+#     for systemd-analyze, which checks the units in systemd/, faketime for a
+#     replica whose wall clock is off (tests/e2e/test_shard.py);
 #   - Go (>= 1.24), which builds the local cluster (hack/cluster/build.sh,
 #     cached outside the repo);
 #   - kubectl, built from the same Kubernetes tag as the local cluster's
@@ -15,6 +16,7 @@ bash hack/venv.sh
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
 command -v systemd-analyze >/dev/null || missing+=(systemd)  # verifies systemd/ units
+command -v faketime >/dev/null || missing+=(faketime)  # a sharded replica whose clock is off
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "deps: please install: ${missing[*]} (apt-get install ${missing[*]})" >&2

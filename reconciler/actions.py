@@ -25,6 +25,7 @@ class Verb(StrEnum):
     PATCH_FINALIZERS = "patch-finalizers"
     PATCH_STATUS = "patch-status"
     PATCH_METADATA = "patch-metadata"
+    PATCH_LABELS = "patch-labels"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +195,31 @@ class PatchPodMetadata:
         return f"patch pod {self.target} metadata ({self.why})"
 
 
-Action = CreatePod | DeletePod | PatchFinalizers | PatchStatus | PatchPodMetadata
+@dataclass(frozen=True, slots=True)
+class PatchLabels:
+    """Set labels of one of our objects (the shard bucket, which a sharded
+    replica's LISTs select on), guarded by resourceVersion; other labels are
+    left alone."""
+
+    owner: ObjKey
+    resource_version: str
+    labels: Mapping[str, str]
+    why: str
+    verb: Verb = field(default=Verb.PATCH_LABELS, init=False)
+
+    @property
+    def kind(self) -> str:
+        return self.owner.kind
+
+    @property
+    def target(self) -> ObjKey:
+        return self.owner
+
+    def describe(self) -> str:
+        return f"patch {self.owner.kind.lower()} {self.owner} labels ({self.why})"
+
+
+Action = CreatePod | DeletePod | PatchFinalizers | PatchStatus | PatchPodMetadata | PatchLabels
 
 
 @dataclass(frozen=True)

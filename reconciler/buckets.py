@@ -33,13 +33,22 @@ def bucket_of(uid: str, total: int) -> int:
 
 @dataclass(frozen=True)
 class Scope:
-    """The buckets a replica holds now, out of ``total``."""
+    """The buckets a replica holds now, out of ``total``. With ``select``,
+    its LISTs ask only for the objects and pods labelled with these buckets
+    (and the objects not labelled yet); without, they ask for everything and
+    keep what is in scope, which also finds an object whose label is wrong."""
 
     total: int
     held: frozenset[int]
+    select: bool = False
 
     def covers(self, uid: str) -> bool:
         return bucket_of(uid, self.total) in self.held
+
+    @property
+    def values(self) -> str:
+        """The held buckets as a label selector's set: "1,5,9"."""
+        return ",".join(str(b) for b in sorted(self.held))
 
 
 class Holder(Protocol):

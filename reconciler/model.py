@@ -210,6 +210,11 @@ def generation_of(meta: Mapping[str, Any]) -> int:
     return gen if isinstance(gen, int) else 0
 
 
+# The bucket of a sharded replica (reconciler/buckets.py), on our objects and
+# their pods, so that a replica LISTs only the buckets it holds.
+LABEL_BUCKET = "myapp.demo.kubebuilder.io/shard-bucket"
+
+
 class ObjectFields(TypedDict):
     """The metadata every object of our kinds is decoded with."""
 
@@ -219,6 +224,7 @@ class ObjectFields(TypedDict):
     resource_version: str
     generation: int
     deletion_timestamp: str | None
+    bucket_label: str | None
 
 
 def object_fields(meta: Mapping[str, Any]) -> ObjectFields:
@@ -229,6 +235,7 @@ def object_fields(meta: Mapping[str, Any]) -> ObjectFields:
         resource_version=str(meta.get("resourceVersion", "")),
         generation=generation_of(meta),
         deletion_timestamp=meta.get("deletionTimestamp"),
+        bucket_label=mapping(meta.get("labels")).get(LABEL_BUCKET),
     )
 
 

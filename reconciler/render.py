@@ -11,6 +11,7 @@ from reconciler.actions import (
     CreatePod,
     DeletePod,
     PatchFinalizers,
+    PatchLabels,
     PatchPodMetadata,
     PatchStatus,
     Plan,
@@ -74,6 +75,8 @@ def action_json(action: Action) -> dict[str, Any]:
             out["finalizers"] = list(action.finalizers)
         case PatchPodMetadata():
             out["metadata"] = action.body(action.resource_version)["metadata"]
+        case PatchLabels():
+            out["labels"] = dict(action.labels)
     return out
 
 

@@ -24,6 +24,7 @@ from reconciler.actions import (
     EventSpec,
     ObjRef,
     PatchFinalizers,
+    PatchLabels,
     PatchPodMetadata,
     PatchStatus,
     Plan,
@@ -45,6 +46,7 @@ FAILURE_REASONS = {
     Verb.PATCH_FINALIZERS: "FailedUpdateFinalizers",
     Verb.PATCH_STATUS: "FailedUpdateStatus",
     Verb.PATCH_METADATA: "FailedUpdatePod",
+    Verb.PATCH_LABELS: "FailedUpdateLabels",
 }
 POD_CONFLICT = "PodConflict"
 INVALID_OBJECT = "InvalidObject"
@@ -271,6 +273,8 @@ class Executor:
                     return self._patch_status(action, run)
                 case PatchPodMetadata():
                     return self._patch_pod(action, run)
+                case PatchLabels():
+                    return self._patch_labels(action, run)
                 case _:
                     assert_never(action)
         except ApiError as exc:
@@ -323,6 +327,11 @@ class Executor:
     def _patch_finalizers(self, action: PatchFinalizers, run: _ObjectRun) -> Result:
         rv = run.new_rv.get(action.resource_version, action.resource_version)
         body = {"metadata": {"finalizers": list(action.finalizers), "resourceVersion": rv}}
+        return self._patch(action.owner, action.resource_version, body, "", run)
+
+    def _patch_labels(self, action: PatchLabels, run: _ObjectRun) -> Result:
+        rv = run.new_rv.get(action.resource_version, action.resource_version)
+        body = {"metadata": {"labels": dict(action.labels), "resourceVersion": rv}}
         return self._patch(action.owner, action.resource_version, body, "", run)
 
     def _patch_status(self, action: PatchStatus, run: _ObjectRun) -> Result:

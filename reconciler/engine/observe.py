@@ -35,6 +35,7 @@ from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.kinds.base import Kind
 from reconciler.kinds.registry import KINDS
 from reconciler.model import (
+    LABEL_BUCKET,
     NAMESPACES,
     PODS,
     Known,
@@ -395,15 +396,22 @@ def _named(
     except _READ_FAILURES as exc:
         lister.failed(PODS, exc)
         return None
-    ours = {kind.name: {o.uid for o in objects.get(kind.name) or ()} for kind in KINDS}
-    late = tuple(
-        p
-        for p in found
-        if not (p.controller_kind in ours and p.controller_uid not in ours[p.controller_kind])
-    )
+    late = _owner_listed(found, objects)
     if late:
         log.info("found %d pod(s) holding a desired name without our label", len(late))
     return labelled + late
+
+
+def _owner_listed(
+    pods: Iterable[Pod], objects: Mapping[str, tuple[Any, ...] | None]
+) -> tuple[Pod, ...]:
+    """The pods whose controller, if one of our kinds, is an object listed."""
+    ours = {kind.name: {o.uid for o in objects.get(kind.name) or ()} for kind in KINDS}
+    return tuple(
+        p
+        for p in pods
+        if not (p.controller_kind in ours and p.controller_uid not in ours[p.controller_kind])
+    )
 
 
 def _list_pods(
@@ -415,13 +423,48 @@ def _list_pods(
 
 
 def _list_kind(
-    lister: _Lister, full: FullList, kind: Kind[Any], before: Snapshot | None
+    lister: _Lister,
+    full: FullList,
+    kind: Kind[Any],
+    before: Snapshot | None,
+    selectors: tuple[str | None, ...],
 ) -> tuple[Any, ...] | None:
+    """The kind's objects: one LIST per selector (their answers do not
+    overlap), None if any of them failed."""
     reuse = _reuse(None if before is None else before.of(kind.name), kind.decode)
     decode = page_of(kind.decode, reuse.known if reuse else {})
-    return lister.list(
-        kind.resource, None, full.held(lister.kube, kind.resource, None, decode), reuse
-    )
+    res = kind.resource
+    parts = [
+        lister.list(res, sel, full.held(lister.kube, res, sel, decode), reuse) for sel in selectors
+    ]
+    if any(p is None for p in parts):
+        return None
+    found = tuple(obj for part in parts for obj in part or ())
+    lister.counts[res.kind] = len(found)
+    return found
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the LISTs of a pass ask for: our pods, and each kind's objects
+    (one LIST per selector)."""
+
+    pods: str
+    objects: tuple[str | None, ...]
+
+    @property
+    def selective(self) -> bool:
+        return self.objects != (None,)
+
+
+def selection(scope: Scope | None) -> Selection:
+    """Everything, or (a sharded replica) the objects and pods labelled with
+    the buckets it holds, and the objects not labelled yet. Their pods are
+    found by name as any pod missing from the LIST is (`_named`)."""
+    if scope is None or not scope.select or not scope.held or len(scope.held) == scope.total:
+        return Selection(MANAGED_POD_SELECTOR, (None,))
+    held = f"{LABEL_BUCKET} in ({scope.values})"
+    return Selection(f"{MANAGED_POD_SELECTOR},{held}", (held, f"!{LABEL_BUCKET}"))
 
 
 def _reuse(
@@ -473,15 +516,22 @@ def observe(
         meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
-    labelled = _pods_in(scope, _list_pods(lister, full, MANAGED_POD_SELECTOR, pod_reuse))
+    chosen = selection(scope)
+    labelled = _pods_in(scope, _list_pods(lister, full, chosen.pods, pod_reuse))
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = labelled
     elif report_selector is not None:
         report_pods = _pods_in(scope, _list_pods(lister, full, report_selector or None, pod_reuse))
     objects = {
-        kind.name: _objects_in(scope, _list_kind(lister, full, kind, previous)) for kind in KINDS
+        kind.name: _objects_in(scope, _list_kind(lister, full, kind, previous, chosen.objects))
+        for kind in KINDS
     }
+    if labelled is not None and chosen.selective:
+        # An owner missing from a LIST selected on the bucket label may be
+        # there with a label changed by hand: its pods are no orphans to
+        # delete, and wait for the next pass that lists everything.
+        labelled = _owner_listed(labelled, objects)
     pods = None if labelled is None else _named(lister, full, labelled, objects, pod_reuse)
     del pod_reuse
     pods_error = lister.lasting.get(PODS.kind) if pods is None else None

@@ -14,14 +14,23 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from reconciler.actions import Action, DeletePod, PatchStatus, Plan
+from reconciler.actions import (
+    Action,
+    CreatePod,
+    DeletePod,
+    PatchLabels,
+    PatchPodMetadata,
+    PatchStatus,
+    Plan,
+)
 from reconciler.backoff import WriteError, after_failure, gate
+from reconciler.buckets import bucket_of
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
 from reconciler.kinds.base import Kind, Object, PlanInput
 from reconciler.kinds.registry import KINDS
-from reconciler.model import ObjKey, Pod, PodIndex, RecordingLookup
+from reconciler.model import LABEL_BUCKET, ObjKey, Pod, PodIndex, PodLookup, RecordingLookup
 from reconciler.settled import NOTHING_SETTLED, Settled, SettledObject
 from reconciler.snapshot import Snapshot
 
@@ -123,6 +132,8 @@ class _Planned:
     def plan(self, kind: Kind[Any], obj: Object, inp: PlanInput) -> None:
         lookup = RecordingLookup(self.index)
         planned = kind.plan(obj, replace(inp, pods=lookup))
+        if inp.holder is not None and not inp.gate.hold and not obj.deletion_timestamp:
+            planned = bucket_labels(obj, planned, lookup, inp.config.shard_buckets)
         if inp.gate.backing_off:
             self.held.add(obj.key)
         self.actions.extend(planned)
@@ -135,6 +146,53 @@ class _Planned:
                 tuple(lookup.reads),
                 health,
             )
+
+
+BUCKET_LABEL_WHY = "shard bucket"
+
+
+def bucket_labels(obj: Object, actions: list[Action], pods: PodLookup, total: int) -> list[Action]:
+    """Sharded: the object, each of its pods and each pod created for it carry
+    its bucket as a label, so that the replica holding the bucket finds them
+    with a LIST selected on it. Written by the holder when it first sees them
+    (and whenever the label is wrong); an unsharded pass neither adds nor
+    removes it."""
+    want = {LABEL_BUCKET: str(bucket_of(obj.uid, total))}
+    out: list[Action] = []
+    if obj.bucket_label != want[LABEL_BUCKET]:
+        out.append(PatchLabels(obj.key, obj.resource_version, want, BUCKET_LABEL_WHY))
+    patched = {a.name for a in actions if isinstance(a, PatchPodMetadata | DeletePod)}
+    for action in actions:
+        if isinstance(action, CreatePod):
+            action = replace(action, manifest=_labelled(action.manifest, want))
+        elif isinstance(action, PatchPodMetadata):
+            action = replace(action, labels={**action.labels, **want})
+        out.append(action)
+    for pod in pods.owned_by(obj.uid):
+        if (
+            pod.name not in patched
+            and not pod.terminating
+            and pod.labels.get(LABEL_BUCKET) != want[LABEL_BUCKET]
+        ):
+            out.append(
+                PatchPodMetadata(
+                    obj.key,
+                    pod.namespace,
+                    pod.name,
+                    pod.resource_version,
+                    want,
+                    {},
+                    None,
+                    BUCKET_LABEL_WHY,
+                )
+            )
+    return out
+
+
+def _labelled(manifest: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    meta = dict(manifest["metadata"])
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    return {**manifest, "metadata": meta}
 
 
 StatusAfterFailure = Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]]

@@ -117,6 +117,7 @@ class Redis:
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
     failure: Failure | None = None  # status.backoff: consecutive failed passes
+    bucket_label: str | None = None  # its shard bucket label, if any (engine/plan.py)
 
     @property
     def key(self) -> ObjKey:

@@ -33,6 +33,7 @@ class Xca:
     deletion_timestamp: str | None
     status: Mapping[str, Any]
     failure: Failure | None = None  # status.backoff: consecutive failed passes
+    bucket_label: str | None = None  # its shard bucket label, if any (engine/plan.py)
 
     @property
     def key(self) -> ObjKey:

@@ -49,6 +49,12 @@ from reconciler.run.leader import default_identity, micro_time
 
 log = logging.getLogger(__name__)
 
+# One pass in this many LISTs everything in scope and keeps the objects of
+# the held buckets, rather than selecting on the bucket label: it finds an
+# object whose label was changed by hand, whose holder would otherwise never
+# list it.
+FULL_LIST_EVERY = 10
+
 MEMBER = "shard-member"
 BUCKET = "shard-bucket"
 
@@ -137,6 +143,7 @@ class ShardMember:
         self.lock = threading.Lock()
         self._held: frozenset[int] = frozenset()
         self._valid_from = -1e18  # monotonic start of the last round that renewed
+        self.passes = 0
         self.on_change: Callable[[frozenset[int]], None] | None = None
 
     # ---------------------------------------------------------------- reads
@@ -154,7 +161,11 @@ class ShardMember:
             return self._held if self._valid() else frozenset()
 
     def scope(self) -> Scope:
-        return Scope(self.config.buckets, self.held())
+        """The buckets held, asked once per pass; every FULL_LIST_EVERY-th
+        pass (the first included) lists everything."""
+        self.passes += 1
+        select = (self.passes - 1) % FULL_LIST_EVERY != 0
+        return Scope(self.config.buckets, self.held(), select)
 
     def holds(self, uid: str) -> bool:
         """May this replica write for the object with this uid, now?"""

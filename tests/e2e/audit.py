@@ -117,6 +117,28 @@ def writes(evs: Iterable[Mapping[str, Any]]) -> list[Write]:
     return out
 
 
+def rollout_breaks(log: Path, namespace: str) -> list[str]:
+    """A rolling update replaces one pod of a Redis at a time: after our
+    delete of one of its pods, the next delete of its pods comes only after
+    that pod was created again. Each pair of deletes without it, by whichever
+    replicas, is named."""
+    pending: dict[str, str] = {}  # Redis -> the pod deleted and not yet created
+    found = []
+    for ev in events(log, namespace):
+        ref, agent = ev["objectRef"], _AGENT.match(ev.get("userAgent") or "")
+        if agent is None or ref.get("resource") != "pods" or not _ok(ev):
+            continue
+        name = ref.get("name") or ""
+        owner = name.rsplit("-", 1)[0]
+        if ev["verb"] == "create" and pending.get(owner) == name:
+            del pending[owner]
+        elif ev["verb"] == "delete":
+            if owner in pending:
+                found.append(f"{name} deleted while {pending[owner]} was not yet back")
+            pending[owner] = name
+    return found
+
+
 def violations(
     log: Path,
     namespace: str,

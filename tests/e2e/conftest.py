@@ -110,10 +110,17 @@ class Reconciler:
     kubeconfig: Path
 
     def daemon(
-        self, ns: str, *extra: str, env: dict[str, str] | None = None, stdout: Any = subprocess.PIPE
+        self,
+        ns: str,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        stdout: Any = subprocess.PIPE,
+        wrapper: tuple[str, ...] = (),
     ) -> subprocess.Popen[str]:
-        """`reconciler run` in the background, a pass a second, output merged."""
+        """`reconciler run` in the background, a pass a second, output merged;
+        ``wrapper`` runs it under another command (faketime)."""
         cmd = [
+            *wrapper,
             sys.executable,
             "-m",
             "reconciler",

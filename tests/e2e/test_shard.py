@@ -8,6 +8,8 @@ hold, and no bucket was held by two replicas at once.
 
 from __future__ import annotations
 
+import random
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -40,7 +42,7 @@ class Shards:
         self.reconciler, self.ns = reconciler, ns
         self.replicas: list[Replica] = []
 
-    def start(self, *extra: str) -> Replica:
+    def start(self, *extra: str, wrapper: tuple[str, ...] = ()) -> Replica:
         port = free_port()
         proc = self.reconciler.daemon(
             self.ns,
@@ -52,6 +54,7 @@ class Shards:
             *extra,
             env=LEASE,
             stdout=None,
+            wrapper=wrapper,
         )
         r = Replica(proc, port)
         wait_for(lambda: r.get("/readyz")[0] == 200, what="replica ready", timeout=30)
@@ -108,8 +111,23 @@ def lease_holders(kubectl: Kubectl, ns: str) -> dict[str, str]:
     return {o["metadata"]["name"]: o["spec"].get("holderIdentity") or "" for o in items}
 
 
-def apply_all(kubectl: Kubectl, ns: str, want: dict[str, int]) -> None:
-    kubectl.apply("---".join(redis_yaml(ns, name=n, num=k) for n, k in want.items()))
+def apply_all(
+    kubectl: Kubectl,
+    ns: str,
+    want: dict[str, int],
+    uids: dict[str, str] | None = None,
+    port: int = 6379,
+) -> None:
+    """Apply these Redis; note their uids in ``uids`` (the audit log names
+    objects, and a deleted one's uid is gone from the cluster)."""
+    kubectl.apply("---".join(redis_yaml(ns, name=n, num=k, port=port) for n, k in want.items()))
+    if uids is not None:
+        uids.update(redis_uids(kubectl, ns))
+
+
+def no_violations(audit_log: Path, ns: str, uids: dict[str, str]) -> None:
+    found = audit.violations(audit_log, ns, "reconciler", BUCKETS, uids, RENEW_DEADLINE)
+    assert found == []
 
 
 def test_replicas_split_the_buckets_and_survive_a_kill_and_a_pause(
@@ -156,10 +174,7 @@ def test_replicas_split_the_buckets_and_survive_a_kill_and_a_pause(
     assert shards.reconciler.sync(ns).code == 0
     assert converged(kubectl, ns, want)
 
-    found = audit.violations(
-        audit_log, ns, "reconciler", BUCKETS, redis_uids(kubectl, ns), RENEW_DEADLINE
-    )
-    assert found == []
+    no_violations(audit_log, ns, redis_uids(kubectl, ns))
     replicas = {w.replica for w in audit.writes(audit.events(audit_log, ns))}
     assert len(replicas) == 3, f"every replica wrote: {replicas}"
 
@@ -181,3 +196,107 @@ def test_the_audit_check_catches_a_replica_that_ignores_the_buckets(
         audit_log, ns, "reconciler", BUCKETS, redis_uids(kubectl, ns), RENEW_DEADLINE
     )
     assert any("without holding bucket" in f for f in found), found
+
+
+def test_a_fourth_replica_and_a_rolling_restart_during_a_rollout(
+    kubectl: Kubectl, ns: str, shards: Shards, audit_log: Path
+):
+    """Buckets follow the members as one joins and each is restarted in turn,
+    while every Redis rolls its pods to a new port: the rollout still replaces
+    one pod of a Redis at a time across the handovers."""
+    for _ in range(3):
+        shards.start()
+    wait_for(lambda: shards.balanced(3), what="8 buckets over 3 replicas", timeout=30)
+    uids: dict[str, str] = {}
+    want = {f"r{i}": 3 for i in range(6)}
+    apply_all(kubectl, ns, want, uids)
+    wait_for(lambda: converged(kubectl, ns, want), what="6 Redis with 3 pods each", timeout=60)
+
+    joined = time.monotonic()
+    shards.start()
+    wait_for(lambda: shards.balanced(4), what="8 buckets over 4 replicas", timeout=30)
+    assert time.monotonic() - joined <= 15, "a new replica got its share within a few rounds"
+
+    apply_all(kubectl, ns, want, uids, port=6380)  # every pod stale: a rollout
+    for old in list(shards.live()):
+        old.proc.send_signal(signal.SIGTERM)
+        assert old.proc.wait(timeout=30) == 0
+        shards.start()
+        wait_for(lambda: shards.balanced(4), what="4 replicas again", timeout=30)
+
+    def rolled() -> bool:
+        found = pods(kubectl, ns)
+        ports = {p["spec"]["containers"][0]["ports"][0]["containerPort"] for p in found.values()}
+        return converged(kubectl, ns, want) and ports == {6380}
+
+    wait_for(rolled, what="every pod on the new port", timeout=120)
+    no_violations(audit_log, ns, uids)
+    assert audit.rollout_breaks(audit_log, ns) == []
+
+
+@pytest.mark.skipif(shutil.which("faketime") is None, reason="faketime: `make deps` installs it")
+def test_a_replica_whose_wall_clock_is_minutes_off(
+    kubectl: Kubectl, ns: str, shards: Shards, audit_log: Path
+):
+    """Liveness is measured on each replica's own monotonic clock: a replica
+    five minutes ahead neither takes live buckets nor loses its own, and its
+    death is noticed in the same time as any other's."""
+    skewed = shards.start(wrapper=("faketime", "-f", "+5m"))
+    shards.start()
+    shards.start()
+    wait_for(lambda: shards.balanced(3), what="8 buckets over 3 replicas", timeout=30)
+    uids: dict[str, str] = {}
+    want = {f"r{i}": 1 for i in range(9)}
+    apply_all(kubectl, ns, want, uids)
+    wait_for(lambda: converged(kubectl, ns, want), what="9 Redis with their pods", timeout=60)
+    time.sleep(LEASE_DURATION + 2 * RETRY)  # past a lease: no one took the skewed one's buckets
+    assert shards.balanced(3) and held(skewed) >= BUCKETS // 3
+    shards.replicas[1].proc.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: shards.balanced(2), what="the killed one's buckets taken", timeout=30)
+    took = time.monotonic() - killed
+    assert took <= LEASE_DURATION + 2 * INTERVAL + RETRY + 5
+    no_violations(audit_log, ns, uids)
+
+
+def test_random_kills_and_restarts_while_redis_come_and_go(
+    kubectl: Kubectl, ns: str, shards: Shards, audit_log: Path
+):
+    """A minute of SIGKILLs, SIGTERMs and restarts of three replicas while
+    Redis objects are created, scaled and deleted; then every Redis ends with
+    exactly its pods, within the bound after the last disturbance, and no
+    replica wrote outside the buckets it held."""
+    rnd = random.Random(20261125)
+    for _ in range(3):
+        shards.start()
+    wait_for(lambda: shards.balanced(3), what="8 buckets over 3 replicas", timeout=30)
+    uids: dict[str, str] = {}
+    want: dict[str, int] = {}
+    ends = time.monotonic() + 60
+    while time.monotonic() < ends:
+        live = shards.live()
+        victim = rnd.choice(live)
+        if rnd.random() < 0.5:
+            victim.proc.send_signal(signal.SIGKILL)
+        else:
+            victim.proc.send_signal(signal.SIGTERM)
+        victim.proc.wait(timeout=30)
+        if want and rnd.random() < 0.25:
+            name = rnd.choice(sorted(want))
+            kubectl.run("delete", "redis", name, "-n", ns, "--wait=false")
+            del want[name]
+        else:
+            # A new name each time a Redis is made: the audit log names objects,
+            # and a name used again would stand for two uids.
+            name = rnd.choice([*sorted(want), f"r{len(uids)}"])
+            want[name] = rnd.randint(0, 3)
+            apply_all(kubectl, ns, {name: want[name]}, uids)
+        shards.start()
+        time.sleep(rnd.uniform(1, 6))
+    last = time.monotonic()
+    wait_for(lambda: converged(kubectl, ns, want), what="every Redis with its pods", timeout=90)
+    took = time.monotonic() - last
+    bound = LEASE_DURATION + 2 * INTERVAL + RETRY + 10
+    assert took <= bound, f"converged {took:.1f}s after the last disturbance (bound {bound}s)"
+    wait_for(lambda: shards.balanced(3), what="8 buckets over the 3 left", timeout=30)
+    no_violations(audit_log, ns, uids)

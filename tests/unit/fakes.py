@@ -116,10 +116,32 @@ def conflict(msg: str = "the object has been modified") -> ApiError:
     return ApiError(409, "Conflict", msg)
 
 
+def _terms(selector: str) -> list[str]:
+    """The selector's terms: split at the commas outside a set's parentheses."""
+    terms, depth, start = [], 0, 0
+    for i, ch in enumerate(selector):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append(selector[start:i])
+            start = i + 1
+    return [*terms, selector[start:]]
+
+
+def _term_matches(labels: dict[str, str], term: str) -> bool:
+    term = term.strip()
+    if term.startswith("!"):
+        return term[1:] not in labels
+    if " in (" in term:
+        key, values = term.split(" in (", 1)
+        return labels.get(key.strip()) in {v.strip() for v in values.rstrip(")").split(",")}
+    key, value = term.split("=", 1)
+    return labels.get(key) == value
+
+
 def _matches(obj: Any, selector: str | None) -> bool:
-    """Equality label selectors (``a=b,c=d``), as the apiserver applies them."""
+    """Label selectors (``a=b``, ``k in (x,y)``, ``!k``, joined by commas), as
+    the apiserver applies them."""
     if not selector:
         return True
     labels = ((obj.get("metadata") or {}).get("labels")) or {}
-    pairs = (term.split("=", 1) for term in selector.split(","))
-    return all(labels.get(k) == v for k, v in pairs)
+    return all(_term_matches(labels, t) for t in _terms(selector))

@@ -15,13 +15,14 @@ from reconciler.actions import (
     CreatePod,
     DeletePod,
     PatchFinalizers,
+    PatchLabels,
     PatchPodMetadata,
     PatchStatus,
 )
 from reconciler.backoff import from_status
 from reconciler.kinds.redis import Redis
 from reconciler.kinds.xca import Xca
-from reconciler.model import Pod, PodCondition, owner_refs_of, pod_from_api
+from reconciler.model import LABEL_BUCKET, Pod, PodCondition, owner_refs_of, pod_from_api
 from reconciler.snapshot import Snapshot
 
 from .builders import snap
@@ -73,6 +74,13 @@ def apply(
             r = redis.get(action.owner)
             if r is not None:
                 redis[action.owner] = bumped(dataclasses.replace(r, finalizers=action.finalizers))
+        elif isinstance(action, PatchLabels):
+            for objects in (redis, xca):
+                if action.owner in objects:
+                    label = dict(action.labels).get(LABEL_BUCKET)
+                    objects[action.owner] = bumped(  # type: ignore[index]
+                        dataclasses.replace(objects[action.owner], bucket_label=label)
+                    )
         elif isinstance(action, PatchStatus):
             if action.owner in redis:
                 redis[action.owner] = merged(redis[action.owner], action.status)

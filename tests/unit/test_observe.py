@@ -3,13 +3,18 @@ failed LIST leaves out; the client is replaced by FakeKube."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from reconciler.buckets import Scope, bucket_of
 from reconciler.client.kube import ApiError, Unreachable
 from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
 from reconciler.engine.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE, observe
+from reconciler.engine.plan import plan
+from reconciler.model import LABEL_BUCKET
 
 from .fakes import FakeKube
 
@@ -401,3 +406,79 @@ def test_a_lookup_by_name_refused_for_good_is_told_to_the_statuses():
     seen = one_pass(kube)
     assert seen.snapshot.pods is None
     assert "cannot get" in (seen.snapshot.pods_error or "")
+
+
+# ------------------------------------------------------------ a sharded replica
+
+
+def bucketed(obj: dict, bucket: int | None) -> dict:
+    """The object with this bucket label (None: none)."""
+    meta = dict(obj["metadata"])
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != LABEL_BUCKET}
+    if bucket is not None:
+        labels[LABEL_BUCKET] = str(bucket)
+    return {**obj, "metadata": {**meta, "labels": labels}}
+
+
+def sharded_cluster() -> tuple[FakeKube, dict[str, int]]:
+    """Eight Redis, each labelled with its true bucket of 4 but r7, not
+    labelled yet, and r6, labelled by hand with a bucket not its own."""
+    true = {f"r{i}": bucket_of(f"uid-r{i}", 4) for i in range(8)}
+    redis = [bucketed(redis_obj(n), b) for n, b in true.items() if n not in ("r6", "r7")]
+    redis += [bucketed(redis_obj("r6"), (true["r6"] + 1) % 4), redis_obj("r7")]
+    pods = [
+        bucketed(pod_obj(f"{n}-0", labelled=True, owner=f"uid-{n}"), b) for n, b in true.items()
+    ]
+    return cluster(*pods, redis=tuple(redis)), true
+
+
+def sharded_pass(kube: FakeKube, scope: Scope):
+    return observe(
+        kube,
+        (),
+        MANAGED_POD_SELECTOR,
+        protobuf=False,
+        page_size=FULL,
+        metadata_page_size=PAGE,
+        scope=scope,
+    )
+
+
+def test_a_sharded_replica_lists_only_its_buckets_and_the_objects_not_labelled_yet():
+    kube, true = sharded_cluster()
+    held = frozenset({true["r7"], (true["r7"] + 1) % 4})
+    seen = sharded_pass(kube, Scope(4, held, select=True))
+    values = ",".join(str(b) for b in sorted(held))
+    assert kube.selectors == [
+        ("Pod", f"{MANAGED_POD_SELECTOR},{LABEL_BUCKET} in ({values})"),
+        ("Redis", f"{LABEL_BUCKET} in ({values})"),
+        ("Redis", f"!{LABEL_BUCKET}"),
+        ("Xca", f"{LABEL_BUCKET} in ({values})"),
+        ("Xca", f"!{LABEL_BUCKET}"),
+        ("Namespace", None),
+    ]
+    ours = {n for n, b in true.items() if b in held and n != "r6"}
+    assert {r.name for r in seen.snapshot.of("Redis")} == ours
+    # r6's pod, if in these buckets, is left out with its owner: no orphan.
+    assert names(seen.snapshot.pods) == sorted(f"{n}-0" for n in ours)
+
+
+def test_the_pod_of_an_object_whose_label_was_changed_by_hand_is_no_orphan():
+    kube, true = sharded_cluster()
+    held = frozenset({true["r6"]})
+    seen = sharded_pass(kube, Scope(4, held, select=True))
+    assert "r6-0" not in names(seen.snapshot.pods)
+    the_plan = plan(seen.snapshot, Config(), datetime(2026, 11, 25, tzinfo=UTC))
+    assert not [a for a in the_plan.actions if getattr(a, "why", "") == "owner gone"]
+
+
+def test_a_full_pass_finds_an_object_whose_label_was_changed_by_hand():
+    kube, true = sharded_cluster()
+    held = frozenset({true["r6"]})
+    selected = sharded_pass(kube, Scope(4, held, select=True))
+    assert "r6" not in {r.name for r in selected.snapshot.of("Redis")}
+    kube.selectors.clear()
+    full = sharded_pass(kube, Scope(4, held, select=False))
+    assert kube.selectors[:2] == [("Pod", MANAGED_POD_SELECTOR), ("Redis", None)]
+    assert "r6" in {r.name for r in full.snapshot.of("Redis")}
+    assert {r.name for r in full.snapshot.of("Redis")} == {n for n, b in true.items() if b in held}

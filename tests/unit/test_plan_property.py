@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.actions import PatchPodMetadata, PatchStatus
+from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import BUCKET_LABEL_WHY, plan
 from reconciler.kinds.redis import (
     FINALIZER,
     TEMPLATE_HASH_ANNOTATION,
@@ -21,7 +22,7 @@ from reconciler.kinds.redis import (
     spec_drift,
     validate_spec,
 )
-from reconciler.model import Container, ObjKey, PodCondition
+from reconciler.model import LABEL_BUCKET, Container, ObjKey, PodCondition
 from reconciler.snapshot import Snapshot
 
 from . import sim
@@ -176,17 +177,26 @@ def potential(snap: Snapshot) -> list[int]:
     return [sum(column) for column in zip(NONE_LEFT, *work_left(snap).values(), strict=True)]
 
 
-@given(snapshots(), st.sampled_from(ADMISSIONS))
-def test_second_plan_over_our_own_writes_is_empty(snap, admit):
+HOLDERS = st.sampled_from([None, "replica-a"])  # unsharded, or a sharded replica
+
+
+def label_only(action) -> bool:
+    """A sharded replica's bucket label on an object or a pod: no progress
+    of the object's own, and written once."""
+    return getattr(action, "why", None) == BUCKET_LABEL_WHY
+
+
+@given(snapshots(), st.sampled_from(ADMISSIONS), HOLDERS)
+def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
     """Only our own writes have landed, and they unblock no step of a
     multi-pass process: a rolling update waits for the replacement pod to be
     Ready, a deletion for the pods to be gone, and only the kubelet does either.
     So any action in the second plan is one the first plan should have taken,
     or a repeat of a write the planner did not see (status too: it is planned
     as it will be once the pass's writes land)."""
-    first = plan(snap, CONFIG, NOW)
+    first = plan(snap, CONFIG, NOW, holder=holder)
     after = sim.apply(snap, first.actions, admit)
-    second = plan(after, CONFIG, NOW)
+    second = plan(after, CONFIG, NOW, holder=holder)
     # What admission made of a create is seen, at the earliest, in the pass
     # after it: a rewritten image is recorded on the pod once, and then the
     # plan is empty. Nothing else is planned (a sidecar is not even that).
@@ -194,7 +204,7 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit):
     assert all(admit is mirror and a.verb == "patch-metadata" for a in recorded)
     if recorded:
         after = sim.apply(after, recorded)
-        second = plan(after, CONFIG, NOW)
+        second = plan(after, CONFIG, NOW, holder=holder)
     done = {(a.verb, a.target) for a in first.actions}
     lines = [
         a.describe() + (" (again)" if (a.verb, a.target) in done else "") for a in second.actions
@@ -204,13 +214,13 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit):
     )
 
 
-@given(snapshots(), st.sampled_from(ADMISSIONS))
-def test_plan_apply_converges_to_an_empty_plan(snap, admit):
+@given(snapshots(), st.sampled_from(ADMISSIONS), HOLDERS)
+def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
     """Whatever admission does to the pods we create: a pass never fights it."""
     now = NOW
     seen = []
     for _ in range(40):
-        result = plan(snap, CONFIG, now)
+        result = plan(snap, CONFIG, now, holder=holder)
         # Converged: nothing to do, and nothing left for the kubelet either.
         if not result.actions and not any(p.terminating for p in snap.pods):
             break
@@ -219,7 +229,10 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit):
         # Each object written to (more than its status) makes strict progress:
         # a multi-pass process (rolling update, deletion) moves one step.
         before, left = work_left(snap), work_left(after)
-        for key in {a.owner for a in result.actions if not isinstance(a, PatchStatus)}:
+        written = (
+            a for a in result.actions if not isinstance(a, PatchStatus) and not label_only(a)
+        )
+        for key in {a.owner for a in written}:
             assert left.get(key, NONE_LEFT) < before.get(key, NONE_LEFT), "\n".join(
                 a.describe() for a in result.actions if a.owner == key
             )
@@ -249,6 +262,15 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit):
         p.controller_uid in live_uids or p.controller_uid == "foreign" for p in snap.pods
     )  # no orphans
     assert all(x.status.get("active") is True for x in sim.xcas(snap))
+    if holder is not None:  # every live object and pod of ours carries its bucket
+        live = [*sim.redises(snap), *sim.xcas(snap)]
+        bucket = {o.uid: str(bucket_of(o.uid, CONFIG.shard_buckets)) for o in live}
+        assert all(o.bucket_label == bucket[o.uid] for o in live if not o.deletion_timestamp)
+        assert all(
+            p.labels.get(LABEL_BUCKET) == bucket[p.controller_uid]
+            for p in snap.pods
+            if p.controller_uid in bucket and not p.terminating
+        )
 
 
 @given(snapshots())

@@ -1,4 +1,6 @@
-"""status.shard: the replica that holds an object's bucket, written only when it changes."""
+"""Sharded plans: status.shard names the replica that holds an object's
+bucket, and the bucket label is on the object and its pods; each written
+only when it changes."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import dataclasses
 
 from reconciler.actions import PatchStatus
 from reconciler.engine.plan import plan
+from reconciler.model import LABEL_BUCKET
 
+from . import sim
 from .builders import CONFIG, NOW, pod, redis, snap, xca
 
 
@@ -21,7 +25,7 @@ def converged_redis():
     return dataclasses.replace(r, status=patch), pods
 
 
-def test_a_holder_is_recorded_once_and_then_costs_nothing():
+def test_a_holder_and_the_bucket_labels_are_written_once_and_then_cost_nothing():
     r, pods = converged_redis()
     x = dataclasses.replace(xca(active=True), status={"active": True})
     first = plan(snap([r], [x], pods), CONFIG, NOW, holder="host-a")
@@ -29,18 +33,32 @@ def test_a_holder_is_recorded_once_and_then_costs_nothing():
         "r": {**r.status, "shard": "host-a"},
         "x": {"backoff": None, "shard": "host-a"},
     }
-    r = dataclasses.replace(r, status={**r.status, "shard": "host-a"})
-    x = dataclasses.replace(x, status={**x.status, "shard": "host-a"})
-    assert plan(snap([r], [x], pods), CONFIG, NOW, holder="host-a").actions == ()
+    verbs = sorted((a.verb, a.target.name) for a in first.actions)
+    assert verbs == [
+        ("patch-labels", "r"),
+        ("patch-labels", "x"),
+        ("patch-metadata", "r-0"),
+        ("patch-status", "r"),
+        ("patch-status", "x"),
+    ]
+    after = sim.apply(snap([r], [x], pods), first.actions)
+    (labelled,) = after.pods
+    assert labelled.labels[LABEL_BUCKET] == sim.redises(after)[0].bucket_label
+    assert plan(after, CONFIG, NOW, holder="host-a").actions == ()
 
 
 def test_a_new_holder_is_written_and_an_unsharded_pass_removes_the_field():
     r, pods = converged_redis()
     r = dataclasses.replace(r, status={**r.status, "shard": "host-a"})
+    after = sim.apply(
+        snap([r], [], pods), plan(snap([r], [], pods), CONFIG, NOW, holder="host-a").actions
+    )
+    (r,), pods = sim.redises(after), list(after.pods)
     moved = status_patches(plan(snap([r], [], pods), CONFIG, NOW, holder="host-b"))
     assert moved["r"]["shard"] == "host-b"
-    unsharded = status_patches(plan(snap([r], [], pods), CONFIG, NOW))
-    assert unsharded["r"]["shard"] is None
+    unsharded = plan(snap([r], [], pods), CONFIG, NOW)
+    assert status_patches(unsharded)["r"]["shard"] is None
+    assert [a.verb for a in unsharded.actions] == ["patch-status"]  # the labels stay
 
 
 def test_unsharded_passes_never_mention_the_field():
