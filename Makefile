@@ -129,6 +129,11 @@ bench-foreign: deps cluster-build ## 300 Redis, then 10,000 unrelated pods: what
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.foreign $(BENCH_ARGS)
 
+.PHONY: bench-shard
+bench-shard: deps cluster-build ## One sharded replica against three at 10,000 Redis (30,000 pods) and 10,000 Xca; a killed replica's takeover.
+	pip install -q --disable-pip-version-check -e '.[bench]'
+	python -m bench.shard $(BENCH_ARGS)
+
 .PHONY: demo
 demo: cluster-up ## Local cluster, samples applied, reconcile passes, pods Running.
 	@bash hack/demo.sh
