@@ -245,10 +245,12 @@ class _Lister:
         selector: str | None,
         list_in: ListIn,
         reuse: Reuse[Any] | None = None,
+        namespaces: Sequence[str] | None = None,
     ) -> tuple[Any, ...] | None:
+        """One kind's LIST over the scope, or over ``namespaces`` when given."""
         self.attempts += 1
         try:
-            decoded = self._items(res, selector, list_in, reuse)
+            decoded = self._items(res, selector, list_in, reuse, namespaces)
         except _READ_FAILURES as exc:
             self.failed(res, exc)
             return None
@@ -273,17 +275,21 @@ class _Lister:
         self.lasting[res.kind] = f"LIST {res.kind}: the answer could not be read"
 
     def _items(
-        self, res: ResourceType, selector: str | None, list_in: ListIn, reuse: Reuse[Any] | None
+        self,
+        res: ResourceType,
+        selector: str | None,
+        list_in: ListIn,
+        reuse: Reuse[Any] | None,
+        namespaces: Sequence[str] | None,
     ) -> Sequence[Any]:
         """By a LIST of metadata when the pass before saw the kind, else in full."""
+        scope = self.namespaces if namespaces is None else namespaces
         if reuse is not None:
-            cheap = _unchanged_or_fetched(
-                self.kube, res, self.namespaces, reuse, self.meta, selector
-            )
+            cheap = _unchanged_or_fetched(self.kube, res, scope, reuse, self.meta, selector)
             if cheap is not None:
                 log.debug("%s: unchanged or fetched one by one", res.kind)
                 return cheap
-        return _across(self.namespaces, list_in)
+        return _across(scope, list_in)
 
     @property
     def unreachable(self) -> str | None:
@@ -415,11 +421,42 @@ def _owner_listed(
 
 
 def _list_pods(
-    lister: _Lister, full: FullList, selector: str | None, reuse: Reuse[Pod] | None
+    lister: _Lister,
+    full: FullList,
+    selector: str | None,
+    reuse: Reuse[Pod] | None,
+    namespaces: Sequence[str] | None = None,
 ) -> tuple[Pod, ...] | None:
     """Pods as protobuf when asked for (a JSON answer still decodes)."""
     known = reuse.known if reuse else {}
-    return lister.list(PODS, selector, full.pods(lister.kube, selector, known), reuse)
+    list_in = full.pods(lister.kube, selector, known)
+    return lister.list(PODS, selector, list_in, reuse, namespaces)
+
+
+# Past this many namespaces holding our objects, one LIST of our pods across
+# all namespaces is kept rather than one LIST in each.
+PER_NAMESPACE_MAX = 20
+
+
+def pod_namespaces(scope: Sequence[str], previous: Snapshot | None) -> Sequence[str] | None:
+    """Where to LIST our pods when the scope is every namespace (-A): in each
+    namespace where the pass before saw our objects or pods, if they are few.
+    The apiserver's watch cache then walks only those namespaces' pods, not
+    every pod of every team, to find ours (a label selector does not spare
+    it that walk). A pod in a namespace new since then is of an object new
+    since then, and found by name like any desired pod the LIST does not show
+    (`_named`). None: the scope as it is."""
+    if scope or previous is None or previous.pods is None:
+        return None
+    seen: set[str] = {p.namespace for p in previous.pods}
+    for kind in KINDS:
+        objects = previous.of(kind.name)
+        if objects is None:
+            return None
+        seen.update(o.namespace for o in objects)
+    if not seen or len(seen) > PER_NAMESPACE_MAX:
+        return None
+    return sorted(seen)
 
 
 def _list_kind(
@@ -517,7 +554,8 @@ def observe(
     lister = _Lister(kube, namespaces, meta)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
     chosen = selection(scope)
-    labelled = _pods_in(scope, _list_pods(lister, full, chosen.pods, pod_reuse))
+    where = pod_namespaces(namespaces, previous)
+    labelled = _pods_in(scope, _list_pods(lister, full, chosen.pods, pod_reuse, where))
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = labelled

@@ -42,6 +42,18 @@ OVERLAYS = {
         "Deployment",
         "Service",
     },
+    "config/daemon-sharded": {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+    },
 }
 
 
@@ -261,3 +273,52 @@ def test_daemon_overlay_converges_the_samples_with_its_service_account(
     assert proc.returncode == 0, out[-3000:]
     assert "forbidden" not in out.lower(), out[-3000:]
     kubectl.run("delete", "lease", "reconciler", "-n", SYSTEM_NS, "--ignore-not-found")
+
+
+def test_sharded_overlay_replicas_split_the_work_with_its_service_account(
+    kubectl: Kubectl, ns: str, tmp_path: Path
+) -> None:
+    """Two of the sharded overlay's replicas, as host processes with its
+    ServiceAccount: they hold every bucket between them, converge the
+    samples with their bucket labels and status.shard, and on SIGTERM leave
+    with no forbidden request and no member Lease behind."""
+    docs = rendered(kubectl, "config/daemon-sharded")
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["spec"]["replicas"] == 3
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert role["rules"][0]["verbs"] == ["get", "list", "create", "update", "delete"]
+    deploy(kubectl, "deploy", "config/daemon-sharded")
+    kubeconfig = token_kubeconfig(kubectl, tmp_path / "sa")
+    procs = [start_on_host(deployment, kubeconfig, ns, free_port()) for _ in range(2)]
+    members = "app.kubernetes.io/component=shard-member"
+    try:
+        kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
+
+        def converged() -> bool:
+            redis = kubectl.json("get", "redis", "redis-sample", "-n", ns)
+            xca = kubectl.json("get", "xca", "xca-sample", "-n", ns)
+            pods = kubectl.json("get", "pods", "-n", ns)["items"]
+            label = "myapp.demo.kubebuilder.io/shard-bucket"
+            return (
+                redis.get("status", {}).get("state") == "Ready"
+                and bool(redis["status"].get("shard"))
+                and xca.get("status", {}).get("active") is True
+                and bool(xca["status"].get("shard"))
+                and label in redis["metadata"].get("labels", {})
+                and all(label in p["metadata"].get("labels", {}) for p in pods)
+            )
+
+        wait_for(converged, what="the samples to converge, labelled", timeout=90)
+        leases = kubectl.json("get", "leases", "-n", SYSTEM_NS, "-l", members)["items"]
+        assert len(leases) == 2
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        outs = [proc.communicate(timeout=60)[0] for proc in procs]
+    for proc, out in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, out[-3000:]
+        assert "forbidden" not in out.lower(), out[-3000:]
+    assert kubectl.json("get", "leases", "-n", SYSTEM_NS, "-l", members)["items"] == []
+    kubectl.run(
+        "delete", "leases", "-n", SYSTEM_NS, "-l", "app.kubernetes.io/component=shard-bucket"
+    )

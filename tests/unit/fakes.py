@@ -30,6 +30,7 @@ class FakeKube:
         # (kind, page size asked) of each LIST; None: the page_size setting.
         self.page_sizes: list[tuple[str, int | None]] = []
         self.selectors: list[tuple[str, str | None]] = []  # (kind, label selector) of each LIST
+        self.scopes: list[tuple[str, str | None]] = []  # (kind, namespace or None) of each LIST
         # The answer to a kind's LIST of metadata, byte for byte; else its objects as JSON.
         self.metadata_bodies: dict[str, bytes] = {}
         self.streamed: list[str] = []  # the kind of each LIST read as it arrives
@@ -47,11 +48,12 @@ class FakeKube:
         self.accepts.append((res.kind, accept))
         self.page_sizes.append((res.kind, page_size))
         self.selectors.append((res.kind, selector))
+        self.scopes.append((res.kind, namespace))
         self._maybe_fail("LIST", res.kind)
         value = self.lists.get(res.kind, [])
         if isinstance(value, Exception):
             raise value
-        return [v for v in value if _matches(v, selector)]
+        return [v for v in value if _matches(v, selector) and _in(v, namespace)]
 
     def list(
         self,
@@ -114,6 +116,10 @@ class FakeKube:
 
 def conflict(msg: str = "the object has been modified") -> ApiError:
     return ApiError(409, "Conflict", msg)
+
+
+def _in(obj: Any, namespace: str | None) -> bool:
+    return namespace is None or (obj.get("metadata") or {}).get("namespace") == namespace
 
 
 def _terms(selector: str) -> list[str]:

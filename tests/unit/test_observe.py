@@ -12,7 +12,13 @@ from reconciler.client.kube import ApiError, Unreachable
 from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
-from reconciler.engine.observe import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE, observe
+from reconciler.engine.observe import (
+    FETCH_MAX,
+    JSON_METADATA_PAGE_SIZE,
+    JSON_PAGE_SIZE,
+    PER_NAMESPACE_MAX,
+    observe,
+)
 from reconciler.engine.plan import plan
 from reconciler.model import LABEL_BUCKET
 
@@ -482,3 +488,46 @@ def test_a_full_pass_finds_an_object_whose_label_was_changed_by_hand():
     assert kube.selectors[:2] == [("Pod", MANAGED_POD_SELECTOR), ("Redis", None)]
     assert "r6" in {r.name for r in full.snapshot.of("Redis")}
     assert {r.name for r in full.snapshot.of("Redis")} == {n for n, b in true.items() if b in held}
+
+
+# ------------------------------------------------------------ pods by namespace
+
+
+def test_across_all_namespaces_a_later_pass_lists_pods_where_ours_were_seen():
+    kube = cluster(
+        pod_obj("r-0", labelled=True, owner="uid-r"),
+        pod_obj("web-0", labelled=False, ns="team"),
+        redis=(redis_obj("r", num=1),),
+    )
+    first = one_pass(kube)
+    assert ("Pod", None) in kube.scopes  # nothing known yet: every namespace
+    kube.scopes.clear()
+    second = one_pass(kube, previous=first.snapshot)
+    assert [s for s in kube.scopes if s[0] == "Pod"] == [("Pod", "a")]
+    assert names(second.snapshot.pods) == ["r-0"]
+
+
+def test_a_pod_in_a_namespace_new_since_the_last_pass_is_found_by_name():
+    kube = cluster(pod_obj("r-0", labelled=True, owner="uid-r"), redis=(redis_obj("r", num=1),))
+    first = one_pass(kube)
+    new = {**redis_obj("s", num=1), "metadata": {**redis_obj("s")["metadata"], "namespace": "b"}}
+    kube.lists["Redis"].append(new)
+    kube.objects[("Redis", "b", "s")] = new
+    pod = pod_obj("s-0", labelled=True, owner="uid-s", ns="b")
+    kube.lists["Pod"].append(pod)
+    kube.objects[("Pod", "b", "s-0")] = pod
+    second = one_pass(kube, previous=first.snapshot)
+    assert ("Pod", "b") not in kube.scopes
+    assert names(second.snapshot.pods) == ["r-0", "s-0"]
+
+
+def test_past_the_limit_of_namespaces_one_list_covers_them_all():
+    objs = tuple(
+        {**redis_obj(f"r{i}"), "metadata": {**redis_obj(f"r{i}")["metadata"], "namespace": f"n{i}"}}
+        for i in range(PER_NAMESPACE_MAX + 1)
+    )
+    kube = cluster(redis=objs)
+    first = one_pass(kube)
+    kube.scopes.clear()
+    one_pass(kube, previous=first.snapshot)
+    assert [s for s in kube.scopes if s[0] == "Pod"] == [("Pod", None)]
