@@ -115,12 +115,9 @@ class Reconciler:
         *extra: str,
         env: dict[str, str] | None = None,
         stdout: Any = subprocess.PIPE,
-        wrapper: tuple[str, ...] = (),
     ) -> subprocess.Popen[str]:
-        """`reconciler run` in the background, a pass a second, output merged;
-        ``wrapper`` runs it under another command (faketime)."""
+        """`reconciler run` in the background, a pass a second, output merged."""
         cmd = [
-            *wrapper,
             sys.executable,
             "-m",
             "reconciler",
