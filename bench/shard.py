@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -78,7 +79,8 @@ class Replica:
             return -1.0
 
     def stop(self) -> dict[str, Any]:
-        self.child.stop()
+        if not self.child.exited():  # Popen's signal would reap a killed one first
+            self.child.stop()
         usage = self.child.wait()
         return {"returncode": usage.returncode, "max_rss_mb": usage.max_rss_mb, "cpu": usage.cpu}
 
@@ -179,7 +181,7 @@ def takeover(setup: Setup, replicas: list[Replica]) -> dict[str, Any]:
         raise RuntimeError(f"no Redis shows {ident} in status.shard; holders: {list(held_by)}")
     ns, name = target["metadata"]["namespace"], target["metadata"]["name"]
     num = int(target["spec"]["num"])
-    victim.child.proc.send_signal(signal.SIGKILL)
+    os.kill(victim.child.pid, signal.SIGKILL)
     killed = time.monotonic()
     body = {"spec": {"num": num + 1}}
     path = f"{REDIS_PATH}/namespaces/{ns}/redis/{name}"

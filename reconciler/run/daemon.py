@@ -167,7 +167,11 @@ class Daemon:
             metrics = self.metrics
             metrics.buckets.set(shard.config.buckets)
             shard.on_change = metrics.record_buckets
-        shard.round()  # know our buckets before the first pass
+        # Join, then take our share a retry period later, once the replicas
+        # started with us have joined too: know our buckets before the first pass.
+        shard.round()
+        self.stopping.wait(shard.config.retry_period)
+        shard.round()
         thread = threading.Thread(
             target=shard.run, args=(self.stopping, self.pass_lock), name="shard", daemon=True
         )

@@ -144,6 +144,7 @@ class ShardMember:
         self._held: frozenset[int] = frozenset()
         self._valid_from = -1e18  # monotonic start of the last round that renewed
         self.passes = 0
+        self.fresh = False  # joined this round: claims nothing yet
         self.on_change: Callable[[frozenset[int]], None] | None = None
 
     # ---------------------------------------------------------------- reads
@@ -188,7 +189,14 @@ class ShardMember:
             return
         members = self._live_members([lz for lz in leases if _role(lz) == MEMBER])
         desired = assign(self.config.buckets, members)
-        held = self._claim([lz for lz in leases if _role(lz) == BUCKET], members, desired)
+        if self.fresh:
+            # Just joined: take nothing this round, so that replicas started
+            # together see each other before they divide the buckets (the
+            # first alone would take them all, and list all their objects).
+            self.fresh = False
+            held: frozenset[int] = frozenset()
+        else:
+            held = self._claim([lz for lz in leases if _role(lz) == BUCKET], members, desired)
         self.view = View(frozenset(members), self._holders())
         with self.lock:
             changed = held != self._held
@@ -260,7 +268,7 @@ class ShardMember:
         except KubeError as exc:
             log.warning("shard: create member lease: %s", exc)
             return False
-        self.identity = identity
+        self.identity, self.fresh = identity, True
         log.info("shard: joined as %s", identity)
         return True
 
