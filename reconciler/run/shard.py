@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -105,14 +105,6 @@ class _Seen:
     since: float
 
 
-@dataclass(frozen=True)
-class View:
-    """What the last round saw: the live members and each bucket's holder."""
-
-    members: frozenset[str] = frozenset()
-    holders: Mapping[int, str] = field(default_factory=dict)
-
-
 def _spec(lease: Mapping[str, Any]) -> dict[str, Any]:
     return dict(lease.get("spec") or {})
 
@@ -139,7 +131,7 @@ class ShardMember:
         self.seen: dict[str, _Seen] = {}
         self.free_since: dict[int, float] = {}
         self.bucket_leases: dict[int, dict[str, Any]] = {}
-        self.view = View()
+        self.members: frozenset[str] = frozenset()  # live, as the last round saw them
         self.lock = threading.Lock()
         self._held: frozenset[int] = frozenset()
         self._valid_from = -1e18  # monotonic start of the last round that renewed
@@ -197,7 +189,7 @@ class ShardMember:
             held: frozenset[int] = frozenset()
         else:
             held = self._claim([lz for lz in leases if _role(lz) == BUCKET], members, desired)
-        self.view = View(frozenset(members), self._holders())
+        self.members = frozenset(members)
         with self.lock:
             changed = held != self._held
             self._held, self._valid_from = held, started
@@ -364,15 +356,12 @@ class ShardMember:
         log.info("shard %s took bucket %d", self.identity, bucket)
         return True
 
-    def _holders(self) -> dict[int, str]:
-        return {b: _spec(lz).get("holderIdentity") or "" for b, lz in self.bucket_leases.items()}
-
     # ---------------------------------------------------------------- handover
 
     def hand_back(self) -> None:
         """Release each held bucket whose desired holder is another live
         member. Call it only between passes: no write of ours is in flight."""
-        desired = assign(self.config.buckets, self.view.members)
+        desired = assign(self.config.buckets, self.members)
         for bucket in sorted(self.held()):
             if desired.get(bucket, self.identity) != self.identity:
                 self._release(bucket)
