@@ -10,25 +10,21 @@ never both hold one bucket.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
-_MASK = (1 << 64) - 1
 
-
-def fnv64a(text: str) -> int:
-    """FNV-1a, 64 bits: the same in every process (Python's hash() is salted)."""
-    h = _FNV_OFFSET
-    for byte in text.encode():
-        h = ((h ^ byte) * _FNV_PRIME) & _MASK
-    return h
+def stable_hash(text: str) -> int:
+    """CRC-32: the same in every process (Python's hash() is salted), and in
+    C: a pass that keeps the objects of its buckets hashes every uid it
+    lists (at 50,000 uids, 7 ms where a pure-Python FNV-1a took 153)."""
+    return zlib.crc32(text.encode())
 
 
 def bucket_of(uid: str, total: int) -> int:
-    return fnv64a(uid) % total
+    return stable_hash(uid) % total
 
 
 @dataclass(frozen=True)
@@ -43,7 +39,7 @@ class Scope:
     select: bool = False
 
     def covers(self, uid: str) -> bool:
-        return bucket_of(uid, self.total) in self.held
+        return len(self.held) == self.total or bucket_of(uid, self.total) in self.held
 
     @property
     def values(self) -> str:
@@ -72,7 +68,7 @@ def _capacities(total: int, members: list[str]) -> dict[str, int]:
     """⌊total/N⌋ each, and one more for the first ``total mod N`` members in
     the order of their hash: balanced, and the same answer everywhere."""
     base, extra = divmod(total, len(members))
-    ranked = sorted(members, key=lambda m: (fnv64a(f"extra/{m}"), m))
+    ranked = sorted(members, key=lambda m: (stable_hash(f"extra/{m}"), m))
     return {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
 
 
@@ -87,7 +83,7 @@ def assign(total: int, members: Iterable[str]) -> Mapping[int, str]:
     room = _capacities(total, live)
     out: dict[int, str] = {}
     for bucket in range(total):
-        prefs = sorted(live, key=lambda m: (fnv64a(f"{bucket}/{m}"), m), reverse=True)
+        prefs = sorted(live, key=lambda m: (stable_hash(f"{bucket}/{m}"), m), reverse=True)
         holder = next(m for m in prefs if room[m] > 0)
         room[holder] -= 1
         out[bucket] = holder

@@ -7,16 +7,22 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.buckets import Scope, assign, bucket_of, fnv64a
+from reconciler.buckets import Scope, assign, bucket_of, stable_hash
 
 members = st.sets(st.text(alphabet="abcdefgh0123456789_-", min_size=1, max_size=12), max_size=9)
 
 
-def test_fnv64a_is_the_published_function():
-    # Test vectors of FNV-1a 64 (the empty string is the offset basis).
-    assert fnv64a("") == 0xCBF29CE484222325
-    assert fnv64a("a") == 0xAF63DC4C8601EC8C
-    assert fnv64a("foobar") == 0x85944171F73967E8
+def test_the_hash_is_crc32_the_same_in_every_process():
+    # The check value of CRC-32 (IEEE), and one fixed uid: a bucket never moves.
+    assert stable_hash("123456789") == 0xCBF43926
+    assert (
+        bucket_of("9f1c1d4e-0000-4000-8000-000000000000", 32)
+        == stable_hash("9f1c1d4e-0000-4000-8000-000000000000") % 32
+    )
+
+
+def test_a_scope_of_every_bucket_covers_everything():
+    assert all(Scope(4, frozenset(range(4))).covers(f"uid-{i}") for i in range(50))
 
 
 def test_a_scope_covers_the_objects_of_its_buckets():
