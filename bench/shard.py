@@ -288,9 +288,11 @@ def main(argv: list[str] | None = None) -> int:
             log.info("measuring %d replica(s)", count)
             run = measure(setup, code_dir, key, count, args.passes, args.interval)
             replicas = run.pop("replicas")
-            if key == "three":
-                doc["takeover"] = takeover(setup, replicas)
-            run["stopped"] = [r.stop() for r in replicas]
+            try:
+                if key == "three":
+                    doc["takeover"] = takeover(setup, replicas)
+            finally:  # every replica stopped, whatever failed
+                run["stopped"] = [r.stop() for r in replicas]
             doc[key] = run
             time.sleep(LEASE["lease_duration"])  # the member Leases of the stopped expire
         doc["verdicts"] = verdicts(doc)
