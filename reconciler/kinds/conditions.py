@@ -57,12 +57,12 @@ def status_differs(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> b
 SHARD_FIELD = "shard"
 
 
-def holder_field(status: Mapping[str, Any], holder: str | None) -> dict[str, Any]:
+def holder_field(holder: str | None) -> dict[str, Any]:
     """status.shard: the replica that holds the object's bucket, so `kubectl
-    get -o wide` shows who works on it; removed (null) when no longer sharded."""
-    if holder is not None:
-        return {SHARD_FIELD: holder}
-    return {SHARD_FIELD: None} if SHARD_FIELD in status else {}
+    get -o wide` shows who works on it. An unsharded pass leaves it alone, as
+    it leaves the bucket label: a `sync` beside sharded replicas that removed
+    it would undo their write every time it runs."""
+    return {SHARD_FIELD: holder} if holder is not None else {}
 
 
 def status_after(

@@ -909,7 +909,7 @@ def status_of(
         "state": summary.reason,
         "message": summary.message,
         "conditions": [c.to_dict() for c in conds.values()],
-        **holder_field(redis.status, inp.holder),
+        **holder_field(inp.holder),
     }
     if inp.gate.hold or redis.failure is not None:
         body[STATUS_FIELD] = to_status(inp.gate.failure if inp.gate.hold else None)

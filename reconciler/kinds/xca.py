@@ -48,7 +48,7 @@ def from_api(obj: Mapping[str, Any]) -> Xca:
 def _record(xca: Xca, failure: Failure | None, holder: str | None) -> list[Action]:
     """Write the failure record (None clears it) and the holder unless they
     are stored already."""
-    desired = {STATUS_FIELD: to_status(failure), **holder_field(xca.status, holder)}
+    desired = {STATUS_FIELD: to_status(failure), **holder_field(holder)}
     if not status_differs(xca.status, desired):
         return []
     return [PatchStatus(xca.key, xca.resource_version, desired)]
@@ -65,7 +65,7 @@ def plan(xca: Xca, inp: PlanInput) -> list[Action]:
     status: dict[str, Any] = {
         "active": True,
         "last_update_time": rfc3339(inp.now),
-        **holder_field(xca.status, inp.holder),
+        **holder_field(inp.holder),
     }
     if xca.failure is not None:
         status[STATUS_FIELD] = None

@@ -47,7 +47,9 @@ def test_a_holder_and_the_bucket_labels_are_written_once_and_then_cost_nothing()
     assert plan(after, CONFIG, NOW, holder="host-a").actions == ()
 
 
-def test_a_new_holder_is_written_and_an_unsharded_pass_removes_the_field():
+def test_a_new_holder_is_written_and_a_sync_beside_the_replicas_leaves_it_alone():
+    """`reconciler sync` (unsharded) next to sharded daemons must not undo
+    what they write: a null from it, the holder back from them, forever."""
     r, pods = converged_redis()
     r = dataclasses.replace(r, status={**r.status, "shard": "host-a"})
     after = sim.apply(
@@ -56,9 +58,11 @@ def test_a_new_holder_is_written_and_an_unsharded_pass_removes_the_field():
     (r,), pods = sim.redises(after), list(after.pods)
     moved = status_patches(plan(snap([r], [], pods), CONFIG, NOW, holder="host-b"))
     assert moved["r"]["shard"] == "host-b"
-    unsharded = plan(snap([r], [], pods), CONFIG, NOW)
-    assert status_patches(unsharded)["r"]["shard"] is None
-    assert [a.verb for a in unsharded.actions] == ["patch-status"]  # the labels stay
+    after = sim.apply(
+        snap([r], [], pods), plan(snap([r], [], pods), CONFIG, NOW, holder="host-b").actions
+    )
+    (r,), pods = sim.redises(after), list(after.pods)
+    assert plan(snap([r], [], pods), CONFIG, NOW).actions == ()  # status and labels stay
 
 
 def test_unsharded_passes_never_mention_the_field():
