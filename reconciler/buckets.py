@@ -30,9 +30,10 @@ def bucket_of(uid: str, total: int) -> int:
 @dataclass(frozen=True)
 class Scope:
     """The buckets a replica holds now, out of ``total``. With ``select``,
-    its LISTs ask only for the objects and pods labelled with these buckets
-    (and the objects not labelled yet); without, they ask for everything and
-    keep what is in scope, which also finds an object whose label is wrong."""
+    its LISTs ask only for what is labelled with these buckets or with no
+    bucket at all (or one that is no bucket); without, they ask for
+    everything and keep what is in scope, which also finds an object whose
+    label was changed by hand to another replica's bucket."""
 
     total: int
     held: frozenset[int]
@@ -41,10 +42,20 @@ class Scope:
     def covers(self, uid: str) -> bool:
         return len(self.held) == self.total or bucket_of(uid, self.total) in self.held
 
+    def claims(self, label: str | None) -> bool:
+        """Does this bucket label name a held bucket?"""
+        return label is not None and label.isdigit() and int(label) in self.held
+
     @property
     def values(self) -> str:
         """The held buckets as a label selector's set: "1,5,9"."""
         return ",".join(str(b) for b in sorted(self.held))
+
+    @property
+    def others(self) -> str:
+        """The buckets not held, as a label selector's set: `notin` them
+        selects ours, and what carries no bucket label (not labelled yet)."""
+        return ",".join(str(b) for b in range(self.total) if b not in self.held)
 
 
 class Holder(Protocol):
@@ -61,6 +72,12 @@ class Holder(Protocol):
 
     def holds(self, uid: str) -> bool:
         """Asked before each write, for the object the write is for."""
+        ...
+
+    def report(self, mislabelled: frozenset[int]) -> None:
+        """After a pass: the buckets of the objects and pods it saw under the
+        label of a bucket it holds that are not its own (a label changed by
+        hand). Their holders, told, list everything once to find them."""
         ...
 
 

@@ -473,6 +473,20 @@ class _Ident(msgspec.Struct):
     metadata: _IdentMeta | None = None
 
 
+class _OwnerRef(msgspec.Struct):
+    uid: str = ""
+    controller: bool | None = None
+
+
+class _VersionMeta(_IdentMeta):
+    labels: dict[str, str] | None = None
+    ownerReferences: list[_OwnerRef] | None = None
+
+
+class _VersionItem(msgspec.Struct):
+    metadata: _VersionMeta | None = None
+
+
 _raw_list = msgspec.json.Decoder(_RawList)
 _ident = msgspec.json.Decoder(_Ident)
 _item = msgspec.json.Decoder(dict[str, Any])
@@ -483,7 +497,13 @@ class _IdentList(msgspec.Struct):
     items: list[_Ident] | None = None
 
 
+class _OwnedList(msgspec.Struct):
+    metadata: _ListMeta | None = None
+    items: list[_VersionItem] | None = None
+
+
 _ident_list = msgspec.json.Decoder(_IdentList)
+_owned_list = msgspec.json.Decoder(_OwnedList)
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,17 +515,34 @@ class Version:
     name: str
     uid: str
     resource_version: str
+    # What a sharded replica needs to tell whose an object is before it
+    # decodes it: the uid of its controller (a pod's bucket is its
+    # controller's), and its bucket label ("" when it has none).
+    controller_uid: str = ""
+    bucket_label: str = ""
 
     @property
     def known_as(self) -> VersionKey:
         return version_key(self.uid, self.resource_version)
 
 
-def version_page_json(body: bytes | bytearray) -> Page[Version]:
-    page = _ident_list.decode(body)
-    metas = (item.metadata or _IdentMeta() for item in page.items or ())
-    versions = [Version(m.namespace, m.name, m.uid, m.resourceVersion) for m in metas]
-    return Page(versions, (page.metadata or _ListMeta()).continue_ or "")
+def _version(m: _VersionMeta) -> Version:
+    controller = next((o.uid for o in m.ownerReferences or () if o.controller), "")
+    label = (m.labels or {}).get(LABEL_BUCKET, "")
+    return Version(m.namespace, m.name, m.uid, m.resourceVersion, controller, label)
+
+
+def version_page_json(body: bytes | bytearray, owned: bool = False) -> Page[Version]:
+    """protowire.version_page, for an answer in JSON."""
+    if owned:
+        page = _owned_list.decode(body)
+        metas = (item.metadata or _VersionMeta() for item in page.items or ())
+        versions = [_version(m) for m in metas]
+        return Page(versions, (page.metadata or _ListMeta()).continue_ or "")
+    plain = _ident_list.decode(body)
+    idents = (item.metadata or _IdentMeta() for item in plain.items or ())
+    versions = [Version(m.namespace, m.name, m.uid, m.resourceVersion) for m in idents]
+    return Page(versions, (plain.metadata or _ListMeta()).continue_ or "")
 
 
 # Objects decoded in an earlier pass, by version_key: they need not be decoded again.

@@ -30,6 +30,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from reconciler.model import (
+    LABEL_BUCKET,
     Container,
     ContainerState,
     Known,
@@ -137,6 +138,20 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
         ("metadata", 1, "ListMeta"),
         ("items", 2, "PartialObjectMetadata", _MANY),
     ],
+    # The same, with what tells a sharded replica whose an object is: its
+    # labels and owners (model.Version). Parsing the labels more than
+    # doubles the cost, so only a sharded replica asks for it.
+    "OwnedIdentity": [
+        ("name", 1, _STRING),
+        ("namespace", 3, _STRING),
+        ("uid", 5, _STRING),
+        ("resource_version", 6, _STRING),
+        ("labels", 11, _MAP),
+        ("owner_references", 13, "Owner", _MANY),
+    ],
+    "Owner": [("uid", 4, _STRING), ("controller", 6, _BOOL)],
+    "OwnedMetadata": [("metadata", 1, "OwnedIdentity")],
+    "OwnedMetadataList": [("metadata", 1, "ListMeta"), ("items", 2, "OwnedMetadata", _MANY)],
 }
 _PACKAGE = "reconciler.client.protowire"
 
@@ -356,23 +371,34 @@ def _pods(wire: memoryview | bytes, known: Known[Pod]) -> Page[Pod]:
     return Page(items, page.metadata.continue_token)
 
 
-def version_page(body: bytes | bytearray) -> Page[Version]:
+def version_page(body: bytes | bytearray, owned: bool = False) -> Page[Version]:
     """Each object's identity and resourceVersion, from a LIST asked for with
-    META_ACCEPT (JSON, and full objects, decode too)."""
+    META_ACCEPT (JSON, and full objects, decode too); ``owned``: its
+    controller and bucket label too."""
     if not body.startswith(MAGIC):
-        return version_page_json(body)
-    return _versions(_unwrap(body))
+        return version_page_json(body, owned)
+    return _versions(_unwrap(body), owned)
 
 
-def _versions(wire: memoryview | bytes) -> Page[Version]:
-    page = MESSAGES["PartialObjectMetadataList"].FromString(wire)
-    return Page(
-        [
-            Version(m.namespace, m.name, m.uid, m.resource_version)
-            for m in (item.metadata for item in page.items)
-        ],
-        page.metadata.continue_token,
-    )
+def _versions(wire: memoryview | bytes, owned: bool = False) -> Page[Version]:
+    if not owned:
+        page = MESSAGES["PartialObjectMetadataList"].FromString(wire)
+        return Page(
+            [
+                Version(m.namespace, m.name, m.uid, m.resource_version)
+                for m in (item.metadata for item in page.items)
+            ],
+            page.metadata.continue_token,
+        )
+    owned_page = MESSAGES["OwnedMetadataList"].FromString(wire)
+    items = [_owned_version(item.metadata) for item in owned_page.items]
+    return Page(items, owned_page.metadata.continue_token)
+
+
+def _owned_version(meta: Any) -> Version:
+    controller = next((r.uid for r in meta.owner_references if r.controller), "")
+    label = meta.labels.get(LABEL_BUCKET, "")
+    return Version(meta.namespace, meta.name, meta.uid, meta.resource_version, controller, label)
 
 
 class _Stage(Enum):
@@ -476,8 +502,8 @@ class ListStream(Generic[T]):
 class VersionStream(ListStream[Version]):
     """version_page, read as it arrives."""
 
-    def __init__(self) -> None:
-        super().__init__(_versions, version_page)
+    def __init__(self, owned: bool = False) -> None:
+        super().__init__(lambda run: _versions(run, owned), lambda body: version_page(body, owned))
 
 
 class PodStream(ListStream[Pod]):

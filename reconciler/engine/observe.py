@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from reconciler.buckets import Scope
+from reconciler.buckets import Scope, bucket_of
 from reconciler.client.kube import ApiError, Kube, Unreachable
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
 from reconciler.client.protowire import (
@@ -42,6 +42,7 @@ from reconciler.model import (
     Page,
     Pod,
     ResourceType,
+    Version,
     mapping,
     meta_of,
     page_of,
@@ -72,6 +73,7 @@ class Observation:
     unreachable: str | None = None  # set when no LIST could reach the cluster
     counts: dict[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # worth a look, but no object failed: a typo in the scope
+    mislabelled: frozenset[int] = frozenset()  # see Sorter
 
 
 def _across(namespaces: Sequence[str], list_in: Callable[[str | None], list[T]]) -> list[T]:
@@ -177,9 +179,12 @@ def _unchanged_or_fetched(
     reuse: Reuse[T],
     how: MetaList,
     selector: str | None,
+    keep: Callable[[Version], bool] | None,
 ) -> list[T] | None:
     """The objects of a kind from a LIST of their metadata alone: each one at
-    a resourceVersion already decoded is reused, any other is fetched by GET.
+    a resourceVersion already decoded is reused, any other is fetched by GET
+    (of those ``keep`` keeps: a sharded replica's, the others are dropped
+    unread).
     None when that would not be cheaper than a full LIST (too many changed) or
     the apiserver refused it: then the kind is listed in full, and a failure
     is reported there. An unreachable cluster raises at once: a full LIST
@@ -188,9 +193,16 @@ def _unchanged_or_fetched(
         versions = _across(
             namespaces,
             lambda ns: kube.list_streamed(
-                res, ns, VersionStream, how.accept, how.page_size, selector
+                res,
+                ns,
+                lambda: VersionStream(keep is not None),
+                how.accept,
+                how.page_size,
+                selector,
             ),
         )
+        if keep is not None:
+            versions = [v for v in versions if keep(v)]
         unknown = [v for v in versions if v.known_as not in reuse.known]
         if len(unknown) > FETCH_MAX:
             return None
@@ -229,8 +241,10 @@ _READ_FAILURES: tuple[type[Exception], ...] = (ApiError, Unreachable, *UNREADABL
 class _Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
-    def __init__(self, kube: Kube, namespaces: Sequence[str], meta: MetaList) -> None:
-        self.kube, self.namespaces, self.meta = kube, namespaces, meta
+    def __init__(
+        self, kube: Kube, namespaces: Sequence[str], meta: MetaList, sorter: Sorter
+    ) -> None:
+        self.kube, self.namespaces, self.meta, self.sorter = kube, namespaces, meta, sorter
         self.errors: list[str] = []
         # Of each kind whose LIST failed in a way the next pass will meet
         # again: why, in words that stay the same from pass to pass.
@@ -285,7 +299,8 @@ class _Lister:
         """By a LIST of metadata when the pass before saw the kind, else in full."""
         scope = self.namespaces if namespaces is None else namespaces
         if reuse is not None:
-            cheap = _unchanged_or_fetched(self.kube, res, scope, reuse, self.meta, selector)
+            keep = self.sorter.keep(res)
+            cheap = _unchanged_or_fetched(self.kube, res, scope, reuse, self.meta, selector, keep)
             if cheap is not None:
                 log.debug("%s: unchanged or fetched one by one", res.kind)
                 return cheap
@@ -496,12 +511,14 @@ class Selection:
 
 def selection(scope: Scope | None) -> Selection:
     """Everything, or (a sharded replica) the objects and pods labelled with
-    the buckets it holds, and the objects not labelled yet. Their pods are
-    found by name as any pod missing from the LIST is (`_named`)."""
+    a bucket it holds, or with none yet: one LIST of each kind, as `notin`
+    the other buckets selects both. Pods not labelled yet that hold a name
+    the objects want are found by name too, as any pod missing from the LIST
+    is (`_named`)."""
     if scope is None or not scope.select or not scope.held or len(scope.held) == scope.total:
         return Selection(MANAGED_POD_SELECTOR, (None,))
-    held = f"{LABEL_BUCKET} in ({scope.values})"
-    return Selection(f"{MANAGED_POD_SELECTOR},{held}", (held, f"!{LABEL_BUCKET}"))
+    ours = f"{LABEL_BUCKET} notin ({scope.others})"
+    return Selection(f"{MANAGED_POD_SELECTOR},{ours}", (ours,))
 
 
 def _reuse(
@@ -513,18 +530,48 @@ def _reuse(
     return Reuse({version_key(o.uid, o.resource_version): o for o in objects}, decode_one)
 
 
-def _pods_in(scope: Scope | None, pods: tuple[Pod, ...] | None) -> tuple[Pod, ...] | None:
-    """The pods of the objects in ``scope``: a pod is in its controller's
-    bucket (its own, if it has no controller)."""
-    if scope is None or pods is None:
-        return pods
-    return tuple(p for p in pods if scope.covers(p.controller_uid or p.uid))
+class Sorter:
+    """Keeps what is in a sharded replica's scope (everything without one),
+    and notes the buckets of what its LISTs returned under the label of a
+    held bucket but is not its own: a label changed by hand. Only the holder
+    of the true bucket may put it back, and its LISTs do not select it; told
+    (`Holder.report`), it lists everything once and finds it."""
 
+    def __init__(self, scope: Scope | None) -> None:
+        self.scope = scope
+        self.mislabelled: set[int] = set()
 
-def _objects_in(scope: Scope | None, objects: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
-    if scope is None or objects is None:
-        return objects
-    return tuple(o for o in objects if scope.covers(o.uid))
+    def keeps(self, uid: str, label: str | None) -> bool:
+        """``uid``: the object's, or a pod's controller's (its own without one)."""
+        scope = self.scope
+        if scope is None or scope.covers(uid):
+            return True
+        if scope.claims(label):
+            self.mislabelled.add(bucket_of(uid, scope.total))
+        return False
+
+    def keep(self, res: ResourceType) -> Callable[[Version], bool] | None:
+        """What to keep of a LIST of ``res``'s metadata; None: all of it."""
+        scope = self.scope
+        if scope is None or len(scope.held) == scope.total:
+            return None
+        if res == PODS:
+            return lambda v: self.keeps(v.controller_uid or v.uid, v.bucket_label)
+        return lambda v: self.keeps(v.uid, v.bucket_label)
+
+    def pods(self, pods: tuple[Pod, ...] | None) -> tuple[Pod, ...] | None:
+        """The pods of the objects in scope: a pod is in its controller's
+        bucket (its own, if it has no controller)."""
+        if self.scope is None or pods is None:
+            return pods
+        return tuple(
+            p for p in pods if self.keeps(p.controller_uid or p.uid, p.labels.get(LABEL_BUCKET))
+        )
+
+    def objects(self, objects: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        if self.scope is None or objects is None:
+            return objects
+        return tuple(o for o in objects if self.keeps(o.uid, o.bucket_label))
 
 
 def observe(
@@ -551,18 +598,19 @@ def observe(
         meta = MetaList(META_ACCEPT, metadata_page_size)
     else:
         meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
-    lister = _Lister(kube, namespaces, meta)
+    sorter = Sorter(scope)
+    lister = _Lister(kube, namespaces, meta, sorter)
     pod_reuse = _reuse(None if previous is None else previous.pods, pod_from_api)
     chosen = selection(scope)
     where = pod_namespaces(namespaces, previous)
-    labelled = _pods_in(scope, _list_pods(lister, full, chosen.pods, pod_reuse, where))
+    labelled = sorter.pods(_list_pods(lister, full, chosen.pods, pod_reuse, where))
     report_pods = None
     if report_selector == MANAGED_POD_SELECTOR:
         report_pods = labelled
     elif report_selector is not None:
-        report_pods = _pods_in(scope, _list_pods(lister, full, report_selector or None, pod_reuse))
+        report_pods = sorter.pods(_list_pods(lister, full, report_selector or None, pod_reuse))
     objects = {
-        kind.name: _objects_in(scope, _list_kind(lister, full, kind, previous, chosen.objects))
+        kind.name: sorter.objects(_list_kind(lister, full, kind, previous, chosen.objects))
         for kind in KINDS
     }
     if labelled is not None and chosen.selective:
@@ -585,4 +633,5 @@ def observe(
         lister.unreachable,
         lister.counts,
         seen.warnings,
+        frozenset(sorter.mislabelled),
     )

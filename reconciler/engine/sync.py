@@ -196,6 +196,8 @@ def run_pass(
         previous=state.seen,
         scope=shard.scope() if shard is not None else None,
     )
+    if shard is not None:
+        shard.report(obs.mislabelled)
     # What observe reused is in the new snapshot; free the rest of the old
     # one before the plan is built (at scale, the two together set the peak).
     state.seen = None

@@ -49,11 +49,10 @@ from reconciler.run.leader import default_identity, micro_time
 
 log = logging.getLogger(__name__)
 
-# One pass in this many LISTs everything in scope and keeps the objects of
-# the held buckets, rather than selecting on the bucket label: it finds an
-# object whose label was changed by hand, whose holder would otherwise never
-# list it.
-FULL_LIST_EVERY = 10
+# On a member Lease: the buckets of which its replica's last pass saw an
+# object or pod under the label of a bucket it holds itself (a label changed
+# by hand), for their holders to list everything once and find them.
+MISLABELLED = "myapp.demo.kubebuilder.io/shard-mislabelled"
 
 MEMBER = "shard-member"
 BUCKET = "shard-bucket"
@@ -135,7 +134,8 @@ class ShardMember:
         self.lock = threading.Lock()
         self._held: frozenset[int] = frozenset()
         self._valid_from = -1e18  # monotonic start of the last round that renewed
-        self.passes = 0
+        self.mislabelled: frozenset[int] = frozenset()  # what our last pass saw
+        self.wanted: frozenset[int] = frozenset()  # what the others' passes saw
         self.fresh = False  # joined this round: claims nothing yet
         self.on_change: Callable[[frozenset[int]], None] | None = None
 
@@ -154,11 +154,22 @@ class ShardMember:
             return self._held if self._valid() else frozenset()
 
     def scope(self) -> Scope:
-        """The buckets held, asked once per pass; every FULL_LIST_EVERY-th
-        pass (the first included) lists everything."""
-        self.passes += 1
-        select = (self.passes - 1) % FULL_LIST_EVERY != 0
-        return Scope(self.config.buckets, self.held(), select)
+        """The buckets held, asked once per pass. The pass selects on the
+        bucket label, unless another member reports an object of a held
+        bucket under another label: then it lists everything."""
+        held = self.held()
+        return Scope(self.config.buckets, held, select=not (held & self.wanted))
+
+    def report(self, mislabelled: frozenset[int]) -> None:
+        """What a pass saw (`Holder.report`): told to the others at the next
+        renewal of our member Lease."""
+        if mislabelled != self.mislabelled:
+            log.warning(
+                "shard: objects of bucket(s) %s carry the label of a bucket of ours"
+                " (changed by hand?); their holders are told",
+                _values(mislabelled) or "none",
+            )
+        self.mislabelled = mislabelled
 
     def holds(self, uid: str) -> bool:
         """May this replica write for the object with this uid, now?"""
@@ -179,7 +190,14 @@ class ShardMember:
         except KubeError as exc:
             log.warning("shard: LIST leases: %s", exc)
             return
-        members = self._live_members([lz for lz in leases if _role(lz) == MEMBER])
+        member_leases = [lz for lz in leases if _role(lz) == MEMBER]
+        members = self._live_members(member_leases)
+        self.wanted = frozenset(
+            b
+            for lz in member_leases
+            if _spec(lz).get("holderIdentity") in members - {self.identity}
+            for b in _buckets(_annotations(lz).get(MISLABELLED, ""))
+        )
         desired = assign(self.config.buckets, members)
         if self.fresh:
             # Just joined: take nothing this round, so that replicas started
@@ -203,7 +221,15 @@ class ShardMember:
     def _renew(self) -> bool:
         if self.member is None:
             return self._register()
-        body = {**self.member, "spec": {**_spec(self.member), "renewTime": self._now()}}
+        meta = dict(self.member.get("metadata") or {})
+        notes = {k: v for k, v in _annotations(self.member).items() if k != MISLABELLED}
+        if self.mislabelled:
+            notes[MISLABELLED] = _values(self.mislabelled)
+        body = {
+            **self.member,
+            "metadata": {**meta, "annotations": notes},
+            "spec": {**_spec(self.member), "renewTime": self._now()},
+        }
         try:
             self.member = self.kube.replace(LEASES, self.config.namespace, _name(self.member), body)
             return True
@@ -452,3 +478,16 @@ def _bucket_index(lease: Mapping[str, Any], config: ShardConfig) -> int | None:
         return None
     index = int(name[len(prefix) :])
     return index if index < config.buckets else None
+
+
+def _annotations(lease: Mapping[str, Any]) -> dict[str, str]:
+    return dict((lease.get("metadata") or {}).get("annotations") or {})
+
+
+def _values(buckets: frozenset[int]) -> str:
+    return ",".join(str(b) for b in sorted(buckets))
+
+
+def _buckets(text: str) -> set[int]:
+    """A MISLABELLED annotation's buckets; anything else in it is ignored."""
+    return {int(part) for part in text.split(",") if part.strip().isdigit()}

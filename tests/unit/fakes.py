@@ -137,6 +137,9 @@ def _term_matches(labels: dict[str, str], term: str) -> bool:
     term = term.strip()
     if term.startswith("!"):
         return term[1:] not in labels
+    if " notin (" in term:  # true also where the label is missing, as on the apiserver
+        key, values = term.split(" notin (", 1)
+        return labels.get(key.strip()) not in {v.strip() for v in values.rstrip(")").split(",")}
     if " in (" in term:
         key, values = term.split(" in (", 1)
         return labels.get(key.strip()) in {v.strip() for v in values.rstrip(")").split(",")}
@@ -145,7 +148,7 @@ def _term_matches(labels: dict[str, str], term: str) -> bool:
 
 
 def _matches(obj: Any, selector: str | None) -> bool:
-    """Label selectors (``a=b``, ``k in (x,y)``, ``!k``, joined by commas), as
+    """Label selectors (``a=b``, ``k in (x,y)``, ``k notin (x,y)``, ``!k``, joined by commas), as
     the apiserver applies them."""
     if not selector:
         return True

@@ -301,12 +301,13 @@ def pod_obj(name: str, *, labelled: bool, owner: str | None = None, ns: str = "a
 
 
 def cluster(*pods: dict, redis: tuple[dict, ...] = ()) -> FakeKube:
-    """Pods that a LIST shows and that a GET by name finds, as an apiserver does."""
+    """Pods and Redis that a LIST shows and that a GET by name finds, as an apiserver does."""
     kube = FakeKube()
     kube.lists["Pod"] = list(pods)
     kube.lists["Redis"] = list(redis)
-    for pod in pods:
-        kube.objects[("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
+    for kind, objs in (("Pod", pods), ("Redis", redis)):
+        for obj in objs:
+            kube.objects[(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
     return kube
 
 
@@ -450,20 +451,19 @@ def sharded_pass(kube: FakeKube, scope: Scope):
     )
 
 
-def test_a_sharded_replica_lists_only_its_buckets_and_the_objects_not_labelled_yet():
+def test_a_sharded_replica_lists_its_buckets_and_what_is_not_labelled_in_one_list_a_kind():
     kube, true = sharded_cluster()
     held = frozenset({true["r7"], (true["r7"] + 1) % 4})
     seen = sharded_pass(kube, Scope(4, held, select=True))
-    values = ",".join(str(b) for b in sorted(held))
+    others = ",".join(str(b) for b in range(4) if b not in held)
     assert kube.selectors == [
-        ("Pod", f"{MANAGED_POD_SELECTOR},{LABEL_BUCKET} in ({values})"),
-        ("Redis", f"{LABEL_BUCKET} in ({values})"),
-        ("Redis", f"!{LABEL_BUCKET}"),
-        ("Xca", f"{LABEL_BUCKET} in ({values})"),
-        ("Xca", f"!{LABEL_BUCKET}"),
+        ("Pod", f"{MANAGED_POD_SELECTOR},{LABEL_BUCKET} notin ({others})"),
+        ("Redis", f"{LABEL_BUCKET} notin ({others})"),
+        ("Xca", f"{LABEL_BUCKET} notin ({others})"),
         ("Namespace", None),
     ]
     ours = {n for n, b in true.items() if b in held and n != "r6"}
+    assert "r7" in ours  # not labelled yet, and listed
     assert {r.name for r in seen.snapshot.of("Redis")} == ours
     # r6's pod, if in these buckets, is left out with its owner: no orphan.
     assert names(seen.snapshot.pods) == sorted(f"{n}-0" for n in ours)
@@ -478,6 +478,29 @@ def test_the_pod_of_an_object_whose_label_was_changed_by_hand_is_no_orphan():
     assert not [a for a in the_plan.actions if getattr(a, "why", "") == "owner gone"]
 
 
+def test_what_carries_the_label_of_a_held_bucket_not_its_own_is_reported_not_kept():
+    kube, true = sharded_cluster()
+    label = (true["r6"] + 1) % 4  # r6's label, changed by hand
+    held = frozenset({label}) - {true["r6"]}
+    seen = sharded_pass(kube, Scope(4, held, select=True))
+    assert "r6" not in {r.name for r in seen.snapshot.of("Redis")}
+    assert seen.mislabelled == {true["r6"]}
+    # Nothing is reported where labels and buckets agree.
+    honest = sharded_pass(kube, Scope(4, frozenset({true["r6"]}), select=True))
+    assert honest.mislabelled == frozenset()
+
+
+def test_a_pod_under_the_label_of_a_held_bucket_not_its_controllers_is_reported():
+    kube, true = sharded_cluster()
+    wrong = (true["r1"] + 1) % 4
+    kube.lists["Pod"] = [
+        bucketed(pod_obj("r1-0", labelled=True, owner="uid-r1"), wrong),
+    ]
+    seen = sharded_pass(kube, Scope(4, frozenset({wrong}), select=True))
+    assert "r1-0" not in names(seen.snapshot.pods)
+    assert seen.mislabelled == {true["r1"]}
+
+
 def test_a_full_pass_finds_an_object_whose_label_was_changed_by_hand():
     kube, true = sharded_cluster()
     held = frozenset({true["r6"]})
@@ -487,6 +510,30 @@ def test_a_full_pass_finds_an_object_whose_label_was_changed_by_hand():
     full = sharded_pass(kube, Scope(4, held, select=False))
     assert kube.selectors[:2] == [("Pod", MANAGED_POD_SELECTOR), ("Redis", None)]
     assert "r6" in {r.name for r in full.snapshot.of("Redis")}
+    assert {r.name for r in full.snapshot.of("Redis")} == {n for n, b in true.items() if b in held}
+
+
+def test_a_full_pass_after_a_selected_one_reads_metadata_and_gets_only_what_it_holds():
+    """Listing everything costs a LIST of metadata: what is in scope and new
+    is fetched by name, what is not is dropped unread."""
+    kube, true = sharded_cluster()
+    held = frozenset({true["r6"]})
+    selected = sharded_pass(kube, Scope(4, held, select=True))
+    got: list[tuple[str, str]] = []
+    kube.on_call = lambda verb, name: got.append((verb, name))
+    kube.streamed.clear()
+    full = observe(
+        kube,
+        (),
+        MANAGED_POD_SELECTOR,
+        protobuf=False,
+        page_size=FULL,
+        metadata_page_size=PAGE,
+        scope=Scope(4, held, select=False),
+        previous=selected.snapshot,
+    )
+    assert kube.streamed == ["Pod", "Redis", "Xca"]  # metadata only: no full LIST
+    assert sorted(n for verb, n in got if verb == "GET") == ["r6", "r6-0"]
     assert {r.name for r in full.snapshot.of("Redis")} == {n for n, b in true.items() if b in held}
 
 

@@ -32,10 +32,10 @@ from reconciler.client.protowire import (
     status_of,
     version_page,
 )
-from reconciler.model import Version, pod_from_api
+from reconciler.model import LABEL_BUCKET, Version, pod_from_api
 
 text = st.text(max_size=8)
-labels = st.dictionaries(text, text, max_size=3)
+labels = st.dictionaries(st.one_of(text, st.just(LABEL_BUCKET)), text, max_size=3)
 
 
 def optional(fields: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
@@ -210,9 +210,8 @@ def metadata_page(items: list[dict[str, Any]], token: str) -> bytes:
 @settings(max_examples=200)
 @given(st.lists(pod, max_size=4), text)
 def test_a_protobuf_list_of_metadata_gives_each_identity_and_version(items, token):
-    page = version_page(metadata_page(items, token))
     metas = [as_json(item).get("metadata", {}) for item in items]
-    assert page.items == [
+    plain = [
         Version(
             m.get("namespace", ""),
             m.get("name", ""),
@@ -221,7 +220,25 @@ def test_a_protobuf_list_of_metadata_gives_each_identity_and_version(items, toke
         )
         for m in metas
     ]
-    assert page.continue_token == token
+    owned = [
+        Version(
+            v.namespace,
+            v.name,
+            v.uid,
+            v.resource_version,
+            next(
+                (o.get("uid", "") for o in m.get("ownerReferences", []) if o.get("controller")), ""
+            ),
+            (m.get("labels") or {}).get(LABEL_BUCKET, ""),
+        )
+        for v, m in zip(plain, metas, strict=True)
+    ]
+    body = metadata_page(items, token)
+    assert version_page(body).items == plain
+    assert version_page(body, owned=True).items == owned
+    as_text = json.dumps({"metadata": {"continue": token}, "items": [as_json(i) for i in items]})
+    assert version_page(as_text.encode(), owned=True).items == owned  # the same in JSON
+    assert version_page(body).continue_token == token
 
 
 def envelope(*fields: bytes) -> bytes:

@@ -212,6 +212,34 @@ def test_a_renewal_whose_answer_was_lost_is_not_taken_for_eviction():
     assert m.identity == identity and len(m.held()) == 8
 
 
+def test_a_member_told_of_an_object_of_its_bucket_under_another_label_lists_everything_once():
+    store, clock = LeaseStore(), Clock()
+    ms = members(store, clock, 2)
+    settle(ms, clock)
+    seer, holder = ms
+    assert holder.scope().select and seer.scope().select
+    lost = min(holder.held())  # an object of this bucket carries a label of the seer's
+    seer.report(frozenset({lost}))
+    settle(ms, clock, rounds=1)  # the seer renews with the report; the holder reads it
+    assert not holder.scope().select
+    assert seer.scope().select  # not its bucket: nothing for it to find
+    seer.report(frozenset())  # the holder put the label back: the seer sees none
+    settle(ms, clock, rounds=1)
+    assert holder.scope().select
+
+
+def test_a_report_of_a_member_that_is_gone_is_not_heeded():
+    store, clock = LeaseStore(), Clock()
+    ms = members(store, clock, 2)
+    settle(ms, clock)
+    seer, holder = ms
+    seer.report(frozenset(holder.held()))
+    settle(ms, clock, rounds=1)
+    seer.leave()
+    settle([holder], clock, rounds=1)
+    assert holder.scope().select
+
+
 steps = st.lists(
     st.tuples(st.sampled_from(["round", "hand_back", "tick", "pause", "leave"]), st.integers(0, 3)),
     max_size=80,
