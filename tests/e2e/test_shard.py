@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+from reconciler.buckets import bucket_of
+from reconciler.model import LABEL_BUCKET
+
 from . import audit
 from .conftest import Kubectl, Reconciler, free_port, wait_for
 from .test_leader import Replica
@@ -144,6 +147,21 @@ def test_replicas_split_the_buckets_and_survive_a_kill_and_a_pause(
     want = {f"r{i}": 1 for i in range(12)}
     apply_all(kubectl, ns, want)
     wait_for(lambda: converged(kubectl, ns, want), what="12 Redis with their pods", timeout=60)
+
+    # A bucket label changed by hand to another replica's bucket: that one
+    # lists the object and reports it; its holder lists everything once, as
+    # metadata, and puts the label back.
+    uid = redis_uids(kubectl, ns)["r0"]
+    true = bucket_of(uid, BUCKETS)
+    by_bucket = {int(n.rsplit("-", 1)[1]): h for n, h in buckets.items()}
+    wrong = next(b for b in range(BUCKETS) if by_bucket[b] != by_bucket[true])
+    kubectl.run("label", "redis", "r0", "-n", ns, f"{LABEL_BUCKET}={wrong}", "--overwrite")
+
+    def label_back() -> bool:
+        meta = kubectl.json("get", "redis", "r0", "-n", ns)["metadata"]
+        return meta["labels"].get(LABEL_BUCKET) == str(true)
+
+    wait_for(label_back, what="the true bucket label back on r0", timeout=15)
 
     # kill -9: its buckets go to the two others within the bound.
     shards.replicas[0].proc.send_signal(signal.SIGKILL)
