@@ -163,12 +163,14 @@ class ShardMember:
     def report(self, mislabelled: frozenset[int]) -> None:
         """What a pass saw (`Holder.report`): told to the others at the next
         renewal of our member Lease."""
-        if mislabelled != self.mislabelled:
+        if mislabelled and mislabelled != self.mislabelled:
             log.warning(
                 "shard: objects of bucket(s) %s carry the label of a bucket of ours"
                 " (changed by hand?); their holders are told",
-                _values(mislabelled) or "none",
+                _values(mislabelled),
             )
+        elif self.mislabelled and not mislabelled:
+            log.info("shard: no object under the label of a bucket of ours is another's now")
         self.mislabelled = mislabelled
 
     def holds(self, uid: str) -> bool:

@@ -27,6 +27,10 @@ HELM_LABELS = {"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "he
 MODES = {
     "cronjob": (["config/cronjob"], []),
     "daemon": (["config/daemon"], []),
+    "daemon sharded": (
+        ["config/daemon-sharded"],
+        ["--set", "shard.enable=true", "--set", "replicas=3"],
+    ),
     "daemon with metrics": (
         ["config/daemon", "config/prometheus"],
         [
@@ -104,7 +108,11 @@ def test_chart_renders_the_objects_of_the_kustomize_overlays(
         (["--set", "mode=operator"], 'mode: "operator" is neither cronjob nor daemon'),
         (
             ["--set", "replicas=3", "--set", "leaderElection.enable=false"],
-            "replicas: 3 replicas without leaderElection.enable would all reconcile",
+            "replicas: 3 replicas without leaderElection.enable or shard.enable would all",
+        ),
+        (
+            ["--set", "mode=cronjob", "--set", "shard.enable=true"],
+            "shard.enable needs mode: daemon",
         ),
         (
             ["--set", "mode=cronjob", "--set", "metrics.serviceMonitor.enable=true"],

@@ -59,8 +59,11 @@ volumeMounts:
 {{- if not (has .Values.mode (list "cronjob" "daemon")) -}}
 {{- fail (printf "mode: %q is neither cronjob nor daemon" .Values.mode) -}}
 {{- end -}}
-{{- if and (eq .Values.mode "daemon") (gt (int .Values.replicas) 1) (not .Values.leaderElection.enable) -}}
-{{- fail (printf "replicas: %d replicas without leaderElection.enable would all reconcile; enable it or set replicas: 1" (int .Values.replicas)) -}}
+{{- if and (eq .Values.mode "daemon") (gt (int .Values.replicas) 1) (not .Values.leaderElection.enable) (not .Values.shard.enable) -}}
+{{- fail (printf "replicas: %d replicas without leaderElection.enable or shard.enable would all reconcile the same objects; enable one or set replicas: 1" (int .Values.replicas)) -}}
+{{- end -}}
+{{- if and .Values.shard.enable (ne .Values.mode "daemon") -}}
+{{- fail "shard: shard.enable needs mode: daemon (each replica of `reconciler run` holds buckets; a CronJob pass holds none)" -}}
 {{- end -}}
 {{- if and (ne .Values.mode "daemon") (or .Values.metrics.serviceMonitor.enable .Values.metrics.prometheusRule.enable) -}}
 {{- fail "metrics: the ServiceMonitor and the PrometheusRule need mode: daemon (a CronJob serves no /metrics)" -}}
