@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,7 +45,7 @@ from reconciler.buckets import Scope, assign, bucket_of
 from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
 from reconciler.config import Config
 from reconciler.constants import LABEL_COMPONENT, LABEL_NAME, LABEL_PART_OF, MANAGED_BY
-from reconciler.run.leader import default_identity, micro_time
+from reconciler.run.leader import LeaseConfig, default_identity, micro_time
 
 log = logging.getLogger(__name__)
 
@@ -59,29 +59,21 @@ BUCKET = "shard-bucket"
 
 
 @dataclass(frozen=True)
-class ShardConfig:
-    """The shard settings; their defaults are `Config`'s (see `from_config`)."""
+class ShardConfig(LeaseConfig):
+    """The lease settings of leader election (``name`` prefixes the Lease
+    names and is their part-of label), and the shard's own."""
 
-    namespace: str
-    group: str  # prefix of the Lease names, and their part-of label
-    buckets: int
-    lease_duration: float
-    renew_deadline: float
-    retry_period: float
-    interval: float
-    identity: str = ""  # empty: host name and a random suffix
+    buckets: int = field(kw_only=True)
+    interval: float = field(kw_only=True)
 
     @classmethod
     def from_config(cls, config: Config) -> ShardConfig:
-        return cls(
-            namespace=config.leader_election_namespace,
-            group=config.leader_election_id,
-            buckets=config.shard_buckets,
-            lease_duration=config.lease_duration,
-            renew_deadline=config.renew_deadline,
-            retry_period=config.retry_period,
-            interval=config.interval,
-        )
+        lease = LeaseConfig.from_config(config)
+        return cls(**vars(lease), buckets=config.shard_buckets, interval=config.interval)
+
+    @property
+    def group(self) -> str:
+        return self.name
 
     @property
     def selector(self) -> str:

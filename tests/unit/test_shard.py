@@ -18,7 +18,7 @@ from reconciler.run.shard import ShardConfig, ShardMember
 
 CFG = ShardConfig(
     namespace="ns",
-    group="rec",
+    name="rec",
     buckets=8,
     lease_duration=15,
     renew_deadline=10,
