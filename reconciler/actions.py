@@ -111,8 +111,23 @@ class DeletePod:
         return f"delete pod {self.target} ({self.why})"
 
 
+class _OnOwner:
+    """An action on the owner itself: its kind and target are the owner's."""
+
+    __slots__ = ()
+    owner: ObjKey
+
+    @property
+    def kind(self) -> str:
+        return self.owner.kind
+
+    @property
+    def target(self) -> ObjKey:
+        return self.owner
+
+
 @dataclass(frozen=True, slots=True)
-class PatchFinalizers:
+class PatchFinalizers(_OnOwner):
     """Replace the finalizer list, guarded by resourceVersion.
 
     A merge patch replaces lists whole, so without the resourceVersion guard a
@@ -125,33 +140,17 @@ class PatchFinalizers:
     why: str
     verb: Verb = field(default=Verb.PATCH_FINALIZERS, init=False)
 
-    @property
-    def kind(self) -> str:
-        return self.owner.kind
-
-    @property
-    def target(self) -> ObjKey:
-        return self.owner
-
     def describe(self) -> str:
         return f"patch {self.owner.kind.lower()} {self.owner} finalizers ({self.why})"
 
 
 @dataclass(frozen=True, slots=True)
-class PatchStatus:
+class PatchStatus(_OnOwner):
     owner: ObjKey
     resource_version: str
     status: Mapping[str, Any]
     events: tuple[EventSpec, ...] = ()
     verb: Verb = field(default=Verb.PATCH_STATUS, init=False)
-
-    @property
-    def kind(self) -> str:
-        return self.owner.kind
-
-    @property
-    def target(self) -> ObjKey:
-        return self.owner
 
     def describe(self) -> str:
         keys = ", ".join(sorted(self.status))
@@ -196,7 +195,7 @@ class PatchPodMetadata:
 
 
 @dataclass(frozen=True, slots=True)
-class PatchLabels:
+class PatchLabels(_OnOwner):
     """Set labels of one of our objects (the shard bucket, which a sharded
     replica's LISTs select on), guarded by resourceVersion; other labels are
     left alone."""
@@ -206,14 +205,6 @@ class PatchLabels:
     labels: Mapping[str, str]
     why: str
     verb: Verb = field(default=Verb.PATCH_LABELS, init=False)
-
-    @property
-    def kind(self) -> str:
-        return self.owner.kind
-
-    @property
-    def target(self) -> ObjKey:
-        return self.owner
 
     def describe(self) -> str:
         return f"patch {self.owner.kind.lower()} {self.owner} labels ({self.why})"
