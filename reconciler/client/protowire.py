@@ -67,6 +67,14 @@ _STRING, _BOOL, _INT64, _INT32, _BYTES = (
 _MAP = "map"  # a map<string, string>
 _MANY = "repeated"
 
+# ObjectMeta's fields that name an object and its version.
+_IDENTITY: list[tuple[Any, ...]] = [
+    ("name", 1, _STRING),
+    ("namespace", 3, _STRING),
+    ("uid", 5, _STRING),
+    ("resource_version", 6, _STRING),
+]
+
 # message -> (field name, number as in generated.proto, scalar type or message
 # name or _MAP, optional _MANY). Names are ours; only the numbers are the wire.
 _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
@@ -127,12 +135,7 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
     "PodList": [("metadata", 1, "ListMeta"), ("items", 2, "Pod", _MANY)],
     # What a LIST of metadata is read for: every other field (labels,
     # managedFields...) is skipped unparsed.
-    "Identity": [
-        ("name", 1, _STRING),
-        ("namespace", 3, _STRING),
-        ("uid", 5, _STRING),
-        ("resource_version", 6, _STRING),
-    ],
+    "Identity": _IDENTITY,
     "PartialObjectMetadata": [("metadata", 1, "Identity")],
     "PartialObjectMetadataList": [
         ("metadata", 1, "ListMeta"),
@@ -142,10 +145,7 @@ _SCHEMA: dict[str, list[tuple[Any, ...]]] = {
     # labels and owners (model.Version). Parsing the labels more than
     # doubles the cost, so only a sharded replica asks for it.
     "OwnedIdentity": [
-        ("name", 1, _STRING),
-        ("namespace", 3, _STRING),
-        ("uid", 5, _STRING),
-        ("resource_version", 6, _STRING),
+        *_IDENTITY,
         ("labels", 11, _MAP),
         ("owner_references", 13, "Owner", _MANY),
     ],
