@@ -137,7 +137,9 @@ def converge(setup: Setup, code_dir: Path, label: str, timeout: float) -> dict[s
     }
 
 
-def idle_rate(setup: Setup) -> dict[str, float]:
+def idle_rate(
+    setup: Setup, quiet: float = QUIET_CORES, seconds: float = IDLE_SECONDS
+) -> dict[str, float]:
     """apiserver + etcd CPU per second with no contender (kwok's node leases, the
     controller manager, the scheduler), subtracted from each window.
 
@@ -147,12 +149,12 @@ def idle_rate(setup: Setup) -> dict[str, float]:
     started = time.monotonic()
     while True:
         before = setup.meter.snapshot()
-        time.sleep(IDLE_SECONDS)
+        time.sleep(seconds)
         window = setup.meter.since(before, 0.0)
         rate = float(window["apiserver"] + window["etcd"]) / window["wall"]
         waited = time.monotonic() - started
-        if rate < QUIET_CORES or waited > SETTLE_LIMIT:
-            return {"rate": rate, "settled_after": waited, "quiet": rate < QUIET_CORES}
+        if rate < quiet or waited > SETTLE_LIMIT:
+            return {"rate": rate, "settled_after": waited, "quiet": rate < quiet}
 
 
 def one_shot(setup: Setup, code_dir: Path, label: str) -> dict[str, Any]:
