@@ -47,11 +47,6 @@ class Scope:
         return label is not None and label.isdigit() and int(label) in self.held
 
     @property
-    def values(self) -> str:
-        """The held buckets as a label selector's set: "1,5,9"."""
-        return ",".join(str(b) for b in sorted(self.held))
-
-    @property
     def others(self) -> str:
         """The buckets not held, as a label selector's set: `notin` them
         selects ours, and what carries no bucket label (not labelled yet)."""

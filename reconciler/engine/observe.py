@@ -479,34 +479,26 @@ def _list_kind(
     full: FullList,
     kind: Kind[Any],
     before: Snapshot | None,
-    selectors: tuple[str | None, ...],
+    selector: str | None,
 ) -> tuple[Any, ...] | None:
-    """The kind's objects: one LIST per selector (their answers do not
-    overlap), None if any of them failed."""
+    """The kind's objects, None if the LIST failed."""
     reuse = _reuse(None if before is None else before.of(kind.name), kind.decode)
     decode = page_of(kind.decode, reuse.known if reuse else {})
     res = kind.resource
-    parts = [
-        lister.list(res, sel, full.held(lister.kube, res, sel, decode), reuse) for sel in selectors
-    ]
-    if any(p is None for p in parts):
-        return None
-    found = tuple(obj for part in parts for obj in part or ())
-    lister.counts[res.kind] = len(found)
-    return found
+    return lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
 
 
 @dataclass(frozen=True)
 class Selection:
     """What the LISTs of a pass ask for: our pods, and each kind's objects
-    (one LIST per selector)."""
+    (None: all of them)."""
 
     pods: str
-    objects: tuple[str | None, ...]
+    objects: str | None
 
     @property
     def selective(self) -> bool:
-        return self.objects != (None,)
+        return self.objects is not None
 
 
 def selection(scope: Scope | None) -> Selection:
@@ -516,9 +508,9 @@ def selection(scope: Scope | None) -> Selection:
     the objects want are found by name too, as any pod missing from the LIST
     is (`_named`)."""
     if scope is None or not scope.select or not scope.held or len(scope.held) == scope.total:
-        return Selection(MANAGED_POD_SELECTOR, (None,))
+        return Selection(MANAGED_POD_SELECTOR, None)
     ours = f"{LABEL_BUCKET} notin ({scope.others})"
-    return Selection(f"{MANAGED_POD_SELECTOR},{ours}", (ours,))
+    return Selection(f"{MANAGED_POD_SELECTOR},{ours}", ours)
 
 
 def _reuse(
