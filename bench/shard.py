@@ -51,9 +51,12 @@ LEASE = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 # load is the same in both, and one disturbed reading moves the median
 # little where it would move one phase's figure a lot.
 IDLE = {"quiet": 0.05, "seconds": 20.0}
+# A window opens once each replica's last two passes began this share of an
+# interval apart (the pacing's follow-ups are over).
+STEADY_GAP = 0.9
 TARGETS = {  # measure -> (bound, what it bounds)
     "client_cpu": (0.4, "each replica's steady-pass client CPU / one replica's"),
-    "server_cpu": (1.2, "apiserver + etcd CPU per interval, three replicas / one"),
+    "server_cpu": (1.2, "apiserver + etcd CPU per round of passes, three replicas / one"),
     "rss": (0.5, "peak RSS per replica / one replica's, until the kill"),
     "takeover": (None, "seconds until a killed replica's object is reconciled"),
 }
@@ -138,10 +141,10 @@ def measure(
     try:
         share = 32 // count
         _wait(lambda: all(r.held() >= share for r in replicas), "buckets spread", 120)
-        firsts = [
-            _wait(lambda r=r: (x := r.read()) and x.passes >= 2 and x, "two passes", 600)
-            for r in replicas
-        ]
+        for r in replicas:
+            _wait(lambda r=r: _passes(r) >= 2, "two passes", 600)
+        _steady(replicas, interval)
+        firsts = [r.read() for r in replicas]
         before = setup.meter.snapshot()
         t0 = time.monotonic()
         time.sleep(passes * interval)
@@ -172,13 +175,41 @@ def measure(
         "per_replica": per,
         "intervals": wall / interval,
         "window_seconds": window["wall"],
+        "server_cpu_gross": gross,
         "server_cpu_gross_per_interval": gross / (wall / interval),
+        "passes_each": sum(p["passes"] for p in per) / len(per),
     }
+
+
+def _steady(replicas: list[Replica], interval: float, timeout: float = 600.0) -> None:
+    """Until each replica's last two passes began a whole interval apart:
+    the writes of a phase's first pass (each object's status.shard names its
+    new holder) bring early follow-up passes, which a window opened too soon
+    would count as steady ones."""
+    seen = [(_passes(r), time.monotonic()) for r in replicas]
+    gaps = [0.0] * len(replicas)
+    deadline = time.monotonic() + timeout
+    while not all(g >= STEADY_GAP * interval for g in gaps):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"passes not a whole interval apart after {timeout:.0f}s")
+        time.sleep(0.5)
+        for i, r in enumerate(replicas):
+            count, now = _passes(r), time.monotonic()
+            if count > seen[i][0]:
+                gaps[i], seen[i] = now - seen[i][1], (count, now)
 
 
 def net(run: dict[str, Any], idle: float, interval: float) -> float:
     """The apiserver's and etcd's CPU per interval, the idle load taken off."""
     return max(0.0, run["server_cpu_gross_per_interval"] - idle * interval)
+
+
+def net_per_round(run: dict[str, Any], idle: float) -> float:
+    """The same per round of passes (each replica passing once): the
+    target's "steady pass, all replicas together", whatever the pass count
+    in the window."""
+    busy = run["server_cpu_gross"] - idle * run["window_seconds"]
+    return max(0.0, busy) / max(run["passes_each"], 1.0)
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -245,7 +276,7 @@ def verdicts(doc: dict[str, Any]) -> dict[str, Any]:
     figures are those of the first round; the apiserver's, all rounds'."""
     one, three = doc["one"], doc["three"]
     base = one["per_replica"][0]
-    per = "server_cpu_per_interval"
+    per = "server_cpu_per_round"
     values = {
         "client_cpu": max(p["cpu"] for p in three["per_replica"]) / base["cpu"],
         "server_cpu": _sum(doc, "three", per) / _sum(doc, "one", per),
@@ -346,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["idle"] = {"readings": idle, "median": median}
         for key, _ in phases(args.rounds):
             doc[key]["server_cpu_per_interval"] = net(doc[key], median, args.interval)
+            doc[key]["server_cpu_per_round"] = net_per_round(doc[key], median)
         doc["verdicts"] = verdicts(doc)
     finally:
         if not args.keep:
