@@ -258,7 +258,7 @@ def phases(rounds: int) -> list[tuple[str, int]]:
     """One replica, then three, ``rounds`` times: "one", "three", "one-2",
     "three-2"... The apiserver's figure for one replica moved by a third
     between runs (gross 3.3 to 4.5 s an interval), so each round is a pair
-    measured minutes apart, and the verdict sums the rounds."""
+    measured minutes apart, and the verdicts sum the rounds."""
     out = []
     for i in range(rounds):
         suffix = "" if i == 0 else f"-{i + 1}"
@@ -266,21 +266,34 @@ def phases(rounds: int) -> list[tuple[str, int]]:
     return out
 
 
+def _rounds(doc: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    return [doc[k] for k in doc if k == prefix or k.startswith(f"{prefix}-")]
+
+
 def _sum(doc: dict[str, Any], prefix: str, measure: str) -> float:
-    return sum(doc[k][measure] for k in doc if k == prefix or k.startswith(f"{prefix}-"))
+    return sum(run[measure] for run in _rounds(doc, prefix))
+
+
+def _worst(run: dict[str, Any], measure: str) -> float:
+    return max(p[measure] for p in run["per_replica"])
 
 
 def verdicts(doc: dict[str, Any]) -> dict[str, Any]:
     """Each measure against its bound; the takeover's bound is the lease
-    duration, two intervals and one steady pass of one replica. The client's
-    figures are those of the first round; the apiserver's, all rounds'."""
-    one, three = doc["one"], doc["three"]
-    base = one["per_replica"][0]
-    per = "server_cpu_per_round"
+    duration, two intervals and one steady pass of one replica. Both CPU
+    figures sum all rounds (the costliest of the three replicas, for the
+    client), as one round's figure for one replica moves by a sixth for the
+    client and a third for the apiserver; RSS is the worst round's."""
+    ones, threes = _rounds(doc, "one"), _rounds(doc, "three")
+    base = ones[0]["per_replica"][0]
     values = {
-        "client_cpu": max(p["cpu"] for p in three["per_replica"]) / base["cpu"],
-        "server_cpu": _sum(doc, "three", per) / _sum(doc, "one", per),
-        "rss": max(p["peak_rss_mb"] for p in three["per_replica"]) / base["peak_rss_mb"],
+        "client_cpu": sum(_worst(t, "cpu") for t in threes) / sum(_worst(o, "cpu") for o in ones),
+        "server_cpu": _sum(doc, "three", "server_cpu_per_round")
+        / _sum(doc, "one", "server_cpu_per_round"),
+        "rss": max(
+            _worst(t, "peak_rss_mb") / _worst(o, "peak_rss_mb")
+            for o, t in zip(ones, threes, strict=True)
+        ),
         "takeover": doc["takeover"]["seconds"],
     }
     bounds = {key: bound for key, (bound, _) in TARGETS.items()}
