@@ -77,3 +77,22 @@ def test_steady_gives_up_when_passes_never_slow_down(monkeypatch: pytest.MonkeyP
     replica = _Replica([float(t) for t in range(0, 1000, 5)], clock)
     with pytest.raises(RuntimeError, match="not a whole interval apart"):
         shard._steady([replica], 20.0, timeout=100.0)  # type: ignore[list-item]
+
+
+def test_client_cpu_sums_the_costliest_replica_of_each_round():
+    """Round 1 alone would fail (0.47 / 1.13 = 0.42); both rounds: 0.38."""
+    doc: dict[str, Any] = {"interval": 20.0, "takeover": {"seconds": 30.0}}
+    for key, cpus in (
+        ("one", [1.13]),
+        ("three", [0.47, 0.45, 0.46]),
+        ("one-2", [1.30]),
+        ("three-2", [0.42, 0.45, 0.41]),
+    ):
+        run = _run(40.0, 200.0, [10.0] * len(cpus))
+        for replica, cpu in zip(run["per_replica"], cpus, strict=True):
+            replica["cpu"] = cpu
+        run["server_cpu_per_round"] = 2.0
+        doc[key] = run
+    verdict = shard.verdicts(doc)["client_cpu"]
+    assert verdict["value"] == pytest.approx((0.47 + 0.45) / (1.13 + 1.30))
+    assert verdict["verdict"] == "PASS"
