@@ -33,16 +33,17 @@ def test_per_round_takes_the_idle_load_off_and_divides_by_each_replicas_passes()
 
 
 def test_the_verdict_compares_rounds_not_intervals():
-    """One replica with early follow-up passes (12 in 10 intervals) costs more
-    per interval than per round; three at 10 passes each are compared per round."""
+    """One replica with early follow-up passes (12 in 10 intervals) looks
+    dearer per interval than it is per pass: per interval three replicas
+    would pass at 1.05x; per round of passes they cost 1.26x and fail."""
     one = _run(40.0, 200.0, [12.0])
-    three = _run(40.0, 200.0, [10.0, 10.0, 10.0])
+    three = _run(42.0, 200.0, [10.0, 10.0, 10.0])
     doc = {"interval": 20.0, "one": one, "three": three, "takeover": {"seconds": 30.0}}
     for run in (one, three):
         run["server_cpu_per_round"] = shard.net_per_round(run, 0.0)
     verdict = shard.verdicts(doc)["server_cpu"]
-    assert verdict["value"] == pytest.approx(4.0 / (40.0 / 12.0))
-    assert verdict["verdict"] == "PASS"
+    assert verdict["value"] == pytest.approx(4.2 / (40.0 / 12.0))
+    assert verdict["verdict"] == "FAIL"
 
 
 class _Replica:
