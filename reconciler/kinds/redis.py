@@ -530,7 +530,11 @@ def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
 @dataclass(frozen=True)
 class Rollout:
     stale: tuple[int, ...]  # desired indexes whose pod's containers differ from the spec's
-    replace: DeletePod | None  # the one stale pod deleted this pass, if any
+    replace: tuple[DeletePod, ...]  # the stale pods deleted this pass
+
+
+# Why a stale pod that is not Ready goes without waiting for the others.
+UNREADY_STALE = "not Ready, so replaced without waiting"
 
 
 def _why_stale(pod: Pod, spec: RedisSpec, drift: str) -> str:
@@ -541,27 +545,43 @@ def _why_stale(pod: Pod, spec: RedisSpec, drift: str) -> str:
     return "spec changed"
 
 
-def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) -> Rollout:
-    """Replace the lowest stale pod, only while every other desired pod exists
-    and is Ready, so that at most one pod is down for the update at any time
-    (a desired name that is missing, held by another pod, terminating or
-    ended waits for that). An ended pod is replaced by `ended_pods` instead."""
-    drifts = {
-        i: spec_drift(p, spec) for i, p in desired.items() if not p.terminating and not p.ended
-    }
-    stale = tuple(sorted(i for i, d in drifts.items() if d is not None))
-    if not stale:
-        return Rollout((), None)
-    victim = stale[0]
-    others_ready = all(
+def _others_ready(spec: RedisSpec, desired: Mapping[int, Pod], victim: int) -> bool:
+    return all(
         i in desired and not desired[i].terminating and desired[i].ready
         for i in range(spec.num)
         if i != victim
     )
-    if not others_ready:
-        return Rollout(stale, None)
-    why = _why_stale(desired[victim], spec, drifts[victim] or "")
-    return Rollout(stale, _delete(redis, desired[victim], why, why))
+
+
+def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) -> Rollout:
+    """Stale pods that are not Ready (crashing, not pulling, unschedulable)
+    all go at once: they serve nothing, so replacing them costs no
+    availability (a Deployment counts them against maxUnavailable the same
+    way), and waiting for them to turn Ready would wait forever when the new
+    spec is the fix. Otherwise the lowest stale pod goes, only while every
+    other desired pod exists and is Ready, so that at most one serving pod is
+    down for the update at any time. An ended pod is replaced by
+    `ended_pods` instead."""
+    drifts = {
+        i: spec_drift(p, spec) for i, p in desired.items() if not p.terminating and not p.ended
+    }
+    stale = tuple(sorted(i for i, d in drifts.items() if d is not None))
+    unready = [i for i in stale if not desired[i].ready]
+    if unready:
+        return Rollout(
+            stale, tuple(_replace(redis, spec, desired[i], drifts[i], True) for i in unready)
+        )
+    if not stale or not _others_ready(spec, desired, stale[0]):
+        return Rollout(stale, ())
+    return Rollout(stale, (_replace(redis, spec, desired[stale[0]], drifts[stale[0]], False),))
+
+
+def _replace(
+    redis: Redis, spec: RedisSpec, pod: Pod, drift: str | None, unready: bool
+) -> DeletePod:
+    why = _why_stale(pod, spec, drift or "")
+    why = f"{why}; {UNREADY_STALE}" if unready else why
+    return _delete(redis, pod, why, why)
 
 
 def admitted_change(pod: Pod, spec: RedisSpec) -> str | None:
@@ -658,23 +678,21 @@ class PodChanges:
     def actions(self) -> list[Action]:
         """The writes the status counts; the metadata repairs come after the
         status (a pod written meanwhile must not hold the status back)."""
-        replace = [self.rollout.replace] if self.rollout.replace else []
-        return [*self.surplus, *self.ended, *self.missing.creates, *replace]
+        return [*self.surplus, *self.ended, *self.missing.creates, *self.rollout.replace]
 
     @property
     def deleted(self) -> frozenset[str]:
-        replace = [self.rollout.replace] if self.rollout.replace else []
-        return frozenset(d.name for d in (*self.surplus, *self.ended, *replace))
+        return frozenset(d.name for d in (*self.surplus, *self.ended, *self.rollout.replace))
 
 
 def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
     desired = {i: p for i, p in podset.by_index.items() if i < spec.num}
     rollout = rolling_update(redis, spec, desired)
-    replaced = rollout.replace.name if rollout.replace else None
+    replaced = {d.name for d in rollout.replace}
     repairs = (
         metadata_repair(redis, spec, p)
         for _, p in sorted(desired.items())
-        if not p.terminating and not p.ended and p.name != replaced
+        if not p.terminating and not p.ended and p.name not in replaced
     )
     return PodChanges(
         desired,
@@ -974,7 +992,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
 def _nothing_created(changes: PodChanges) -> PodChanges:
     """In a namespace being deleted: deletes only (a rollout would need a create)."""
     missing = Missing((), changes.missing.conflicts)
-    rollout = Rollout(changes.rollout.stale, None)
+    rollout = Rollout(changes.rollout.stale, ())
     return replace(changes, missing=missing, rollout=rollout)
 
 
@@ -985,12 +1003,12 @@ def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodCh
         return action is not None and (action.verb, action.target) in landed
 
     creates = tuple(c for c in changes.missing.creates if done(c))
-    replaced = changes.rollout.replace
+    replaced = tuple(d for d in changes.rollout.replace if done(d))
     return PodChanges(
         changes.desired,
         tuple(d for d in changes.surplus if done(d)),
         Missing(creates, changes.missing.conflicts),
-        Rollout(changes.rollout.stale, replaced if done(replaced) else None),
+        Rollout(changes.rollout.stale, replaced),
         tuple(r for r in changes.repairs if done(r)),
         tuple(d for d in changes.ended if done(d)),
     )

@@ -208,6 +208,86 @@ def test_a_rollout_that_cannot_pull_its_image_is_named_then_flagged(
     assert columns(kubectl, ns)["STATUS"] == "Ready"
 
 
+def set_image(kubectl: Kubectl, ns: str, image: str) -> None:
+    patch = json.dumps({"spec": {"image": image}})
+    kubectl.run("patch", "redis", "redis-sample", "-n", ns, "--type=merge", "-p", patch)
+
+
+def images(kubectl: Kubectl, ns: str) -> dict[str, str]:
+    return {n: p["spec"]["containers"][0]["image"] for n, p in pods(kubectl, ns).items()}
+
+
+def test_a_fix_rolls_to_a_redis_whose_pods_all_crash(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str
+):
+    """No pod will turn Ready on the old spec, so none is waited for: the
+    rollout of the fix replaces every crashing pod in one pass."""
+    kubectl.apply(redis_yaml(ns, num=3))
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    before = uids(kubectl, ns)
+    for i in range(3):
+        kubelet.crash_loop(kubectl, ns, f"redis-sample-{i}")
+    reconciler.converge(ns)
+    assert columns(kubectl, ns)["READY"] == "0"
+
+    set_image(kubectl, ns, "redis:6-alpine")
+    fixed = reconciler.sync(ns)
+    assert fixed.summary["actions"]["Pod/delete/ok"] == 3
+    assert events(kubectl, ns, "DeletePod") == [
+        "Deleted pods redis-sample-0, redis-sample-1, redis-sample-2: "
+        "spec changed; not Ready, so replaced without waiting"
+    ]
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    wait_for(lambda: settled(kubectl, ns), what="pods Ready")
+    reconciler.converge(ns)
+    shown = columns(kubectl, ns)
+    assert (shown["READY"], shown["UP-TO-DATE"], shown["STATUS"]) == ("3", "3", "Ready")
+    assert set(images(kubectl, ns).values()) == {"redis:6-alpine"}
+    assert not set(uids(kubectl, ns).values()) & set(before.values())
+    stays_converged(kubectl, reconciler, ns)
+
+
+def test_a_fixed_image_replaces_the_pods_that_cannot_pull_first(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str
+):
+    """A bad image rolls to redis-sample-0; redis-sample-2, deleted by hand,
+    comes back on it too. The fix replaces both at once, without waiting for
+    either to turn Ready; the Ready redis-sample-1 serves throughout."""
+    kubectl.apply(redis_yaml(ns, num=3))
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    serving = uids(kubectl, ns)["redis-sample-1"]
+    set_image(kubectl, ns, "redis:does-not-exist")
+    reconciler.sync(ns)  # the first pod of the rollout goes
+    wait_for(lambda: "redis-sample-0" not in pods(kubectl, ns), what="redis-sample-0 gone")
+    reconciler.sync(ns)  # and comes back with the new image
+    kubelet.image_pull_backoff(kubectl, ns, "redis-sample-0")
+    kubectl.run("delete", "pod", "redis-sample-2", "-n", ns)
+    reconciler.sync(ns)  # recreated on the bad template
+    kubelet.image_pull_backoff(kubectl, ns, "redis-sample-2")
+    reconciler.converge(ns)  # the rollout waits: redis-sample-1 is the one pod serving
+    assert images(kubectl, ns) == {
+        "redis-sample-0": "redis:does-not-exist",
+        "redis-sample-1": "redis:5-alpine",
+        "redis-sample-2": "redis:does-not-exist",
+    }
+
+    set_image(kubectl, ns, "redis:5-alpine")
+    fixed = reconciler.sync(ns)
+    assert fixed.summary["actions"]["Pod/delete/ok"] == 2
+    assert (
+        "Deleted pods redis-sample-0, redis-sample-2: "
+        "spec changed; not Ready, so replaced without waiting"
+    ) in events(kubectl, ns, "DeletePod")
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    wait_for(lambda: settled(kubectl, ns), what="pods Ready")
+    reconciler.converge(ns)
+    shown = columns(kubectl, ns)
+    assert (shown["READY"], shown["UP-TO-DATE"], shown["STATUS"]) == ("3", "3", "Ready")
+    assert set(images(kubectl, ns).values()) == {"redis:5-alpine"}
+    assert uids(kubectl, ns)["redis-sample-1"] == serving
+    stays_converged(kubectl, reconciler, ns)
+
+
 def test_a_pod_no_node_can_take_is_named_with_the_schedulers_reason(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):

@@ -22,7 +22,14 @@ from reconciler.actions import (
 from reconciler.backoff import from_status
 from reconciler.kinds.redis import Redis
 from reconciler.kinds.xca import Xca
-from reconciler.model import LABEL_BUCKET, Pod, PodCondition, owner_refs_of, pod_from_api
+from reconciler.model import (
+    LABEL_BUCKET,
+    ContainerState,
+    Pod,
+    PodCondition,
+    owner_refs_of,
+    pod_from_api,
+)
 from reconciler.snapshot import Snapshot
 
 from .builders import snap
@@ -118,9 +125,33 @@ def merged(obj, patch):
     return bumped(dataclasses.replace(obj, status=status, failure=from_status(status)))
 
 
+# An image whose container exits at once: its pods never turn Ready.
+CRASHING_IMAGE = "redis:crash"
+
+
+def crashes(p: Pod) -> bool:
+    return any(c.image.endswith(CRASHING_IMAGE) for c in p.containers)
+
+
+def crash_loop(p: Pod) -> Pod:
+    """Running and not Ready, its container waiting in CrashLoopBackOff, as
+    the kubelet reports it."""
+    waiting = ContainerState(p.containers[0].name, True, "CrashLoopBackOff", "back-off 40s")
+    return dataclasses.replace(
+        p,
+        phase="Running",
+        conditions=(
+            PodCondition("PodScheduled", "True"),
+            PodCondition("Ready", "False", "ContainersNotReady"),
+        ),
+        container_states=(waiting,),
+    )
+
+
 def kubelet(snapshot: Snapshot) -> Snapshot:
     """Time passes: terminating pods vanish, the rest become Ready but for
-    those that ended, which never run again."""
+    those that ended, which never run again, and those whose image crashes,
+    which never turn Ready."""
     pods: list[Pod] = []
     for p in snapshot.pods or ():
         if p.terminating:
@@ -128,10 +159,14 @@ def kubelet(snapshot: Snapshot) -> Snapshot:
         if p.ended:
             pods.append(p)
             continue
-        running = dataclasses.replace(
-            p,
-            phase="Running",
-            conditions=(PodCondition("PodScheduled", "True"), PodCondition("Ready", "True")),
+        running = (
+            crash_loop(p)
+            if crashes(p)
+            else dataclasses.replace(
+                p,
+                phase="Running",
+                conditions=(PodCondition("PodScheduled", "True"), PodCondition("Ready", "True")),
+            )
         )
         pods.append(p if running == p else bumped(running))
     return dataclasses.replace(snapshot, pods=tuple(pods))

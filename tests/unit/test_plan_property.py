@@ -29,8 +29,16 @@ from . import sim
 from .builders import CONFIG, NOW, pod, redis, snap, xca
 
 NAMES = ("a", "b", "c")
-# What a pod was made for (port, image): current or stale under each spec.
-TEMPLATES = ((6379, "redis:5-alpine"), (6380, "redis:5-alpine"), (6379, "redis:4"))
+# What a pod was made for (port, image): current or stale under each spec,
+# and one whose pods crash (never Ready) under the kubelet of `sim`.
+TEMPLATES = (
+    (6379, "redis:5-alpine"),
+    (6380, "redis:5-alpine"),
+    (6379, "redis:4"),
+    (6379, sim.CRASHING_IMAGE),
+)
+# The spec's image: the default, or one that crashes (the fix is a later spec).
+IMAGES = (None, None, sim.CRASHING_IMAGE)
 
 
 def sidecar(p):
@@ -94,6 +102,9 @@ def snapshots(draw):
     for name in draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3)):
         valid = draw(st.booleans()) or draw(st.booleans())
         spec = {"port": draw(st.sampled_from([6379, 6380])), "num": draw(st.integers(0, 4))}
+        spec_image = draw(st.sampled_from(IMAGES))
+        if spec_image is not None:
+            spec["image"] = spec_image
         if not valid:
             spec = draw(st.sampled_from([{"port": 6399, "num": 2}, {"port": 6379, "num": "x"}]))
         r = redis(
@@ -116,6 +127,7 @@ def snapshots(draw):
                 terminating=draw(st.integers(0, 5)) == 0,
                 owner_uid="foreign" if draw(st.integers(0, 8)) == 0 else None,
             )
+            made = sim.crash_loop(made) if sim.crashes(made) else made
             pods.append(drifted(lived(made, draw), draw))
     for i in range(draw(st.integers(0, 2))):
         pods.append(pod(None, i, name=f"orphan-{i}", owner_uid=f"dead-{i}"))
@@ -253,7 +265,12 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
         want = sorted(f"{r.name}-{i}" for i in range(spec.num) if f"{r.name}-{i}" not in foreign)
         assert owned == want
         mine = [p for p in snap.pods if p.controller_uid == r.uid]
-        assert all(spec_drift(p, spec) is None and not p.ended for p in mine)
+        assert not any(p.ended for p in mine)
+        stale = [p for p in mine if spec_drift(p, spec) is not None]
+        if stale:  # a spec whose pods crash: the Ready stale pods keep serving
+            assert all(p.ready for p in stale) and any(not p.ready for p in mine)
+            progressing = next(c for c in r.status["conditions"] if c["type"] == "Progressing")
+            assert progressing["reason"] in ("RollingUpdate", "ProgressDeadlineExceeded")
         assert all(metadata_repair(r, spec, p) is None for p in mine)
         assert FINALIZER in r.finalizers
         assert r.status["replicas"] == len(want)

@@ -234,7 +234,8 @@ def test_stale_pod_replaced_when_all_others_ready():
 
 def test_rollout_waits_while_another_pod_is_not_ready():
     r = redis(port=6380)
-    pods = [pod(r, 0, hash_=current_hash(6379)), pod(r, 1, ready=False), pod(r, 2)]
+    old = current_hash(6379)
+    pods = [pod(r, 0, hash_=old), pod(r, 1, ready=False, port=6380), pod(r, 2, port=6380)]
     actions = plan_redis(r, pods, CONFIG, NOW)
     assert not [a for a in actions if isinstance(a, DeletePod)]
 
@@ -254,6 +255,59 @@ def test_rollout_resumes_with_next_stale_pod():
     pods = [pod(r, 0, port=6380), pod(r, 1, hash_=old), pod(r, 2, hash_=old)]
     deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
     assert [d.name for d in deletes] == ["r-1"]
+
+
+def crashing(p):
+    """A pod whose container keeps crashing: Running, never Ready."""
+    waiting = ContainerState("redis", True, "CrashLoopBackOff", "back-off 40s restarting")
+    return dataclasses.replace(pod_unready(p), phase="Running", container_states=(waiting,))
+
+
+def pod_unready(p):
+    return dataclasses.replace(
+        p, conditions=(PodCondition("Ready", "False", "ContainersNotReady"),)
+    )
+
+
+def test_a_fix_rolls_to_pods_that_all_crash():
+    """Every pod crashes on the old spec: none will be Ready, so waiting for
+    the others before replacing one would wait forever. All go in one pass."""
+    r = redis(num=3, image="redis:6")
+    pods = [crashing(pod(r, i, image="redis:5-alpine")) for i in range(3)]
+    actions = plan_redis(r, pods, CONFIG, NOW)
+    deletes = [a for a in actions if isinstance(a, DeletePod)]
+    assert [d.name for d in deletes] == ["r-0", "r-1", "r-2"]
+    assert {d.why for d in deletes} == {"spec changed; not Ready, so replaced without waiting"}
+    st = status_of(actions).status
+    assert (st["replicas"], st["updatedReplicas"]) == (0, 0)
+    assert cond(st, "Progressing")["reason"] == "RollingUpdate"
+
+
+def test_unready_stale_pods_go_first_while_ready_ones_wait():
+    """r-0 cannot pull the bad image and r-2 came back on it after a deletion
+    by hand; once the image is fixed both go at once, and the Ready r-1,
+    stale too, waits until the others are Ready again."""
+    r = redis(num=3, image="redis:5-alpine")
+    bad = dict(image="redis:does-not-exist")
+    pods = [
+        image_pull_backoff(pod_unready(pod(r, 0, **bad))),
+        pod(r, 1, image="redis:4"),
+        image_pull_backoff(pod_unready(pod(r, 2, **bad))),
+    ]
+    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert deletes == ["r-0", "r-2"]
+    pods = [pod(r, 0), pod(r, 1, image="redis:4"), pod(r, 2, ready=False)]
+    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    pods = [pod(r, 0), pod(r, 1, image="redis:4"), pod(r, 2)]
+    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert deletes == ["r-1"]
+
+
+def test_an_unready_pod_on_the_current_spec_is_left_to_its_kubelet():
+    """Only stale pods are replaced: a crash on the current spec is not ours to fix."""
+    r = redis(num=2)
+    pods = [crashing(pod(r, 0)), pod(r, 1)]
+    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
 
 
 # ------------------------------------------------------------ drift
