@@ -217,6 +217,16 @@ def images(kubectl: Kubectl, ns: str) -> dict[str, str]:
     return {n: p["spec"]["containers"][0]["image"] for n, p in pods(kubectl, ns).items()}
 
 
+def rolled_to(kubectl: Kubectl, reconciler: Reconciler, ns: str, image: str) -> None:
+    """Passes until the pods are Ready: then all three run ``image``, Ready."""
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    wait_for(lambda: settled(kubectl, ns), what="pods Ready")
+    reconciler.converge(ns)
+    shown = columns(kubectl, ns)
+    assert (shown["READY"], shown["UP-TO-DATE"], shown["STATUS"]) == ("3", "3", "Ready")
+    assert set(images(kubectl, ns).values()) == {image}
+
+
 def test_a_fix_rolls_to_a_redis_whose_pods_all_crash(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
@@ -237,12 +247,7 @@ def test_a_fix_rolls_to_a_redis_whose_pods_all_crash(
         "Deleted pods redis-sample-0, redis-sample-1, redis-sample-2: "
         "spec changed; not Ready, so replaced without waiting"
     ]
-    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
-    wait_for(lambda: settled(kubectl, ns), what="pods Ready")
-    reconciler.converge(ns)
-    shown = columns(kubectl, ns)
-    assert (shown["READY"], shown["UP-TO-DATE"], shown["STATUS"]) == ("3", "3", "Ready")
-    assert set(images(kubectl, ns).values()) == {"redis:6-alpine"}
+    rolled_to(kubectl, reconciler, ns, "redis:6-alpine")
     assert not set(uids(kubectl, ns).values()) & set(before.values())
     stays_converged(kubectl, reconciler, ns)
 
@@ -278,12 +283,7 @@ def test_a_fixed_image_replaces_the_pods_that_cannot_pull_first(
         "Deleted pods redis-sample-0, redis-sample-2: "
         "spec changed; not Ready, so replaced without waiting"
     ) in events(kubectl, ns, "DeletePod")
-    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
-    wait_for(lambda: settled(kubectl, ns), what="pods Ready")
-    reconciler.converge(ns)
-    shown = columns(kubectl, ns)
-    assert (shown["READY"], shown["UP-TO-DATE"], shown["STATUS"]) == ("3", "3", "Ready")
-    assert set(images(kubectl, ns).values()) == {"redis:5-alpine"}
+    rolled_to(kubectl, reconciler, ns, "redis:5-alpine")
     assert uids(kubectl, ns)["redis-sample-1"] == serving
     stays_converged(kubectl, reconciler, ns)
 
