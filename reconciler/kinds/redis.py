@@ -568,19 +568,15 @@ def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) ->
     stale = tuple(sorted(i for i, d in drifts.items() if d is not None))
     unready = [i for i in stale if not desired[i].ready]
     if unready:
-        return Rollout(
-            stale, tuple(_replace(redis, spec, desired[i], drifts[i], True) for i in unready)
-        )
+        return Rollout(stale, tuple(_replace(redis, spec, desired[i], drifts[i]) for i in unready))
     if not stale or not _others_ready(spec, desired, stale[0]):
         return Rollout(stale, ())
-    return Rollout(stale, (_replace(redis, spec, desired[stale[0]], drifts[stale[0]], False),))
+    return Rollout(stale, (_replace(redis, spec, desired[stale[0]], drifts[stale[0]]),))
 
 
-def _replace(
-    redis: Redis, spec: RedisSpec, pod: Pod, drift: str | None, unready: bool
-) -> DeletePod:
+def _replace(redis: Redis, spec: RedisSpec, pod: Pod, drift: str | None) -> DeletePod:
     why = _why_stale(pod, spec, drift or "")
-    why = f"{why}; {UNREADY_STALE}" if unready else why
+    why = why if pod.ready else f"{why}; {UNREADY_STALE}"
     return _delete(redis, pod, why, why)
 
 

@@ -267,7 +267,8 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
         mine = [p for p in snap.pods if p.controller_uid == r.uid]
         assert not any(p.ended for p in mine)
         stale = [p for p in mine if spec_drift(p, spec) is not None]
-        if stale:  # a spec whose pods crash: the Ready stale pods keep serving
+        if stale:  # only a spec whose pods crash: the Ready stale pods keep serving
+            assert spec.image == sim.CRASHING_IMAGE
             assert all(p.ready for p in stale) and any(not p.ready for p in mine)
             progressing = next(c for c in r.status["conditions"] if c["type"] == "Progressing")
             assert progressing["reason"] in ("RollingUpdate", "ProgressDeadlineExceeded")
