@@ -45,6 +45,11 @@ MAX_RETRY_AFTER = 30.0
 
 EVENTS = ResourceType("", "v1", "Event", "events")
 USER_AGENT = "reconciler"
+# Every write names this manager: left to itself, the apiserver names it after
+# the user agent, which a sharded replica makes its own, so managedFields
+# would grow an entry with every restart.
+FIELD_MANAGER = "reconciler"
+_MANAGED = frozenset({"POST", "PUT", "PATCH"})
 LEASES = ResourceType("coordination.k8s.io", "v1", "Lease", "leases")
 
 
@@ -425,6 +430,8 @@ class Kube:
         """Send one request; retry 429/5xx honouring Retry-After; return the
         body, or give a successful one to ``sink`` as it arrives (and return b"")."""
         verb = verb or method
+        if method in _MANAGED:
+            params = {**(params or {}), "fieldManager": FIELD_MANAGER}
         target = f"{path}?{urlencode(params)}" if params else path
         body = None if json is None else msgspec.json.encode(json)
         base = {"Accept": "application/json", "User-Agent": self.user_agent}

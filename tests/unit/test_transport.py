@@ -50,7 +50,7 @@ class _Handler(BaseHTTPRequestHandler):
         if server.close_after_answer:
             self.close_connection = True
 
-    do_GET = do_POST = do_PATCH = _answer
+    do_GET = do_POST = do_PATCH = do_PUT = _answer
 
 
 class _Server(ThreadingHTTPServer):
@@ -348,6 +348,23 @@ def test_static_credentials_go_direct_with_their_header(server: _Server, tmp_pat
     assert patched["Authorization"] == "Basic YTpi" and patched["Content-Type"] == "m+json"
     assert body == b'{"x":[1]}'
     assert isinstance(kube.Kube(token).transport, Direct)
+
+
+def test_every_write_names_one_field_manager_whatever_the_user_agent(
+    server: _Server, tmp_path: Path
+) -> None:
+    client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
+    client.user_agent = "reconciler (replica-a)"
+    client.send("POST", "/c", json={})
+    client.send("PATCH", "/p", params={"dryRun": "All"}, json={})
+    client.send("PUT", "/u", json={})
+    client.send("GET", "/g")
+    assert [path for _, path, _, _ in server.seen] == [
+        "/c?fieldManager=reconciler",
+        "/p?dryRun=All&fieldManager=reconciler",
+        "/u?fieldManager=reconciler",
+        "/g",
+    ]
 
 
 def test_a_cluster_that_disables_compression_is_never_asked_for_gzip(
