@@ -4,18 +4,18 @@ Everything above this module talks in plain dicts and the exceptions defined
 here, so the rest of the code is testable without an API server and the
 client library could be swapped without touching the planner or executor.
 
-``reconciler.client.kubeconfig`` reads the kubeconfig. Requests go through
-``transport.Direct`` (HTTP/1.1 on a kept-alive socket per thread, a
-sixth of the CPU) when the credentials are static. Exec plugins, auth
-providers and proxies go through pykube's requests session, one per thread
-because a ``requests.Session`` is not thread-safe; pykube and requests are
-imported only then (about 6 MB of memory). The rate limiter and the
-request counters are shared.
+``reconciler.client.kubeconfig`` reads the kubeconfig, and
+``reconciler.client.credentials`` keeps who we are current (exec plugins,
+rotated tokens and certificates). Requests go through ``transport.Direct``
+(HTTP/1.1 on a kept-alive socket per thread, a sixth of the CPU), also
+through an http proxy. Only an auth provider or an https proxy goes through
+pykube's requests session, one per thread because a ``requests.Session`` is
+not thread-safe; pykube and requests are imported only then (about 6 MB of
+memory). The rate limiter and the request counters are shared.
 """
 
 from __future__ import annotations
 
-import base64
 import builtins
 import gc
 import logging
@@ -27,13 +27,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import msgspec
 
 from reconciler.client import kubeconfig
+from reconciler.client.credentials import Credentials
+from reconciler.client.exec_plugin import CredentialError
 from reconciler.client.protowire import status_of
-from reconciler.client.transport import PIECE, Direct, Response, Sink, Tls, TransportError
+from reconciler.client.proxy import proxy_for
+from reconciler.client.transport import PIECE, Direct, Response, Sink, TransportError
 from reconciler.config import Config
 from reconciler.model import Incremental, Page, ResourceType, raw_page
 
@@ -63,6 +66,10 @@ class ConfigMissing(KubeError):
 
 class Unreachable(KubeError):
     """The API server could not be reached at all (connection or TLS error)."""
+
+
+class NoCredentials(Unreachable):
+    """The exec plugin gave no credential, so nothing could be asked."""
 
 
 class ApiError(KubeError):
@@ -172,25 +179,14 @@ def _load_config(opts: Config) -> kubeconfig.KubeConfig:
     )
 
 
-class _TokenFile:
-    """Re-reads a rotated token file (a projected service-account token expires)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.mtime = -1.0
-        self.token = ""
-        self.lock = threading.Lock()
-
-    def header(self) -> str | None:
-        try:
-            mtime = self.path.stat().st_mtime
-        except OSError:
-            return None
-        with self.lock:
-            if mtime != self.mtime:
-                self.token = self.path.read_text().strip()
-                self.mtime = mtime
-            return f"Bearer {self.token}" if self.token else None
+def _reloader(
+    opts: Config, config: kubeconfig.KubeConfig
+) -> Callable[[], kubeconfig.KubeConfig] | None:
+    """Reads the same kubeconfig context again (after a 401); None in a pod."""
+    path = config.file
+    if path is None:
+        return None
+    return lambda: kubeconfig.from_file(path, opts.context)
 
 
 def _retry_after(resp: Response) -> float | None:
@@ -234,7 +230,7 @@ class _Session:
     providers and proxies, at about three times the CPU per request of
     ``transport.Direct``. pykube is imported here, only when it is needed."""
 
-    def __init__(self, config: kubeconfig.KubeConfig, opts: Config) -> None:
+    def __init__(self, config: kubeconfig.KubeConfig, opts: Config, proxy: str | None) -> None:
         import pykube
 
         if config.file is None:
@@ -245,20 +241,19 @@ class _Session:
         self.server = config.server.rstrip("/")
         self.opts = opts
         self.gzip = _compression(opts, config)
+        self.proxies = {"http": proxy, "https": proxy} if proxy else {}
         self.local = threading.local()
 
     def _http(self) -> Any:
         import pykube
-        import requests
 
         api = getattr(self.local, "api", None)
         if api is None:
             api = pykube.HTTPClient(self.config, timeout=self.opts.timeout)
             api.session.headers["Accept-Encoding"] = "gzip" if self.gzip else "identity"
             # With trust_env on, requests re-reads the proxy variables and looks
-            # for ~/.netrc on every request. Resolve the proxy once instead, so
-            # HTTPS_PROXY and NO_PROXY still apply.
-            api.session.proxies = requests.utils.get_environ_proxies(self.server)
+            # for ~/.netrc on every request; the proxy is chosen once, as kubectl does.
+            api.session.proxies = dict(self.proxies)
             api.session.trust_env = False
             self.local.api = api
         return api
@@ -309,47 +304,11 @@ def _wire(resp: Any, fallback: int) -> int:
         return fallback
 
 
-def _proxied(server: str) -> bool:
-    """Whether the environment may send requests to ``server`` through a proxy
-    (http_proxy, https_proxy or all_proxy, minus no_proxy). A no_proxy entry
-    this does not read (a CIDR, a port) leaves it to requests to decide."""
-    url = urlsplit(server)
-    if not (_env(f"{url.scheme}_proxy") or _env("all_proxy")):
-        return False
-    host = url.hostname or ""
-    for entry in _env("no_proxy").replace(" ", "").split(","):
-        entry = entry.lstrip(".")
-        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
-            return False
-    return True
-
-
-def _env(name: str) -> str:
-    return os.environ.get(name) or os.environ.get(name.upper()) or ""
-
-
 def _compression(opts: Config, config: kubeconfig.KubeConfig) -> bool:
     """Ask for gzip unless the settings or the kubeconfig's cluster turn it
     off: a cluster entry with ``disable-compression: true`` means it for
     kubectl too."""
     return opts.compression and not config.disable_compression
-
-
-def _direct_tls(config: kubeconfig.KubeConfig) -> Tls:
-    """How ``Direct`` verifies the server and presents the client certificate."""
-    ca = os.environ.get("PYKUBE_SSL_CERTIFICATE_AUTHORITY", config.ca_file)
-    verify = not config.insecure or ca is not None
-    return Tls(ca, verify, config.cert_file, config.key_file)
-
-
-def _static_auth(config: kubeconfig.KubeConfig) -> str | None:
-    """The Authorization header of static credentials, as kubectl would send it."""
-    if config.token:
-        return f"Bearer {config.token}"
-    if config.username and config.password:
-        pair = f"{config.username}:{config.password}".encode("latin1")
-        return "Basic " + base64.b64encode(pair).decode()
-    return None
 
 
 class Kube:
@@ -361,8 +320,7 @@ class Kube:
         timeout, qps, burst, max_retries, page_size)."""
         self.opts = opts
         self.config = _load_config(opts)
-        token_path = self.config.token_file
-        self.token = _TokenFile(token_path) if token_path else None
+        self.credentials = Credentials(self.config, _reloader(opts, self.config))
         self.server = self.config.server.rstrip("/")
         self.limiter = RateLimiter(opts.qps, opts.burst)
         self.stats = Stats()
@@ -376,16 +334,28 @@ class Kube:
 
     def _choose_transport(self) -> Transport:
         """``Direct`` when it can send these credentials; else pykube's session."""
+        config = self.config
+        proxy = proxy_for(self.server, config.proxy_url, os.environ)
         try:
-            if self.config.only_pykube or _proxied(self.server):
-                log.debug("sending through pykube's session (exec, auth provider or proxy)")
-                return _Session(self.config, self.opts)
-            tls = _direct_tls(self.config)
-            auth = _static_auth(self.config)
-            gzip = _compression(self.opts, self.config)
-            return Direct(self.server, tls, self.opts.timeout, gzip, auth)
-        except OSError as exc:  # a TLS file unreadable or not PEM (ssl.SSLError)
-            raise ConfigMissing(f"kubeconfig {self.config.source}: TLS files: {exc}") from None
+            if config.only_pykube or (proxy or "").startswith("https:"):
+                log.debug("sending through pykube's session (an auth provider or an https proxy)")
+                return _Session(config, self.opts, proxy)
+            direct = Direct(
+                self.server,
+                None,
+                self.opts.timeout,
+                _compression(self.opts, config),
+                contexts=self.credentials.context,
+                proxy=proxy,
+                server_name=config.tls_server_name,
+            )
+            if direct.https and not config.exec:
+                self.credentials.context()  # a TLS file unreadable or not PEM: say so now
+            return direct
+        except OSError as exc:  # ssl.SSLError too
+            raise ConfigMissing(f"kubeconfig {config.source}: TLS files: {exc}") from None
+        except ValueError as exc:  # a proxy URL we cannot speak
+            raise ConfigMissing(f"kubeconfig {config.source}: {exc}") from None
 
     @staticmethod
     def path(
@@ -437,11 +407,17 @@ class Kube:
         base = {"Accept": "application/json", "User-Agent": self.user_agent}
         if body is not None:
             base["Content-Type"] = "application/json"
-        attempt = 0
+        attempt, renewed = 0, False
         while True:
             self.limiter.acquire()
             hdrs = {**base, **(headers or {})}
-            if self.token is not None and (auth := self.token.header()):
+            generation = self.credentials.generation
+            try:
+                auth = self.credentials.authorization()
+            except CredentialError as exc:
+                self.stats.record(verb, "error", 0)
+                raise NoCredentials(str(exc)) from None
+            if auth is not None:
                 hdrs["Authorization"] = auth
             try:
                 resp = self.transport.send(method, target, body, hdrs, sink)
@@ -452,6 +428,9 @@ class Kube:
                 self.stats.record(verb, "error", 0)
                 raise
             self.stats.record(verb, str(resp.status), resp.received)
+            if resp.status == 401 and not renewed and self._renewed(auth, generation):
+                renewed = True  # sent once more with what replaced the refused credentials
+                continue
             if resp.ok and (sink is None or resp.status < 300):  # a 3xx is not the body asked for
                 return resp.body
             err = _api_error(resp)
@@ -473,6 +452,12 @@ class Kube:
                 delay,
             )
             time.sleep(delay)
+
+    def _renewed(self, sent: str | None, generation: int) -> bool:
+        try:
+            return self.credentials.refused(sent, generation)
+        except CredentialError as exc:
+            raise NoCredentials(str(exc)) from None
 
     # ------------------------------------------------------------ verbs
 

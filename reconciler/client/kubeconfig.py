@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from reconciler.client.exec_plugin import API_VERSIONS, INTERACTIVE_MODES, ExecSpec
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -46,8 +49,11 @@ class KubeConfig:
     token_file: Path | None = None
     username: str | None = None
     password: str | None = None
-    only_pykube: bool = False  # exec plugin, auth provider or tls-server-name
+    only_pykube: bool = False  # an auth provider: only pykube knows them
     disable_compression: bool = False  # the cluster's disable-compression, as kubectl reads it
+    exec: ExecSpec | None = None
+    tls_server_name: str | None = None
+    proxy_url: str | None = None
 
 
 def from_file(path: Path, context: str | None = None) -> KubeConfig:
@@ -64,13 +70,16 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
     cluster = _named(doc, "clusters", ctx.get("cluster"), path)
     user = _named(doc, "users", ctx.get("user"), path, optional=True)
     resolve = _Resolver(path)
+    ca_file = resolve.file(cluster, "certificate-authority")
+    where = f"kubeconfig {path}: users[{ctx.get('user')}].user.exec"
+    exec_spec = _exec(user.get("exec"), where, cluster, ca_file) if "exec" in user else None
     return KubeConfig(
         source=str(path),
         file=path,
         context=name,
         server=str(cluster.get("server") or "http://localhost"),
         namespace=ctx.get("namespace"),
-        ca_file=resolve.file(cluster, "certificate-authority"),
+        ca_file=ca_file,
         insecure=_flag(cluster, "insecure-skip-tls-verify", path),
         cert_file=resolve.file(user, "client-certificate"),
         key_file=resolve.file(user, "client-key"),
@@ -78,9 +87,61 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
         token_file=resolve.path(str(user["tokenFile"])) if user.get("tokenFile") else None,
         username=user.get("username") or None,
         password=user.get("password") or None,
-        only_pykube="exec" in user or "auth-provider" in user or "tls-server-name" in cluster,
+        only_pykube="auth-provider" in user,
         disable_compression=_flag(cluster, "disable-compression", path),
+        exec=exec_spec,
+        tls_server_name=cluster.get("tls-server-name") or None,
+        proxy_url=cluster.get("proxy-url") or None,
     )
+
+
+def _exec(section: object, where: str, cluster: dict[str, Any], ca_file: str | None) -> ExecSpec:
+    """A user's exec section, refused as client-go refuses it."""
+    if not isinstance(section, dict):
+        raise KubeconfigError(f"{where}: not a mapping")
+    if not section.get("command"):
+        raise KubeconfigError(f"{where}.command: missing")
+    version = section.get("apiVersion")
+    if version not in API_VERSIONS:
+        have = " or ".join(sorted(API_VERSIONS))
+        raise KubeconfigError(f"{where}.apiVersion: {version!r} is not {have}")
+    mode = section.get("interactiveMode")
+    if mode is None and version.endswith("/v1"):
+        raise KubeconfigError(f"{where}.interactiveMode: required by {version}")
+    if mode is not None and mode not in INTERACTIVE_MODES:
+        raise KubeconfigError(
+            f"{where}.interactiveMode: {mode!r} is not Never, IfAvailable or Always"
+        )
+    env = []
+    for i, pair in enumerate(section.get("env") or []):
+        if not isinstance(pair, dict) or "name" not in pair:
+            raise KubeconfigError(f"{where}.env[{i}]: not a name and a value")
+        env.append((str(pair["name"]), str(pair.get("value") or "")))
+    provide = section.get("provideClusterInfo") is True
+    return ExecSpec(
+        command=str(section["command"]),
+        args=tuple(str(a) for a in section.get("args") or []),
+        env=tuple(env),
+        api_version=version,
+        install_hint=section.get("installHint") or None,
+        interactive_mode=mode or "IfAvailable",
+        cluster=json.dumps(_cluster_info(cluster, ca_file)) if provide else None,
+    )
+
+
+def _cluster_info(cluster: dict[str, Any], ca_file: str | None) -> dict[str, Any]:
+    """ExecCredential's spec.cluster: the cluster entry as the plugin needs it,
+    its CA inline, and the extension client.authentication.k8s.io/exec."""
+    info: dict[str, Any] = {"server": cluster.get("server") or ""}
+    for field in ("tls-server-name", "insecure-skip-tls-verify", "proxy-url"):
+        if cluster.get(field):
+            info[field] = cluster[field]
+    if ca_file:
+        info["certificate-authority-data"] = base64.b64encode(Path(ca_file).read_bytes()).decode()
+    for ext in cluster.get("extensions") or []:
+        if isinstance(ext, dict) and ext.get("name") == "client.authentication.k8s.io/exec":
+            info["config"] = ext.get("extension")
+    return info
 
 
 def in_cluster(directory: Path = SA_DIR) -> KubeConfig | None:
@@ -165,7 +226,7 @@ class _Resolver:
     def file(self, section: dict[str, Any], field: str) -> str | None:
         if data := section.get(f"{field}-data"):
             try:
-                return _private_file(base64.b64decode(data, validate=True))
+                return private_file(base64.b64decode(data, validate=True))
             except (binascii.Error, ValueError):
                 raise KubeconfigError(
                     f"kubeconfig {self.kubeconfig}: {field}-data is not base64"
@@ -178,7 +239,8 @@ class _Resolver:
         return None
 
 
-def _private_file(data: bytes) -> str:
+def private_file(data: bytes) -> str:
+    """A private file holding ``data``, named by its digest."""
     digest = hashlib.sha256(data).hexdigest()[:32]
     path = Path(tempfile.gettempdir()) / f"reconciler-{os.getuid()}-{digest}.pem"
     try:

@@ -8,11 +8,12 @@ http.client: it reads every answer's headers with the email package. A
 request here, on a kept-alive socket, costs about a sixth of requests' and
 three fifths of http.client's (docs/performance.md, "The HTTP client").
 
-Only reconciler.client.kube uses this module, and only when the kubeconfig's
-credentials are static: a bearer token, a token file, a client certificate,
-or a user name and password, with no proxy and no tls-server-name. Anything
-else (exec plugins, auth providers, proxies) goes through pykube's requests
-session, which knows them.
+Only reconciler.client.kube uses this module, for every kubeconfig but one
+naming an auth provider or an https proxy, which go through pykube's
+requests session. Credentials come from reconciler.client.credentials: the
+TLS context is asked for at each new connection, so a renewed client
+certificate is used without a restart. An http proxy is asked to CONNECT,
+and ``tls-server-name`` names the server inside the tunnel as outside it.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ class _Connection:
         self.host = host
         self.open = True
         self.answered = 0  # exchanges completed: a reused connection may be stale
+        self.context: ssl.SSLContext | None = None  # the TLS context it was made with
 
     def close(self) -> None:
         self.open = False
@@ -266,8 +268,16 @@ class Direct:
         timeout: float,
         compression: bool,
         auth: str | None = None,
+        *,
+        contexts: Callable[[], ssl.SSLContext] | None = None,
+        proxy: str | None = None,
+        server_name: str | None = None,
     ) -> None:
-        """``auth``: the Authorization header of static credentials."""
+        """``auth``: the Authorization header of static credentials.
+        ``contexts``: the TLS context for each new connection (else ``tls``'s,
+        built once). ``proxy``: an http proxy's URL, asked to CONNECT.
+        ``server_name``: the name the server's certificate is checked for
+        (the kubeconfig's tls-server-name), when not the URL's host."""
         url = urlsplit(server)
         self.https = url.scheme == "https"
         self.host = url.hostname or "localhost"
@@ -277,22 +287,47 @@ class Direct:
         self.timeout = timeout
         self.compression = compression
         self.auth = auth
-        self.context = (tls or Tls(None)).context() if self.https else None
+        self.server_name = server_name or self.host
+        self.proxy = _proxy_address(proxy) if proxy else None
+        if contexts is None and self.https:
+            fixed = (tls or Tls(None)).context()
+            contexts = lambda: fixed  # noqa: E731
+        self.contexts = contexts if self.https else None
         self.local = threading.local()
 
     def _connection(self) -> _Connection:
-        """This thread's connection: kept alive, or new."""
+        """This thread's connection: kept alive, or new (a new TLS context,
+        a renewed certificate, is taken at the next new connection)."""
         conn: _Connection | None = getattr(self.local, "conn", None)
-        if conn is not None and conn.open and not _dropped(conn.sock):
+        context = self.contexts() if self.contexts is not None else None
+        if conn is not None and conn.open and conn.context is context and not _dropped(conn.sock):
             return conn
         if conn is not None:
             conn.close()
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        sock = self._dial()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.context is not None:
-            sock = self.context.wrap_socket(sock, server_hostname=self.host)
+        if context is not None:
+            sock = context.wrap_socket(sock, server_hostname=self.server_name)
         conn = self.local.conn = _Connection(sock, self.host_header)
+        conn.context = context
         return conn
+
+    def _dial(self) -> socket.socket:
+        """A socket to the server: directly, or a tunnel through the proxy."""
+        if self.proxy is None:
+            return socket.create_connection((self.host, self.port), timeout=self.timeout)
+        sock = socket.create_connection(self.proxy, timeout=self.timeout)
+        target = f"{_bracketed(self.host)}:{self.port}"
+        try:
+            sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode("latin-1"))
+            status = _tunnel_status(sock)
+        except BaseException:
+            sock.close()
+            raise
+        if status != 200:
+            sock.close()
+            raise ProtocolError(f"the proxy refused CONNECT {target}: {status}")
+        return sock
 
     def send(
         self,
@@ -339,6 +374,34 @@ def _number(text: str, base: int) -> int:
     if value < 0:
         raise ProtocolError(f"a negative length: {value}")
     return value
+
+
+def _proxy_address(url: str) -> tuple[str, int]:
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme != "http":
+        raise ValueError(f"proxy {url}: only http proxies are spoken directly")
+    return parts.hostname or "localhost", parts.port or 80
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _tunnel_status(sock: socket.socket) -> int:
+    """The proxy's answer to CONNECT, read byte by byte up to its blank line:
+    what follows it belongs to the TLS handshake."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = sock.recv(1)
+        if not byte:
+            raise ProtocolError("the proxy closed the connection in its answer to CONNECT")
+        head += byte
+        if len(head) > _MAX_LINE:
+            raise ProtocolError("the proxy's answer to CONNECT is too long")
+    line = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+    if len(line) < 2 or not line[1].isdigit():
+        raise ProtocolError(f"not an HTTP answer to CONNECT: {head[:80]!r}")
+    return int(line[1])
 
 
 def _dropped(sock: socket.socket) -> bool:

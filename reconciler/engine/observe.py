@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from reconciler.buckets import Scope, bucket_of
-from reconciler.client.kube import ApiError, Kube, Unreachable
+from reconciler.client.kube import ApiError, Kube, NoCredentials, Unreachable
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
 from reconciler.client.protowire import (
     META_ACCEPT,
@@ -105,6 +105,8 @@ def _why(res: ResourceType, exc: Exception) -> str:
 
 def _refused(res: ResourceType, exc: ApiError | Unreachable) -> str | None:
     """Why the cluster cannot be used at all, if this error says so."""
+    if isinstance(exc, NoCredentials):
+        return f"unauthorized: no credentials: {exc}"
     if isinstance(exc, Unreachable):
         return f"cannot reach the cluster: {exc}"
     if exc.status == 401:

@@ -4,6 +4,7 @@ inline data, the pod's service account, and no requests in memory."""
 from __future__ import annotations
 
 import base64
+import json
 import stat
 from pathlib import Path
 from typing import Any
@@ -97,18 +98,79 @@ def test_a_bad_field_is_named(
         kubeconfig.from_file(_write(tmp_path, cluster, user))
 
 
+def test_only_an_auth_provider_is_left_to_pykube(tmp_path: Path) -> None:
+    assert kubeconfig.from_file(
+        _write(tmp_path, {}, {"auth-provider": {"name": "oidc"}})
+    ).only_pykube
+    exec_user = {"exec": {"apiVersion": V1BETA1, "command": "get-token"}}
+    for cluster, user in [({}, exec_user), ({"tls-server-name": "api"}, {"token": "t"})]:
+        assert not kubeconfig.from_file(_write(tmp_path, cluster, user)).only_pykube
+
+
+V1, V1BETA1 = "client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"
+
+
+def test_an_exec_section_is_read_with_the_cluster_it_may_be_given(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_bytes(b"CA")
+    cluster = {
+        "certificate-authority": "ca.crt",
+        "tls-server-name": "api.internal",
+        "proxy-url": "http://proxy:3128",
+        "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"a": 1}}],
+    }
+    user = {
+        "exec": {
+            "apiVersion": V1,
+            "command": "aws",
+            "args": ["eks", "get-token"],
+            "env": [{"name": "AWS_PROFILE", "value": "prod"}],
+            "interactiveMode": "Never",
+            "provideClusterInfo": True,
+            "installHint": "install the AWS CLI",
+        }
+    }
+    config = kubeconfig.from_file(_write(tmp_path, cluster, user))
+    spec = config.exec
+    assert spec is not None and config.tls_server_name == "api.internal"
+    assert config.proxy_url == "http://proxy:3128"
+    assert (spec.command, spec.args, spec.env) == (
+        "aws",
+        ("eks", "get-token"),
+        (("AWS_PROFILE", "prod"),),
+    )
+    assert (spec.interactive_mode, spec.install_hint) == ("Never", "install the AWS CLI")
+    info = json.loads(spec.exec_info())
+    assert info["apiVersion"] == V1 and info["spec"]["interactive"] is False
+    assert info["spec"]["cluster"] == {
+        "server": "https://k:6443",
+        "tls-server-name": "api.internal",
+        "proxy-url": "http://proxy:3128",
+        "certificate-authority-data": "Q0E=",
+        "config": {"a": 1},
+    }
+
+
 @pytest.mark.parametrize(
-    ("cluster", "user"),
+    ("exec_", "message"),
     [
-        ({}, {"exec": {"command": "get-token"}}),
-        ({}, {"auth-provider": {"name": "oidc"}}),
-        ({"tls-server-name": "api"}, {"token": "t"}),
+        ({"apiVersion": V1}, r"exec\.command: missing"),
+        (
+            {"command": "x", "apiVersion": "client.authentication.k8s.io/v1alpha1"},
+            r"exec\.apiVersion: 'client",
+        ),
+        ({"command": "x", "apiVersion": V1}, r"exec\.interactiveMode: required by"),
+        (
+            {"command": "x", "apiVersion": V1BETA1, "interactiveMode": "Sometimes"},
+            r"exec\.interactiveMode: 'Sometimes'",
+        ),
+        ({"command": "x", "apiVersion": V1BETA1, "env": ["A=b"]}, r"exec\.env\[0\]: not a name"),
     ],
 )
-def test_what_only_pykube_knows_is_marked(
-    tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any]
+def test_a_bad_exec_section_is_refused_naming_the_field(
+    tmp_path: Path, exec_: dict[str, Any], message: str
 ) -> None:
-    assert kubeconfig.from_file(_write(tmp_path, cluster, user)).only_pykube
+    with pytest.raises(kubeconfig.KubeconfigError, match=r"users\[u\]\.user\." + message):
+        kubeconfig.from_file(_write(tmp_path, {}, {"exec": exec_}))
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,8 @@ from reconciler.client.transport import Direct, TransportError
 from reconciler.config import Config
 from reconciler.model import PODS, Version
 
+from .connect_proxy import ConnectProxy
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
@@ -384,31 +386,52 @@ def test_a_cluster_that_disables_compression_is_never_asked_for_gzip(
     assert chosen._http().session.headers["Accept-Encoding"] == "identity"
 
 
-@pytest.mark.parametrize(
-    "user",
-    [
-        {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "true"}},
-        {"auth-provider": {"name": "oidc", "config": {}}},
-    ],
-)
-def test_credentials_only_pykube_knows_go_through_its_session(
-    server: _Server, tmp_path: Path, user: dict[str, object]
+def test_only_an_auth_provider_goes_through_pykubes_session(
+    server: _Server, tmp_path: Path
 ) -> None:
-    chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, user))).transport
+    provider = {"auth-provider": {"name": "oidc", "config": {}}}
+    exec_ = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "true"}}
+    chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, provider))).transport
     assert isinstance(chosen, kube._Session)
+    chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, exec_))).transport
+    assert isinstance(chosen, Direct)
 
 
-def test_a_proxy_goes_through_the_session(
+def test_the_kubeconfigs_proxy_url_carries_every_request_through_a_tunnel(
+    server: _Server, tmp_path: Path
+) -> None:
+    with ConnectProxy() as proxy:
+        cluster = {"proxy-url": proxy.url}
+        path = _kubeconfig(tmp_path, server.url, {"token": "t"}, cluster=cluster)
+        client = kube.Kube(Config(kubeconfig=path))
+        assert isinstance(client.transport, Direct)
+        assert [client.send("GET", f"/x/{i}") for i in range(3)] == [
+            b"GET /x/0",
+            b"GET /x/1",
+            b"GET /x/2",
+        ]
+        assert proxy.tunnels == [f"127.0.0.1:{server.server_address[1]}"]  # one, kept alive
+
+
+def test_the_environments_proxy_is_used_as_go_uses_it(
     server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
-    assert isinstance(chosen.transport, kube._Session)
-    monkeypatch.setenv("NO_PROXY", "localhost,.127.0.0.1")
-    again = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
-    assert isinstance(again.transport, Direct)
+    """HTTP_PROXY carries a name only the proxy resolves; NO_PROXY and loopback
+    addresses go direct."""
+    port = server.server_address[1]
+    with ConnectProxy({"apiserver.test": "127.0.0.1"}) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        named = _kubeconfig(tmp_path, f"http://apiserver.test:{port}", {"token": "t"}, "named")
+        assert kube.Kube(Config(kubeconfig=named)).send("GET", "/n") == b"GET /n"
+        loopback = _kubeconfig(tmp_path, server.url, {"token": "t"}, "loopback")
+        assert kube.Kube(Config(kubeconfig=loopback)).send("GET", "/l") == b"GET /l"
+        assert proxy.tunnels == [f"apiserver.test:{port}"]
+        monkeypatch.setenv("NO_PROXY", "example.com,.test")
+        with pytest.raises(kube.Unreachable):  # dialled directly: the name does not resolve here
+            kube.Kube(Config(kubeconfig=named, max_retries=0)).send("GET", "/n")
+        assert len(proxy.tunnels) == 1
 
 
 @pytest.mark.parametrize("field", ["certificate-authority", "client-key"])
@@ -428,9 +451,18 @@ def test_a_tls_file_that_is_not_there_is_a_config_error_naming_it(
         kube.Kube(Config(kubeconfig=path))
 
 
-@pytest.mark.parametrize("proxied", [False, True])
+def _client(tmp_path: Path, url: str, session: bool) -> kube.Kube:
+    """A client through Direct, or through pykube's session (which carries
+    auth providers and https proxies)."""
+    client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, url, {"token": "t"})))
+    if session:
+        client.transport = kube._Session(client.config, client.opts, None)
+    return client
+
+
+@pytest.mark.parametrize("session", [False, True])
 def test_a_list_read_as_it_arrives_asks_one_page_and_feeds_the_decoder_in_pieces(
-    server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proxied: bool
+    server: _Server, tmp_path: Path, session: bool
 ) -> None:
     """Through either transport: page size 0 asks for no limit, the body
     reaches the decoder in pieces, and its bytes are counted."""
@@ -447,12 +479,7 @@ def test_a_list_read_as_it_arrives_asks_one_page_and_feeds_the_decoder_in_pieces
         for v in versions
     ]
     server.body = json.dumps({"metadata": {}, "items": items}).encode()
-    if proxied:  # the server plays the proxy too: requests then goes through pykube's session
-        monkeypatch.setenv("HTTP_PROXY", server.url)
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-    client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
-    assert isinstance(client.transport, kube._Session if proxied else Direct)
+    client = _client(tmp_path, server.url, session)
     pieces: list[int] = []
 
     class Counting(VersionStream):
@@ -470,13 +497,9 @@ def test_a_list_read_as_it_arrives_asks_one_page_and_feeds_the_decoder_in_pieces
 
 
 @pytest.mark.parametrize("streamed", [False, True])
-@pytest.mark.parametrize("proxied", [False, True])
+@pytest.mark.parametrize("session", [False, True])
 def test_bytes_received_are_the_bytes_on_the_wire_not_the_inflated_body(
-    server: _Server,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    proxied: bool,
-    streamed: bool,
+    server: _Server, tmp_path: Path, session: bool, streamed: bool
 ) -> None:
     """With gzip on, a pass summary's bytes received are what crossed the
     network, which is what a remote bastion pays for, not the JSON decoded."""
@@ -487,11 +510,7 @@ def test_bytes_received_are_the_bytes_on_the_wire_not_the_inflated_body(
     server.gzip = True
     zipped = len(gzip.compress(server.body))
     assert zipped < len(server.body) // 5
-    if proxied:
-        monkeypatch.setenv("HTTP_PROXY", server.url)
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-    client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, {"token": "t"})))
+    client = _client(tmp_path, server.url, session)
     if streamed:
         got = client.list_streamed(PODS, "ns", VersionStream, META_ACCEPT, page_size=0)
     else:
