@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -212,6 +213,36 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+_REQUESTS = re.compile(r"^reconciler_api_requests_total\{([^}]*)\} (\S+)$")
+
+
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def passes_done(port: int) -> float:
+    """How many passes a daemon has finished, by its /metrics."""
+    found = re.findall(r"^reconciler_passes_total\{[^}]*\} (\S+)$", _metrics(port), re.M)
+    return sum(float(n) for n in found)
+
+
+def refused_requests(port: int) -> dict[str, float]:
+    """A daemon's requests the cluster refused (401, 403) by "VERB code",
+    from its /metrics: what no shipped identity may ever be answered. Two
+    passes are let finish first: a pass's requests are counted at its end."""
+    done = passes_done(port)
+    wait_for(lambda: passes_done(port) >= done + 2, what="two more passes", timeout=60)
+    text = _metrics(port)
+    counted = {}
+    for line in text.splitlines():
+        if m := _REQUESTS.match(line):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m[1]))
+            counted[f"{labels['verb']} {labels['code']}"] = float(m[2])
+    assert counted, "no reconciler_api_requests_total in /metrics: has its format changed?"
+    return {k: n for k, n in counted.items() if k.endswith((" 401", " 403")) and n}
 
 
 def probe(port: int, path: str) -> int:

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import ROOT, Kubectl, free_port, probe, wait_for
-from .test_deploy import start_on_host, token_kubeconfig
+from .conftest import ROOT, Kubectl, free_port, probe, refused_requests, wait_for
+from .test_deploy import SCALE_TO_2, refused_in, start_on_host, sync_on_host, token_kubeconfig
+from .test_redis import pods
 
 CHART = ROOT / "dist" / "chart"
 SYSTEM_NS = "reconciler-system"
@@ -194,6 +195,10 @@ def test_helm_install_runs_and_uninstall_keeps_the_crds(
             wait_for(converged, what="the samples to converge", timeout=90)
             lease = kubectl.json("get", "lease", "reconciler", "-n", release)["spec"]
             assert lease["holderIdentity"]
+            patch = ("patch", "redis", "redis-sample", "-n", ns, "--type=merge", "-p")
+            kubectl.run(*patch, SCALE_TO_2)
+            wait_for(lambda: len(pods(kubectl, ns)) == 2, what="the scale-down", timeout=30)
+            assert refused_requests(port) == {}
         finally:
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=60)
@@ -207,3 +212,23 @@ def test_helm_install_runs_and_uninstall_keeps_the_crds(
     for crd in ("redis.myapp.demo.kubebuilder.io", "xcas.apps.xca.k8s.kb.cx"):
         kubectl.run("get", "crd", crd)
     kubectl.run("get", "redis", "redis-sample", "-n", ns)
+
+
+def test_helm_cronjob_mode_syncs_with_its_service_account(
+    helm: str, kubectl: Kubectl, ns: str, tmp_path: Path
+) -> None:
+    """The chart's CronJob, its container run on this host with the release's
+    ServiceAccount: it converges the samples and is refused nothing."""
+    release = f"rc-{uuid.uuid4().hex[:6]}"
+    kubeconfig = kubectl.kubeconfig
+    install = ("install", release, str(CHART), "-n", release, "--create-namespace")
+    run_helm(helm, *install, "--set", "mode=cronjob", kubeconfig=kubeconfig)
+    try:
+        cronjob = kubectl.json("get", "cronjob", release, "-n", release)
+        kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
+        sa = token_kubeconfig(kubectl, tmp_path / "sa", release, release)
+        summaries = sync_on_host(cronjob, sa, ns)
+        assert sum(s["api_writes"] for s in summaries) > 0 and refused_in(summaries) == []
+    finally:
+        run_helm(helm, "uninstall", release, "-n", release, kubeconfig=kubeconfig)
+        kubectl.run("delete", "namespace", release, "--wait=false", check=False)

@@ -12,13 +12,15 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .conftest import ROOT, Kubectl, free_port, probe, wait_for
+from .conftest import ROOT, Kubectl, free_port, probe, refused_requests, wait_for
+from .test_redis import pods
 
 DEPLOY = ROOT / "hack" / "deploy.sh"
 SYSTEM_NS = "reconciler-system"
@@ -194,6 +196,11 @@ def test_overlay_pods_meet_restricted_pod_security(kubectl: Kubectl, ns: str, ov
     assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr
 
 
+# A change after the samples converged: the daemon's next passes LIST
+# metadata and GET the Redis that changed, which its role must allow.
+SCALE_TO_2 = '{"spec":{"num":2}}'
+
+
 def token_kubeconfig(
     kubectl: Kubectl, path: Path, account: str = "reconciler", namespace: str = SYSTEM_NS
 ) -> Path:
@@ -206,13 +213,14 @@ def token_kubeconfig(
     return path
 
 
-def host_command(deployment: dict[str, Any], port: int) -> tuple[list[str], dict[str, str]]:
+def host_command(deployment: dict[str, Any], port: int | None) -> tuple[list[str], dict[str, str]]:
     """The container's command line and environment, run on this host: the
     image's ENTRYPOINT is `reconciler`, fieldRefs are resolved as the kubelet
-    would, and the metrics port moves to a free loopback one."""
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    would, and the metrics port (of a daemon) moves to a free loopback one."""
+    (container,) = pod_spec(deployment)["containers"]
     args = list(container["args"])
-    args[args.index("--metrics-address") + 1] = f"127.0.0.1:{port}"
+    if port is not None:
+        args[args.index("--metrics-address") + 1] = f"127.0.0.1:{port}"
     env = {}
     for var in container["env"]:
         if "value" in var:
@@ -240,6 +248,46 @@ def start_on_host(
     )
 
 
+def sync_on_host(cronjob: dict[str, Any], kubeconfig: Path, ns: str) -> list[dict[str, Any]]:
+    """The CronJob's container run on this host as a cron line would, pass
+    after pass until one plans nothing, scoped to ``ns``: each pass's summary."""
+    cmd, env = host_command(cronjob, None)
+    env |= {"RECONCILER_NAMESPACES": ns}
+    summaries = []
+    for _ in range(15):
+        done = subprocess.run(
+            [*cmd, "--kubeconfig", str(kubeconfig), "-o", "json"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        summaries.append(json.loads(done.stdout))
+        if summaries[-1]["planned"] == 0:
+            return summaries
+        time.sleep(0.5)  # kwok makes the pods Running, then Ready
+    raise AssertionError(f"no pass planned nothing: {[s['actions'] for s in summaries]}")
+
+
+def refused_in(summaries: list[dict[str, Any]]) -> list[str]:
+    """Requests answered 401 or 403, from the passes' summaries."""
+    codes = (s["api_requests_by_code"] for s in summaries)
+    return [k for c in codes for k, n in c.items() if k.endswith((" 401", " 403")) and n]
+
+
+def test_cronjob_overlay_syncs_the_samples_with_its_service_account(
+    kubectl: Kubectl, ns: str, tmp_path: Path
+) -> None:
+    cronjob = workload(rendered(kubectl, "config/cronjob"))
+    deploy(kubectl, "deploy", "config/cronjob")
+    kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
+    summaries = sync_on_host(cronjob, token_kubeconfig(kubectl, tmp_path / "sa"), ns)
+    assert sum(s["api_writes"] for s in summaries) > 0 and refused_in(summaries) == []
+    redis = kubectl.json("get", "redis", "redis-sample", "-n", ns)
+    assert redis["status"]["state"] == "Ready"
+
+
 def test_daemon_overlay_converges_the_samples_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:
@@ -265,6 +313,9 @@ def test_daemon_overlay_converges_the_samples_with_its_service_account(
 
         wait_for(converged, what="the samples to converge", timeout=90)
         assert probe(port, container["livenessProbe"]["httpGet"]["path"]) == 200
+        kubectl.run("patch", "redis", "redis-sample", "-n", ns, "--type=merge", "-p", SCALE_TO_2)
+        wait_for(lambda: len(pods(kubectl, ns)) == 2, what="the scale-down", timeout=30)
+        assert refused_requests(port) == {}
         lease = kubectl.json("get", "lease", "reconciler", "-n", SYSTEM_NS)["spec"]
         assert lease["holderIdentity"]
     finally:
@@ -289,7 +340,8 @@ def test_sharded_overlay_replicas_split_the_work_with_its_service_account(
     assert role["rules"][0]["verbs"] == ["get", "list", "create", "update", "delete"]
     deploy(kubectl, "deploy", "config/daemon-sharded")
     kubeconfig = token_kubeconfig(kubectl, tmp_path / "sa")
-    procs = [start_on_host(deployment, kubeconfig, ns, free_port()) for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
+    procs = [start_on_host(deployment, kubeconfig, ns, port) for port in ports]
     members = "app.kubernetes.io/component=shard-member"
     try:
         kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
@@ -311,6 +363,9 @@ def test_sharded_overlay_replicas_split_the_work_with_its_service_account(
         wait_for(converged, what="the samples to converge, labelled", timeout=90)
         leases = kubectl.json("get", "leases", "-n", SYSTEM_NS, "-l", members)["items"]
         assert len(leases) == 2
+        kubectl.run("patch", "redis", "redis-sample", "-n", ns, "--type=merge", "-p", SCALE_TO_2)
+        wait_for(lambda: len(pods(kubectl, ns)) == 2, what="the scale-down", timeout=30)
+        assert [refused_requests(port) for port in ports] == [{}, {}]
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)

@@ -38,10 +38,10 @@ EXPOSURE_MAX = 1.1
 # their status, and pod metadata), creates, deletes and GETs, events.py
 # creates, GETs and patches. redis/finalizers is for blockOwnerDeletion.
 RULES = {
-    (redis.GROUP, redis.RESOURCE.plural): {"list", "patch"},
+    (redis.GROUP, redis.RESOURCE.plural): {"get", "list", "patch"},
     (redis.GROUP, f"{redis.RESOURCE.plural}/status"): {"patch"},
     (redis.GROUP, f"{redis.RESOURCE.plural}/finalizers"): {"update"},
-    (xca.GROUP, xca.RESOURCE.plural): {"list", "patch"},
+    (xca.GROUP, xca.RESOURCE.plural): {"get", "list", "patch"},
     (xca.GROUP, f"{xca.RESOURCE.plural}/status"): {"patch"},
     ("", "pods"): {"get", "list", "create", "delete", "patch"},
     ("", "events"): {"create", "get", "patch"},
