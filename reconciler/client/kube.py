@@ -424,6 +424,9 @@ class Kube:
             except TransportError as exc:
                 self.stats.record(verb, "error", 0)
                 raise Unreachable(f"{self.server}: {_short(exc)}") from None
+            except CredentialError as exc:  # the plugin's certificate, for a new connection
+                self.stats.record(verb, "error", 0)
+                raise NoCredentials(str(exc)) from None
             except Exception:  # the sink could not read the answer
                 self.stats.record(verb, "error", 0)
                 raise
