@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from reconciler.client import kubeconfig
-from reconciler.client.exec_plugin import ExecPlugin, ExecSpec
+from reconciler.client.exec_plugin import CredentialError, ExecPlugin, ExecSpec
 from reconciler.client.transport import Tls
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class Credentials:
         with self.lock:
             if generation != self.generation or self._header_now() != sent:
                 return True
-            changed = self._reloaded()
+            changed = self._reloaded() or self._renewed_on_disk()
             if not changed and self.plugin is not None and self.plugin.held is not None:
                 self.plugin.refused(self.plugin.held)
                 changed = True
@@ -168,8 +168,16 @@ class Credentials:
     def _header_now(self) -> str | None:
         try:
             return self.authorization()
-        except Exception:  # the plugin fails: the caller hears it on the next request
+        except CredentialError:  # the caller hears it when it sends again
             return None
+
+    def _renewed_on_disk(self) -> bool:
+        """Whether the certificate files changed since they were last looked at."""
+        if self._context is None:
+            return False  # no TLS, or no connection made yet
+        before = self._context
+        self._rebuild(self.clock())
+        return self._context is not before
 
     def _reloaded(self) -> bool:
         """Read the kubeconfig again; take it if who we are has changed."""

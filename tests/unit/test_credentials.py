@@ -21,6 +21,7 @@ from reconciler.client import kube, kubeconfig
 from reconciler.client.credentials import CHECK_EVERY, Credentials
 from reconciler.config import Config
 
+from .loopback import serving
 from .test_exec_plugin import V1, plugin, runs
 
 
@@ -57,12 +58,7 @@ class _Guarded(ThreadingHTTPServer):
 
 @pytest.fixture
 def server() -> Iterator[_Guarded]:
-    srv = _Guarded()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    yield from serving(_Guarded())
 
 
 def _kubeconfig(path: Path, server: str, user: dict[str, object]) -> str:
@@ -165,6 +161,20 @@ def test_a_client_certificate_renewed_on_disk_makes_a_new_tls_context(tmp_path: 
     assert second is not first and creds.generation == 1
     clock.now += CHECK_EVERY
     assert creds.context() is second
+
+
+def test_a_401_looks_at_the_certificate_files_at_once(tmp_path: Path) -> None:
+    crt, key = _client_cert(tmp_path, "first")
+    user = {"client-certificate": str(crt), "client-key": str(key)}
+    path = Path(_kubeconfig(tmp_path / "config", "https://127.0.0.1:9", user))
+    creds = Credentials(kubeconfig.from_file(path), clock=Clock())
+    first = creds.context()
+    assert creds.refused(None, creds.generation) is False  # nothing new: the caller's 401
+    renewed_crt, renewed_key = _client_cert(tmp_path, "second")
+    crt.write_bytes(renewed_crt.read_bytes())
+    key.write_bytes(renewed_key.read_bytes())
+    assert creds.refused(None, creds.generation) is True  # within the second, yet seen
+    assert creds.context() is not first
 
 
 class _TlsEcho:

@@ -22,6 +22,7 @@ from reconciler.config import Config
 from reconciler.model import PODS, Version
 
 from .connect_proxy import ConnectProxy
+from .loopback import serving
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -83,12 +84,7 @@ class _Server(ThreadingHTTPServer):
 
 @pytest.fixture
 def server() -> Iterator[_Server]:
-    srv = _Server()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    yield from serving(_Server())
 
 
 def test_requests_share_one_kept_alive_connection(server: _Server) -> None:
