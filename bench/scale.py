@@ -65,10 +65,10 @@ CONVERGER = "previous"  # converges new objects: its pods are current for both b
 IDLE_SECONDS = 10.0  # the idle window that prices the cluster's own background load
 QUIET_CORES = 0.1  # below this the cluster is at rest (its idle load is ~0.02 cores)
 SETTLE_LIMIT = 300.0
-TARGETS = {  # measure -> (bound, what it bounds)
-    "client_cpu": (0.25, "steady pass client CPU, today / baseline"),
-    "client_cpu_previous": (1.1, f"steady pass client CPU, today / {PREVIOUS}"),
-    "server_cpu": (0.5, "steady pass apiserver + etcd CPU, today / baseline"),
+TARGETS = {  # measure -> (bound, what it bounds; {baseline} and {previous} are the commits run)
+    "client_cpu": (0.25, "steady pass client CPU, today / {baseline}"),
+    "client_cpu_previous": (1.1, "steady pass client CPU, today / {previous}"),
+    "server_cpu": (0.5, "steady pass apiserver + etcd CPU, today / {baseline}"),
     "growth_cpu": (1.05, "growth exponent of the steady pass client CPU"),
     "growth_wall": (1.05, "growth exponent of the steady pass wall"),
     "peak_rss_mb": (200.0, "peak RSS of today's code at the largest N, MB"),
@@ -247,7 +247,9 @@ def exponent(small: float, large: float, n_small: int, n_large: int) -> float | 
     return math.log(large / small) / math.log(n_large / n_small)
 
 
-def verdicts(sizes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def verdicts(
+    sizes: list[dict[str, Any]], baseline: str = BASELINE, previous: str = PREVIOUS
+) -> dict[str, dict[str, Any]]:
     """Each target's measured value against its bound, at the largest N."""
     first, last = sizes[0], sizes[-1]
     today, base = last["today"], last["baseline"]
@@ -265,7 +267,7 @@ def verdicts(sizes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for key, (bound, label) in TARGETS.items():
         value = values[key]
         out[key] = {
-            "label": label,
+            "label": label.format(baseline=baseline, previous=previous),
             "value": value,
             "target": bound,
             "ok": None if value is None else value <= bound,
@@ -277,7 +279,9 @@ def _f(value: Any, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def table(sizes: list[dict[str, Any]], verdict: dict[str, dict[str, Any]]) -> str:
+def table(
+    sizes: list[dict[str, Any]], verdict: dict[str, dict[str, Any]], previous: str = PREVIOUS
+) -> str:
     lines = [
         "| N Redis (pods) + N Xca | code | pass wall s | client CPU s | apiserver+etcd CPU s "
         "| requests | MB received | RSS MB |",
@@ -299,7 +303,7 @@ def table(sizes: list[dict[str, Any]], verdict: dict[str, dict[str, Any]]) -> st
     ]
     for row in sizes:
         for what, c in (
-            (f"{row['added']} added, by {PREVIOUS}", row["converge"]),
+            (f"{row['added']} added, by {previous}", row["converge"]),
             ("every pod rolled to today's template", row["upgrade"]),
         ):
             lines.append(
@@ -415,8 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             launcher.down(STATE_DIR)
     doc["sizes"] = rows
-    doc["verdicts"] = verdicts(rows)
-    doc["table"] = table(rows, doc["verdicts"])
+    doc["verdicts"] = verdicts(rows, args.baseline, args.previous)
+    doc["table"] = table(rows, doc["verdicts"], args.previous)
     out = ROOT / "bench" / "results" / f"scale-{stamp}.json"
     out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     print(doc["table"])
