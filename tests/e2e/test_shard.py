@@ -212,6 +212,18 @@ def test_replicas_split_the_buckets_and_survive_a_kill_and_a_pause(
     no_violations(audit_log, ns, redis_uids(kubectl, ns))
     replicas = {w.replica for w in audit.writes(audit.events(audit_log, ns))}
     assert len(replicas) == 3, f"every replica wrote: {replicas}"
+    # Each replica names itself in its user agent, yet every write names one
+    # field manager: managedFields does not grow with replicas and restarts.
+    shown = ("-n", ns, "--show-managed-fields")
+    objects = [*kubectl.json("get", "pods", *shown)["items"]]
+    objects += kubectl.json("get", "redis", *shown)["items"]
+    ours = {
+        m["manager"]
+        for o in objects
+        for m in o["metadata"].get("managedFields", [])
+        if m["manager"].startswith("reconciler")
+    }
+    assert ours == {"reconciler"}
 
 
 def test_the_audit_check_catches_a_replica_that_ignores_the_buckets(
