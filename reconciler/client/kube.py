@@ -226,9 +226,10 @@ class Transport(Protocol):
 
 
 class _Session:
-    """pykube's requests session per thread: it knows exec plugins, auth
-    providers and proxies, at about three times the CPU per request of
-    ``transport.Direct``. pykube is imported here, only when it is needed."""
+    """pykube's requests session per thread, for what only it knows: auth
+    providers, and https proxies (TLS inside TLS), at about three times the
+    CPU per request of ``transport.Direct``. pykube is imported here, only
+    when it is needed."""
 
     def __init__(self, config: kubeconfig.KubeConfig, opts: Config, proxy: str | None) -> None:
         import pykube
