@@ -248,7 +248,7 @@ def test_service_account_is_refused_everything_else(
         ("", "events", "list"),
         ("", "events", "delete"),
         ("", "serviceaccounts/token", "create"),
-        (redis, "redis", "get"),
+        (redis, "redis", "deletecollection"),
         (redis, "redis", "watch"),
         (redis, "redis", "create"),
         (redis, "redis", "update"),
