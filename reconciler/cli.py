@@ -411,6 +411,7 @@ def run(
         metrics_address=metrics_address,
     )
     kube = _kube(config)
+    _check_leases(kube, config)
     st = state_store.load(config.state_file)
 
     elector = None
@@ -475,6 +476,23 @@ def run(
     code = daemon.run()
     _flush(events)
     sys.exit(code)
+
+
+def _check_leases(kube: Kube, config: Config) -> None:
+    """Refuse to start a daemon that could never hold its Lease."""
+    from reconciler.run import lease_access
+
+    verbs: tuple[str, ...]
+    if config.leader_elect:
+        verbs, mode = lease_access.LEADER_VERBS, "--leader-elect"
+    elif config.shard:
+        verbs, mode = lease_access.SHARD_VERBS, "--shard"
+    else:
+        return
+    try:
+        lease_access.check(kube, config.leader_election_namespace, verbs, mode)
+    except lease_access.LeaseAccessError as exc:
+        _fail(EXIT_USAGE, str(exc))
 
 
 @cli.command()

@@ -71,6 +71,7 @@ class Daemon:
         self.stopping = threading.Event()
         self.passes = 0
         self.ticks = 0
+        self.said: str | None = None  # the Lease trouble last logged
         self.scheduler = BlockingScheduler(
             timezone=UTC,
             job_defaults={
@@ -138,9 +139,25 @@ class Daemon:
                 self.metrics.tick()
         if self.ticks == 1:
             sdnotify.notify("READY=1")
-        status = result.one_line() if result is not None else "standby: nothing held"
+        trouble = self.trouble()
+        self._say(trouble)
+        status = result.one_line() if result is not None else trouble or "standby: nothing held"
         sdnotify.notify(f"STATUS={status}")
         sdnotify.notify("WATCHDOG=1")
+
+    def trouble(self) -> str | None:
+        """Why this replica cannot tell whether anyone reconciles: /readyz
+        fails with it, and systemd's status line shows it."""
+        source = self.elector or self.shard
+        return source.sighting.trouble() if source is not None else None
+
+    def _say(self, trouble: str | None) -> None:
+        """Log a change of the Lease trouble once, not at every tick."""
+        if trouble is not None and self.said is None:
+            log.error("not ready: %s", trouble)
+        elif trouble is None and self.said is not None:
+            log.info("ready again: the Lease is held or seen")
+        self.said = trouble
 
     def _retry_period(self) -> float:
         source = self.elector or self.shard
@@ -180,6 +197,8 @@ class Daemon:
 
     def run(self) -> int:
         renewer = None
+        if self.metrics is not None:
+            self.metrics.blocked = self.trouble
         if self.elector is None and self.metrics is not None:
             self.metrics.leader.set(1)  # a writer: the no-leader alert stays quiet
         if self.elector is not None:

@@ -55,6 +55,31 @@ class LeaseConfig:
         )
 
 
+class Sighting:
+    """When this replica last held or saw the holder of its Lease. Past the
+    lease duration without either, it cannot know whether anyone reconciles:
+    /readyz says so (``trouble``) instead of answering ok."""
+
+    def __init__(self, monotonic: Callable[[], float], duration: float, what: str) -> None:
+        self.monotonic, self.duration, self.what = monotonic, duration, what
+        self.last_ok = monotonic()  # a grace of one duration from the start
+        self.last_error = ""
+
+    def ok(self) -> None:
+        self.last_ok = self.monotonic()
+
+    def failed(self, exc: BaseException) -> None:
+        self.last_error = str(exc)
+
+    def trouble(self) -> str | None:
+        """Why this replica is blind to its Lease, or None."""
+        blind = self.monotonic() - self.last_ok
+        if blind <= self.duration:
+            return None
+        why = f": {self.last_error}" if self.last_error else ""
+        return f"lease {self.what} neither held nor seen for {blind:.0f}s{why}"
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -74,6 +99,9 @@ class LeaderElector:
         self._leader = False
         self.lock = threading.Lock()
         self.on_change: Callable[[bool], None] | None = None
+        self.sighting = Sighting(
+            monotonic, config.lease_duration, f"{config.namespace}/{config.name}"
+        )
 
     # ---------------------------------------------------------------- state
 
@@ -126,12 +154,15 @@ class LeaderElector:
         except ApiError as exc:
             if exc.status != 404:
                 log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)
+                self.sighting.failed(exc)
                 return self._renew_failed()
             return self._create(now)
         except KubeError as exc:
             log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)
+            self.sighting.failed(exc)
             return self._renew_failed()
 
+        self.sighting.ok()
         spec = self._spec(lease)
         self._observe(lease)
         holder = spec.get("holderIdentity") or ""
@@ -180,7 +211,9 @@ class LeaderElector:
             created = self.kube.create(LEASES, cfg.namespace, body)
         except KubeError as exc:
             log.info("lease %s/%s create failed: %s", cfg.namespace, cfg.name, exc)
+            self.sighting.failed(exc)
             return self._renew_failed()
+        self.sighting.ok()
         self._observe(created)
         return self._renewed("")
 

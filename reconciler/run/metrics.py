@@ -3,7 +3,9 @@
 /healthz fails when no pass has completed for ``stale_after`` seconds, so a
 loop that hangs (rather than crashes) is restarted by systemd or the kubelet.
 A standby replica that skips passes because it is not the leader still counts
-as alive: its loop is ticking.
+as alive: its loop is ticking. /readyz fails, with the reason, while a replica
+can neither hold nor see the holder of its Lease for longer than the lease
+duration (``blocked``): then nothing says anyone reconciles.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,6 +39,8 @@ class Metrics:
     def __init__(self, interval: float = 0.0) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # Why this replica cannot tell whether anyone reconciles (set by the daemon).
+        self.blocked: Callable[[], str | None] | None = None
         ProcessCollector(registry=r)  # process_resident_memory_bytes, CPU seconds
         # The stalled-passes alert (config/prometheus) counts in intervals, so
         # it follows a changed --interval without an edit to the rule.
@@ -184,6 +189,12 @@ class Metrics:
     def healthy(self, stale_after: float) -> bool:
         return self.ready and time.monotonic() - self.last_tick < stale_after
 
+    def not_ready(self) -> str | None:
+        """Why /readyz fails: no pass yet, or a Lease this replica cannot see."""
+        if not self.ready:
+            return "first pass not done"
+        return self.blocked() if self.blocked is not None else None
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
@@ -196,8 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
             ok = metrics.healthy(self.server.stale_after)
             self._send(200 if ok else 503, b"ok\n" if ok else b"no pass completed recently\n")
         elif self.path == "/readyz":
-            ok = metrics.ready
-            self._send(200 if ok else 503, b"ok\n" if ok else b"first pass not done\n")
+            why = metrics.not_ready()
+            self._send(503 if why else 200, f"{why or 'ok'}\n".encode())
         else:
             self._send(404, b"not found\n")
 

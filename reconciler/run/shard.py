@@ -45,7 +45,7 @@ from reconciler.buckets import Scope, assign, bucket_of
 from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
 from reconciler.config import Config
 from reconciler.constants import LABEL_COMPONENT, LABEL_NAME, LABEL_PART_OF, MANAGED_BY
-from reconciler.run.leader import LeaseConfig, default_identity, micro_time
+from reconciler.run.leader import LeaseConfig, Sighting, default_identity, micro_time
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,9 @@ class ShardMember:
         self.wanted: frozenset[int] = frozenset()  # what the others' passes saw
         self.fresh = False  # joined this round: claims nothing yet
         self.on_change: Callable[[frozenset[int]], None] | None = None
+        self.sighting = Sighting(
+            monotonic, config.lease_duration, f"{config.namespace}/{config.group}"
+        )
 
     # ---------------------------------------------------------------- reads
 
@@ -183,7 +186,9 @@ class ShardMember:
             )
         except KubeError as exc:
             log.warning("shard: LIST leases: %s", exc)
+            self.sighting.failed(exc)
             return
+        self.sighting.ok()
         member_leases = [lz for lz in leases if _role(lz) == MEMBER]
         members = self._live_members(member_leases)
         self.wanted = frozenset(
@@ -232,6 +237,7 @@ class ShardMember:
                 return False  # our last renewal landed unanswered; renew again next round
             if exc.status not in (404, 409):
                 log.warning("shard: renew %s: %s", _name(self.member), exc)
+                self.sighting.failed(exc)
                 return False
             log.warning(
                 "shard: member lease %s was taken away (%s); starting over",
@@ -240,6 +246,7 @@ class ShardMember:
             )
         except KubeError as exc:
             log.warning("shard: renew %s: %s", _name(self.member), exc)
+            self.sighting.failed(exc)
             return False
         self._drop()
         return self._register()
@@ -279,6 +286,7 @@ class ShardMember:
             self.member = self.kube.create(LEASES, self.config.namespace, body)
         except KubeError as exc:
             log.warning("shard: create member lease: %s", exc)
+            self.sighting.failed(exc)
             return False
         self.identity, self.fresh = identity, True
         log.info("shard: joined as %s", identity)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -39,11 +40,38 @@ def test_a_crashed_pass_forgets_the_pace_it_was_settling_at() -> None:
     assert d.pace is None
 
 
+def standby(trouble: list[str]) -> SimpleNamespace:
+    sighting = SimpleNamespace(trouble=lambda: trouble[0] if trouble else None)
+    return SimpleNamespace(is_leader=False, sighting=sighting)
+
+
 def test_a_standby_tick_forgets_the_pace_so_a_new_leader_starts_at_the_interval() -> None:
-    d = daemon(elector=SimpleNamespace(is_leader=False))
+    d = daemon(elector=standby([]))
     d.tick()
     assert d.pace is None
     assert d.passes == 0
+
+
+def test_a_replica_blind_to_its_lease_says_so_once_and_when_it_sees_again(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.INFO)
+    sent: list[str] = []
+    monkeypatch.setattr("reconciler.run.sdnotify.notify", sent.append)
+    trouble: list[str] = []
+    d = daemon(elector=standby(trouble))
+    d.tick()
+    trouble.append("lease ns/reconciler neither held nor seen for 7s: 404 NotFound")
+    d.tick()
+    d.tick()
+    assert f"STATUS={trouble[0]}" in sent
+    trouble.clear()
+    d.tick()
+    said = [r.getMessage() for r in caplog.records if "ready" in r.getMessage()]
+    assert said == [
+        "not ready: lease ns/reconciler neither held nor seen for 7s: 404 NotFound",
+        "ready again: the Lease is held or seen",
+    ]
 
 
 def wrote() -> PassResult:

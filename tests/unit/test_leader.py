@@ -156,3 +156,19 @@ def test_leadership_changes_are_reported():
     a.try_acquire_or_renew()
     a.release()
     assert seen == [True, False]
+
+
+def test_a_sighting_is_trouble_only_past_the_lease_duration_without_one() -> None:
+    from reconciler.run.leader import Sighting
+
+    now = [100.0]
+    seen = Sighting(lambda: now[0], 6.0, "ns/reconciler")
+    now[0] = 106.0
+    assert seen.trouble() is None  # a grace of one duration from the start
+    seen.failed(Exception("403 Forbidden: leases is forbidden"))
+    now[0] = 107.0
+    assert seen.trouble() == (
+        "lease ns/reconciler neither held nor seen for 7s: 403 Forbidden: leases is forbidden"
+    )
+    seen.ok()
+    assert seen.trouble() is None

@@ -58,6 +58,17 @@ def test_pass_makes_it_ready_and_healthy_then_stale(server, monkeypatch):
     assert get(base + "/healthz")[0] == 503  # a stalled loop is seen
 
 
+def test_readyz_says_why_while_the_lease_cannot_be_seen(server):
+    metrics, base = server
+    metrics.tick()
+    trouble: list[str] = []
+    metrics.blocked = lambda: trouble[0] if trouble else None
+    assert get(base + "/readyz") == (200, "ok\n")
+    trouble.append("lease ns/reconciler neither held nor seen for 20s: 403 Forbidden")
+    assert get(base + "/readyz") == (503, trouble[0] + "\n")
+    assert get(base + "/healthz")[0] == 200  # alive: a restart would not help
+
+
 def test_the_interval_is_exported_for_the_stalled_alert():
     body = generate_latest(Metrics(interval=45).registry).decode()
     assert "reconciler_pass_interval_seconds 45.0" in body

@@ -1,0 +1,93 @@
+"""Before the daemon starts: may it hold Leases where it is told to?
+
+Leader election and sharding keep every pass behind a Lease. Without the
+Lease namespace, or without the verbs on Leases there, no pass ever runs:
+a daemon that starts anyway looks healthy to systemd and to its probes while
+it does nothing. So `reconciler run --leader-elect` and `--shard` ask first
+and refuse to start, as controller-runtime refuses to start outside a
+cluster without a leader-election namespace.
+
+Two questions, both without side effects: a server-side dry-run create of
+a Lease (refused with 404 when the namespace does not exist), and a
+SelfSubjectAccessReview for each verb the Lease code uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
+
+# What each mode does with Leases (reconciler/run/leader.py, shard.py).
+LEADER_VERBS = ("get", "create", "update")
+SHARD_VERBS = ("get", "list", "create", "update", "delete")
+NAMESPACE_KEY = "--leader-election-namespace (config key leader_election_namespace)"
+PROBE_NAME = "reconciler-lease-access-check"
+
+
+class LeaseAccessError(Exception):
+    """This process cannot hold Leases where its settings say; one line."""
+
+
+def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str) -> None:
+    """Raise LeaseAccessError naming the namespace and the setting, or the
+    verbs refused; return when the Leases can be held. An unreachable
+    apiserver is not this check's business: the daemon reports it per pass."""
+    try:
+        _dry_run_create(kube, namespace)
+    except ApiError as exc:
+        if exc.status == 404:
+            raise LeaseAccessError(
+                f"{mode}: the Lease namespace {namespace} does not exist: create it "
+                f"(kubectl create namespace {namespace}) or set {NAMESPACE_KEY}"
+            ) from None
+        if exc.status != 403:
+            return  # 409 (it exists) and the rest: the create itself was allowed
+    except KubeError:
+        return
+    refused = [verb for verb in verbs if not _allowed(kube, namespace, verb)]
+    if refused:
+        raise LeaseAccessError(
+            f"{mode}: may not {', '.join(refused)} leases.coordination.k8s.io in namespace "
+            f"{namespace}: grant them (kubectl apply -k config/leader-election) "
+            f"or set {NAMESPACE_KEY}"
+        )
+
+
+def _dry_run_create(kube: Kube, namespace: str) -> None:
+    body = {
+        "apiVersion": LEASES.api_version,
+        "kind": LEASES.kind,
+        "metadata": {"name": PROBE_NAME, "namespace": namespace},
+        "spec": {},
+    }
+    kube.request(
+        "POST", kube.path(LEASES, namespace), params={"dryRun": "All"}, json=body, verb="create"
+    )
+
+
+def _allowed(kube: Kube, namespace: str, verb: str) -> bool:
+    """A SelfSubjectAccessReview; a review we may not send counts as allowed
+    (the Lease requests themselves will say what is refused)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "group": LEASES.group,
+                "resource": LEASES.plural,
+                "verb": verb,
+                "namespace": namespace,
+            }
+        },
+    }
+    try:
+        answer = kube.request(
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            json=review,
+            verb="create",
+        )
+    except KubeError:
+        return True
+    return bool((answer.get("status") or {}).get("allowed", True))
