@@ -484,13 +484,13 @@ def _check_leases(kube: Kube, config: Config) -> None:
 
     verbs: tuple[str, ...]
     if config.leader_elect:
-        verbs, mode = lease_access.LEADER_VERBS, "--leader-elect"
+        verbs, mode, grant = lease_access.LEADER_VERBS, "--leader-elect", lease_access.LEADER_GRANT
     elif config.shard:
-        verbs, mode = lease_access.SHARD_VERBS, "--shard"
+        verbs, mode, grant = lease_access.SHARD_VERBS, "--shard", lease_access.SHARD_GRANT
     else:
         return
     try:
-        lease_access.check(kube, config.leader_election_namespace, verbs, mode)
+        lease_access.check(kube, config.leader_election_namespace, verbs, mode, grant)
     except lease_access.LeaseAccessError as exc:
         _fail(EXIT_USAGE, str(exc))
 

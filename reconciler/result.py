@@ -24,6 +24,9 @@ class Result(StrEnum):
     GONE = "gone"  # 404: the target went away; nothing left to do
     CONFLICT = "conflict"  # 409: someone else wrote first; the next pass sees it
     FAILED = "failed"
+    # 429 past the retries: the cluster's load. Not the object's failure: no
+    # status, no event, no backoff; the next pass writes it.
+    THROTTLED = "throttled"
     SKIPPED = "skipped"  # an earlier action of the same object did not succeed
     DRY_RUN = "dry-run"
 
@@ -44,12 +47,18 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
 @dataclass
 class ApplyReport:
     outcomes: list[Outcome] = field(default_factory=list)
+    # Status fields the apiserver dropped from our writes, by kind, with an
+    # object of that kind each was dropped from: the installed CRD lacks them.
+    pruned: dict[str, dict[str, ObjKey]] = field(default_factory=dict)
 
     def counts(self) -> Counter[tuple[str, str, str]]:
         return Counter((o.action.kind, o.action.verb, o.result) for o in self.outcomes)
 
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.result is Result.FAILED]
+
+    def throttled(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.result is Result.THROTTLED]
 
 
 class PassOutcome(StrEnum):
@@ -113,6 +122,7 @@ class PassResult:
         return (
             f"pass {self.pass_id} {self.outcome} in {self.duration:.2f}s: "
             f"{acts}; {plural(len(self.errors), 'error')}; "
+            + (f"{len(throttled)} throttled; " if (throttled := self.applied.throttled()) else "")
             + (f"{plural(len(self.warnings), 'warning')}; " if self.warnings else "")
             + f"{plural(self.requests, 'API request')}"
         )

@@ -6,7 +6,7 @@ from its status, so the view and the memory come from the same LIST."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.model import Pod
@@ -29,6 +29,10 @@ class Snapshot:
     # fail it too (a refusal, not a timeout): the statuses that would have
     # counted pods say it instead. None leaves them as they are.
     pods_error: str | None = None
+    # Status fields of each kind that the installed CRD prunes (it is older
+    # than this release): learnt from what a status write returned, and never
+    # asked for again, so a lagging CRD costs no more writes than a current one.
+    pruned: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def of(self, kind: str) -> tuple[Any, ...] | None:
         return self.objects.get(kind)

@@ -75,12 +75,23 @@ class NoCredentials(Unreachable):
 class ApiError(KubeError):
     """The API server answered with an error status."""
 
-    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None):
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        retry_after: float | None = None,
+    ):
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+
+
+class Throttled(ApiError):
+    """429, or 503 with Retry-After, past the retries: the cluster's load
+    (API Priority and Fairness), not a fault of the object written."""
 
 
 class RateLimiter:
@@ -200,10 +211,10 @@ def _retry_after(resp: Response) -> float | None:
 
 def _api_error(resp: Response) -> ApiError:
     reason, message = resp.reason or "", resp.body[:500].decode("utf-8", "replace")
+    retry_after = _retry_after(resp)
+    error = Throttled if throttled(resp.status, retry_after) else ApiError
     if status := status_of(resp.body):  # a request that asked for protobuf
-        return ApiError(
-            resp.status, status.reason or reason, status.message or reason, _retry_after(resp)
-        )
+        return error(resp.status, status.reason or reason, status.message or reason, retry_after)
     try:
         body = msgspec.json.decode(resp.body)
         if isinstance(body, dict) and body.get("kind") == "Status":
@@ -211,7 +222,13 @@ def _api_error(resp: Response) -> ApiError:
             message = str(body.get("message") or message)
     except msgspec.DecodeError:
         pass
-    return ApiError(resp.status, reason, message, _retry_after(resp))
+    return error(resp.status, reason, message, retry_after)
+
+
+def throttled(status: int, retry_after: float | None) -> bool:
+    """The apiserver asks us to come back later: API Priority and Fairness
+    answers 429, and an overloaded server 503 with Retry-After."""
+    return status == 429 or (status == 503 and retry_after is not None)
 
 
 class Transport(Protocol):

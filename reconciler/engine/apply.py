@@ -3,7 +3,9 @@
 Actions of one object run in order (finalizer before pods, status last);
 different objects run concurrently on a bounded pool. An object whose write
 fails stops there, and nothing else is affected: 404 and 409 mean "see it
-again next pass", anything else is a failure recorded for backoff.
+again next pass"; a 429 past the client's retries is the cluster's load, and
+ends the object's work for this pass with nothing recorded (no status, no
+event, no backoff); anything else is a failure recorded for backoff.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from reconciler.actions import (
     pod_event_message,
 )
 from reconciler.backoff import DEFAULT_REASON, WriteError
-from reconciler.client.kube import ApiError, Kube, KubeError
+from reconciler.client.kube import ApiError, Kube, KubeError, Throttled
 from reconciler.engine.events import post_event
 from reconciler.kinds.registry import kind_of
 from reconciler.model import PODS, ObjKey, ResourceType
@@ -52,6 +54,12 @@ POD_CONFLICT = "PodConflict"
 INVALID_OBJECT = "InvalidObject"
 QUOTA_EXCEEDED = "QuotaExceeded"
 FORBIDDEN = "Forbidden"
+# A failure no status can record, nor any retry of this release mend.
+NO_STATUS_SUBRESOURCE = "NoStatusSubresource"
+
+
+def _reason(exc: Exception) -> str:
+    return exc.reason if isinstance(exc, _Failed) else DEFAULT_REASON
 
 
 def failure_reason(exc: ApiError) -> str:
@@ -67,6 +75,26 @@ class _Failed(Exception):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class _Throttled(Exception):
+    """The apiserver kept answering 429: this object's work waits for the next pass."""
+
+
+def no_status_subresource(res: ResourceType) -> str:
+    """What a status write to a CRD installed without its status subresource says."""
+    return (
+        f"the installed CRD {res.plural}.{res.group} has no status subresource: "
+        "apply the CRDs of this release"
+    )
+
+
+def pruned_field(res: ResourceType, name: str) -> str:
+    """What a status field dropped by an older installed CRD says."""
+    return (
+        f"status.{name} is pruned by the installed CRD {res.plural}.{res.group}: "
+        "apply the CRDs of this release"
+    )
 
 
 class _Progress:
@@ -142,6 +170,8 @@ class Executor:
         self.clock = clock
         self.dry_run = dry_run
         self.pass_id = pass_id
+        # Status fields the apiserver pruned, by kind: field -> an object it was dropped from.
+        self.pruned: dict[str, dict[str, ObjKey]] = {}
 
     def run(self, plan: Plan) -> ApplyReport:
         report = ApplyReport()
@@ -160,6 +190,7 @@ class Executor:
             for outcomes in pool.map(lambda item: self._run_owner(*item), groups.items()):
                 report.outcomes.extend(outcomes)
                 progress.step()
+        report.pruned = self.pruned
         return report
 
     def _log(self, owner: ObjKey, action: Action, result: Result, error: str | None = None) -> None:
@@ -202,10 +233,17 @@ class Executor:
                 return
             try:
                 result = self._do(action, run)
+            except _Throttled as exc:
+                self._log(owner, action, Result.THROTTLED, str(exc))
+                outcomes.append(Outcome(action, Result.THROTTLED, str(exc)))
+                outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
+                return
             except _Failed as exc:
                 self._log(owner, action, Result.FAILED, str(exc))
                 outcomes.append(Outcome(action, Result.FAILED, str(exc), exc.reason))
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
+                if exc.reason == NO_STATUS_SUBRESOURCE:
+                    return  # no status can say it; the pass's errors do
                 error = WriteError(str(exc), exc.reason)
                 if not self._status_after_failure(owner, error, outcomes, run):
                     self._warn(owner, action, str(exc), exc.reason)
@@ -230,9 +268,9 @@ class Executor:
                 return warned
             try:
                 result = self._do(action, run)
-            except _Failed as exc:
+            except (_Failed, _Throttled) as exc:
                 self._log(owner, action, Result.FAILED, str(exc))
-                outcomes.append(Outcome(action, Result.FAILED, str(exc), exc.reason))
+                outcomes.append(Outcome(action, Result.FAILED, str(exc), _reason(exc)))
                 return warned
             self._log(owner, action, result)
             outcomes.append(Outcome(action, result))
@@ -277,6 +315,8 @@ class Executor:
                     return self._patch_labels(action, run)
                 case _:
                     assert_never(action)
+        except Throttled as exc:
+            raise _Throttled(f"{exc.status} {exc.reason}: {exc.message}") from None
         except ApiError as exc:
             raise _Failed(
                 f"{exc.status} {exc.reason}: {exc.message}", failure_reason(exc)
@@ -337,10 +377,30 @@ class Executor:
     def _patch_status(self, action: PatchStatus, run: _ObjectRun) -> Result:
         rv = run.new_rv.get(action.resource_version, action.resource_version)
         body = {"metadata": {"resourceVersion": rv}, "status": dict(action.status)}
-        result = self._patch(action.owner, action.resource_version, body, "status", run)
+        out: dict[str, Any] = {}
+        result = self._patch(action.owner, action.resource_version, body, "status", run, out=out)
         if result is Result.OK:
             self._events(action.events)
+            self._pruned(action, out)
         return result
+
+    def _exists(self, res: ResourceType, key: ObjKey) -> bool:
+        """After a 404 on its status: the object is there, so the CRD serves no
+        status subresource (the apiserver says "not found" of both)."""
+        try:
+            self.kube.get(res, key.namespace, key.name)
+        except KubeError:
+            return False
+        return True
+
+    def _pruned(self, action: PatchStatus, out: Mapping[str, Any]) -> None:
+        """Note the fields we set that the stored status lacks: a CRD older
+        than this release prunes them, and asking again would write every pass."""
+        stored = out.get("status") or {}
+        gone = [k for k, v in action.status.items() if v is not None and k not in stored]
+        kind = self.pruned.setdefault(action.owner.kind, {})
+        for name in gone:
+            kind.setdefault(name, action.owner)
 
     def _patch_pod(self, action: PatchPodMetadata, run: _ObjectRun) -> Result:
         body = action.body(action.resource_version)
@@ -357,19 +417,26 @@ class Executor:
         sub: str,
         run: _ObjectRun,
         res: ResourceType | None = None,
+        out: dict[str, Any] | None = None,
     ) -> Result:
-        """A merge patch guarded by resourceVersion; 409 and 404 mean "next pass"."""
+        """A merge patch guarded by resourceVersion; 409 and 404 mean "next
+        pass". ``out`` receives the object the apiserver returned."""
         res = res or _resource(key)
         try:
-            out = self.kube.merge_patch(res, key.namespace, key.name, body, sub)
+            answer = self.kube.merge_patch(res, key.namespace, key.name, body, sub)
         except ApiError as exc:
+            if exc.status == 404 and sub == "status" and self._exists(res, key):
+                raise _Failed(no_status_subresource(res), NO_STATUS_SUBRESOURCE) from None
             if exc.status == 404:
                 return Result.GONE
             if exc.status == 409:
                 return Result.CONFLICT
             raise
+        if out is not None:
+            out.update(answer)
         sent_rv = body["metadata"]["resourceVersion"]
-        run.new_rv[observed_rv] = str((out.get("metadata") or {}).get("resourceVersion", sent_rv))
+        meta = answer.get("metadata") or {}
+        run.new_rv[observed_rv] = str(meta.get("resourceVersion", sent_rv))
         return Result.OK
 
 

@@ -29,6 +29,7 @@ from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
 from reconciler.kinds.base import Kind, Object, PlanInput
+from reconciler.kinds.conditions import status_differs
 from reconciler.kinds.registry import KINDS
 from reconciler.model import LABEL_BUCKET, ObjKey, Pod, PodIndex, PodLookup, RecordingLookup
 from reconciler.settled import NOTHING_SETTLED, Settled, SettledObject
@@ -66,7 +67,7 @@ def plan(
     ``settled`` is the previous plan's: an object it holds is not planned
     again (`reconciler.settled`). ``holder``: the sharded replica planning,
     recorded in each object's status."""
-    out = _Planned(PodIndex(snapshot.pods or ()), settled.under(config))
+    out = _Planned(PodIndex(snapshot.pods or ()), settled.under(config), snapshot.pruned)
     for kind in KINDS:
         objects = snapshot.of(kind.name)
         if objects is None:
@@ -92,8 +93,13 @@ def plan(
 class _Planned:
     """The plan of one pass as it is built, object by object."""
 
-    def __init__(self, index: PodIndex, known: Mapping[ObjKey, SettledObject]) -> None:
-        self.index, self.known = index, known
+    def __init__(
+        self,
+        index: PodIndex,
+        known: Mapping[ObjKey, SettledObject],
+        pruned: Mapping[str, frozenset[str]],
+    ) -> None:
+        self.index, self.known, self.pruned = index, known, pruned
         self.actions: list[Action] = []
         self.held: set[ObjKey] = set()
         self.health: dict[ObjKey, Health] = {}
@@ -125,13 +131,14 @@ class _Planned:
             if obj_gate.backing_off:
                 self.held.add(obj.key)
             inp = PlanInput(self.index, config, now, obj_gate, holder=holder)
-            planned = kind.plan_unseen(obj, inp, why)
+            planned = unpruned(obj, kind.plan_unseen(obj, inp, why), self.pruned.get(kind.name))
             self.actions.extend(planned)
             self.health[obj.key] = kind.health(obj, planned)
 
     def plan(self, kind: Kind[Any], obj: Object, inp: PlanInput) -> None:
         lookup = RecordingLookup(self.index)
         planned = kind.plan(obj, replace(inp, pods=lookup))
+        planned = unpruned(obj, planned, self.pruned.get(kind.name))
         if inp.holder is not None and not inp.gate.hold and not obj.deletion_timestamp:
             planned = bucket_labels(obj, planned, lookup, inp.config.shard_buckets)
         if inp.gate.backing_off:
@@ -146,6 +153,22 @@ class _Planned:
                 tuple(lookup.reads),
                 health,
             )
+
+
+def unpruned(obj: Object, actions: list[Action], pruned: frozenset[str] | None) -> list[Action]:
+    """The actions without the status fields the installed CRD prunes; a
+    status patch left with nothing to change is dropped."""
+    if not pruned:
+        return actions
+    out: list[Action] = []
+    for action in actions:
+        if isinstance(action, PatchStatus) and pruned & action.status.keys():
+            kept = {k: v for k, v in action.status.items() if k not in pruned}
+            if not status_differs(obj.status, kept):
+                continue
+            action = replace(action, status=kept)
+        out.append(action)
+    return out
 
 
 BUCKET_LABEL_WHY = "shard bucket"
@@ -221,7 +244,7 @@ def status_after_failure(
         held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
         inp = PlanInput(index(), config, now, held, done, holder=holder)
-        actions = kind.plan(obj, inp)
+        actions = unpruned(obj, kind.plan(obj, inp), snapshot.pruned.get(kind.name))
         return [a for a in actions if isinstance(a, PatchStatus)]
 
     return status_of

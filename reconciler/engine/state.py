@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.engine.report import PodView
@@ -34,6 +34,8 @@ class State:
     # objects whose plan was empty (reconciler.settled).
     seen: Snapshot | None = None
     settled: Settled = NOTHING_SETTLED
+    # Status fields of each kind the installed CRD prunes, said once per process.
+    pruned: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def load(path: str | None) -> State:

@@ -10,18 +10,18 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import Enum
 
 from reconciler import backoff
-from reconciler.actions import ObjRef, PatchStatus, Plan
+from reconciler.actions import EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.buckets import Holder
 from reconciler.client.kube import Kube
 from reconciler.config import Config
 from reconciler.engine import report as pod_report
-from reconciler.engine.apply import Executor
-from reconciler.engine.events import EventQueue
+from reconciler.engine.apply import Executor, pruned_field
+from reconciler.engine.events import EventQueue, post_event
 from reconciler.engine.observe import observe
 from reconciler.engine.plan import health_after, status_after_failure
 from reconciler.engine.plan import plan as make_plan
@@ -204,7 +204,7 @@ def run_pass(
     if obs.unreachable is None:
         for err in obs.errors:
             log.error("%s", err)
-    snapshot, now = obs.snapshot, clock()
+    snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), clock()
     the_plan = make_plan(snapshot, config, now, state.settled, _holder(p))
     state.seen, state.settled = snapshot, the_plan.settled
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
@@ -212,6 +212,7 @@ def run_pass(
     log.info("pass %s: %s planned over %s", p.pass_id, planned, observed)
 
     applied = _apply(p, the_plan, snapshot, now)
+    _say_pruned(p, state, applied, object_refs(snapshot, the_plan))
     errors = list(obs.errors) + _backing_off(snapshot, the_plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
@@ -234,6 +235,35 @@ def run_pass(
         warnings=list(obs.warnings),
         health=_health(snapshot, the_plan, applied),
     )
+
+
+PRUNED_REASON = "StatusFieldPruned"
+
+
+def _say_pruned(p: _Pass, state: State, applied: ApplyReport, refs: dict[ObjKey, ObjRef]) -> None:
+    """Name each status field the installed CRD prunes, once per process (a
+    log line and a Warning event on an object it was dropped from), and keep
+    it out of the plans from now on."""
+    for kind_name, fields in applied.pruned.items():
+        known = state.pruned.get(kind_name, frozenset())
+        kind = next(k for k in KINDS if k.name == kind_name)
+        for name, key in sorted(fields.items()):
+            if name in known:
+                continue
+            message = pruned_field(kind.resource, name)
+            log.warning("[%s] %s", key, message, extra={"object": str(key), "kind": kind_name})
+            ref = refs.get(key)
+            if ref is not None:
+                event = EventSpec(ref, "Warning", PRUNED_REASON, message, kind.component)
+                (p.events.put if p.events is not None else _poster(p))(event)
+        state.pruned[kind_name] = known | fields.keys()
+
+
+def _poster(p: _Pass) -> Callable[[EventSpec], None]:
+    def post(event: EventSpec) -> None:
+        post_event(p.kube, event, p.clock())
+
+    return post
 
 
 def _health(snapshot: Snapshot, the_plan: Plan, applied: ApplyReport) -> dict[ObjKey, Health]:

@@ -18,9 +18,12 @@ from collections.abc import Iterable
 
 from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
 
-# What each mode does with Leases (reconciler/run/leader.py, shard.py).
+# What each mode does with Leases (reconciler/run/leader.py, shard.py), and
+# how the shipped manifests grant it.
 LEADER_VERBS = ("get", "create", "update")
+LEADER_GRANT = "kubectl apply -k config/leader-election"
 SHARD_VERBS = ("get", "list", "create", "update", "delete")
+SHARD_GRANT = "config/leader-election with the verbs of config/daemon-sharded; docs/install.md"
 NAMESPACE_KEY = "--leader-election-namespace (config key leader_election_namespace)"
 PROBE_NAME = "reconciler-lease-access-check"
 
@@ -29,7 +32,7 @@ class LeaseAccessError(Exception):
     """This process cannot hold Leases where its settings say; one line."""
 
 
-def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str) -> None:
+def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str, grant: str) -> None:
     """Raise LeaseAccessError naming the namespace and the setting, or the
     verbs refused; return when the Leases can be held. An unreachable
     apiserver is not this check's business: the daemon reports it per pass."""
@@ -49,8 +52,7 @@ def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str) -> None:
     if refused:
         raise LeaseAccessError(
             f"{mode}: may not {', '.join(refused)} leases.coordination.k8s.io in namespace "
-            f"{namespace}: grant them (kubectl apply -k config/leader-election) "
-            f"or set {NAMESPACE_KEY}"
+            f"{namespace}: grant them ({grant}) or set {NAMESPACE_KEY}"
         )
 
 

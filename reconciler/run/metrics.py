@@ -59,6 +59,13 @@ class Metrics:
         self.passes = Counter(
             "reconciler_passes_total", "Passes by result.", ["result"], registry=r
         )
+        self.throttled = Counter(
+            "reconciler_throttled_total",
+            "Objects whose writes the apiserver throttled (429) past the retries; "
+            "the next pass writes them.",
+            ["kind"],
+            registry=r,
+        )
         self.actions = Counter(
             "reconciler_actions_total",
             "Actions by kind, verb and result.",
@@ -148,6 +155,8 @@ class Metrics:
         self.passes.labels(str(result.outcome)).inc()
         for (kind, verb, res), n in result.applied.counts().items():
             self.actions.labels(kind, verb, res).inc(n)
+        for outcome in result.applied.throttled():
+            self.throttled.labels(outcome.action.owner.kind).inc()
         for kind, n in result.observed.items():
             self.observed.labels(kind).set(n)
         self.record_health(result)

@@ -14,7 +14,9 @@ kubectl), and a pass that finds nothing costs little. So each write buys at
 most log2(interval / min_interval) passes more, never a loop. Objects in
 backoff and Degraded objects (an invalid spec, a pod conflict that only a
 person can resolve) never make a pass early, so a stuck object costs no more
-than a quiet one. Pure: the daemon hands in the pass and the previous pace.
+than a quiet one; nor does a pass the apiserver throttled (429), which is
+followed at the interval while the throttling lasts. Pure: the daemon hands
+in the pass and the previous pace.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ def next_pace(
     regular = Pace(interval)
     if result is None or result.outcome is PassOutcome.UNREACHABLE or min_interval >= interval:
         return regular
+    if result.applied.throttled():
+        return regular  # the apiserver asked us to slow down: no early pass while it does
     moved = motion(result)
     if moved is None:
         return _settling(previous, interval)

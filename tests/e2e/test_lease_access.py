@@ -52,8 +52,15 @@ def test_a_lease_namespace_that_does_not_exist_refuses_to_start(
 
 
 @pytest.mark.parametrize(
-    ("mode", "verbs"),
-    [("--leader-elect", "get, create, update"), ("--shard", "get, list, create, update, delete")],
+    ("mode", "verbs", "grant"),
+    [
+        ("--leader-elect", "get, create, update", "kubectl apply -k config/leader-election"),
+        (
+            "--shard",
+            "get, list, create, update, delete",
+            "config/leader-election with the verbs of config/daemon-sharded; docs/install.md",
+        ),
+    ],
 )
 def test_leases_the_identity_may_not_write_refuse_to_start(
     reconciler: Reconciler,
@@ -63,6 +70,7 @@ def test_leases_the_identity_may_not_write_refuse_to_start(
     tmp_path: Path,
     mode: str,
     verbs: str,
+    grant: str,
 ):
     """The shipped ClusterRole alone (config/rbac, without config/leader-election)."""
     account = identities.service_account("bastion")
@@ -73,7 +81,7 @@ def test_leases_the_identity_may_not_write_refuse_to_start(
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"reconciler: error: {mode}: may not {verbs} leases.coordination.k8s.io in namespace "
-        f"{ns}: grant them (kubectl apply -k config/leader-election) or set "
+        f"{ns}: grant them ({grant}) or set "
         "--leader-election-namespace (config key leader_election_namespace)"
     ]
 

@@ -111,7 +111,10 @@ class FakeKube:
         if self.patch_answer is not None:
             return self.patch_answer
         rv = str(int(body.get("metadata", {}).get("resourceVersion", "0") or 0) + 1)
-        return {"metadata": {"resourceVersion": rv}}
+        answer: dict[str, Any] = {"metadata": {"resourceVersion": rv}}
+        if sub == "status":  # the apiserver returns the object, its status as stored
+            answer["status"] = {k: v for k, v in body["status"].items() if v is not None}
+        return answer
 
 
 def conflict(msg: str = "the object has been modified") -> ApiError:

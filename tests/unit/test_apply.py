@@ -608,3 +608,54 @@ def test_a_pod_written_meanwhile_does_not_hold_back_the_status():
     kube.errors[("PATCH", "r-0")] = conflict()
     report = run(kube, actions)
     assert sorted(results(report)) == [("patch-metadata", CONFLICT), ("patch-status", OK)]
+
+
+def test_throttling_past_the_retries_is_not_the_objects_failure():
+    from reconciler.actions import ObjRef
+    from reconciler.client.kube import Throttled
+
+    r = redis(num=2)
+    ref = ObjRef("v1", "Redis", "default", "r", r.uid)
+    asked = []
+
+    def status_after(key, error, landed):
+        asked.append(key)
+        return [PatchStatus(key, "10", {"replicas": 0})]
+
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = Throttled(429, "TooManyRequests", "too many requests")
+    report = Executor(
+        kube, concurrency=1, clock=lambda: NOW, refs={r.key: ref}, after_failure=status_after
+    ).run(Plan(tuple(plan_redis(r, [], CONFIG, NOW))))
+    assert results(report)[0] == ("create", Result.THROTTLED)
+    assert {res for _, res in results(report)[1:]} == {SKIPPED}
+    assert report.failed() == [] and len(report.throttled()) == 1
+    assert asked == [] and events_in(kube) == []  # no status, no Warning: no backoff either
+
+
+def test_a_status_field_the_apiserver_drops_is_reported_as_pruned():
+    r = redis(num=1)
+    kube = FakeKube()
+    kube.patch_answer = {"metadata": {"resourceVersion": "11"}, "status": {"replicas": 1}}
+    action = PatchStatus(r.key, "10", {"replicas": 1, "lastProgressTime": "t", "backoff": None})
+    report = run(kube, [action])
+    assert report.pruned == {"Redis": {"lastProgressTime": r.key}}
+
+
+def test_a_status_write_refused_404_while_the_object_exists_names_the_crd():
+    r = redis(num=1)
+    kube = FakeKube()
+    kube.objects[("Redis", "default", "r")] = {"metadata": {"name": "r", "namespace": "default"}}
+    kube.errors[("PATCH/status", "r")] = ApiError(404, "NotFound", 'redis "r" not found')
+    report = run(kube, [PatchStatus(r.key, "10", {"replicas": 1})])
+    (failed,) = report.failed()
+    assert failed.reason == "NoStatusSubresource"
+    assert failed.error == (
+        "the installed CRD redis.myapp.demo.kubebuilder.io has no status subresource: "
+        "apply the CRDs of this release"
+    )
+    gone = FakeKube()
+    gone.errors[("PATCH/status", "r")] = ApiError(404, "NotFound", 'redis "r" not found')
+    assert results(run(gone, [PatchStatus(r.key, "10", {"replicas": 1})])) == [
+        ("patch-status", GONE)
+    ]

@@ -56,6 +56,8 @@ def pace(res: PassResult | None, previous: Pace | None = None, **kw: float) -> P
         ),
         (result(health={KEY: DONE}), Pace(16, Why.SETTLING, SETTLED), Pace(INTERVAL)),
         (result(health={KEY: DONE}), Pace(30, Why.PROGRESSING), Pace(INTERVAL)),
+        # Throttled (429 past the retries), even beside writes that landed: the interval.
+        (result(Result.OK, Result.THROTTLED), Pace(1, Why.WROTE), Pace(INTERVAL)),
         # A standby's tick, or a pass that reached nothing: the interval.
         (None, Pace(1, Why.WROTE), Pace(INTERVAL)),
         (result(unreachable="cannot reach"), Pace(1, Why.WROTE), Pace(INTERVAL)),

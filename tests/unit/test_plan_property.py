@@ -314,3 +314,18 @@ def sim_converged(r):
     """r with the status the planner wants when it has no pods."""
     first = plan(snap((r,), (), ()), CONFIG, NOW)
     return sim.redis_named(sim.apply(snap((r,), (), ()), first.actions), r.name)
+
+
+def test_a_status_patch_is_dropped_when_only_pruned_fields_would_change():
+    from reconciler.actions import PatchStatus
+    from reconciler.engine.plan import unpruned
+
+    from .builders import redis
+
+    r = redis(num=1, status={"replicas": 1, "state": "Ready"})
+    only_pruned = PatchStatus(r.key, "10", {"replicas": 1, "lastProgressTime": "t"})
+    assert unpruned(r, [only_pruned], frozenset({"lastProgressTime"})) == []
+    more = PatchStatus(r.key, "10", {"replicas": 2, "lastProgressTime": "t"})
+    (kept,) = unpruned(r, [more], frozenset({"lastProgressTime"}))
+    assert dict(kept.status) == {"replicas": 2}
+    assert unpruned(r, [only_pruned], None) == [only_pruned]

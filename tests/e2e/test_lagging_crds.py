@@ -1,0 +1,101 @@
+"""CRDs older than the binary (Helm never upgrades CRDs): a pruned status
+field costs no more writes than a current CRD, and a missing status
+subresource is an error that is said."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import Kubectl, Reconciler, free_port, wait_for
+from .test_redis import redis, redis_yaml, settled
+
+CRD = Path(__file__).parents[2] / "crds" / "myapp.demo.kubebuilder.io_redis.yaml"
+NAME = "redis.myapp.demo.kubebuilder.io"
+PRUNED_LINE = (
+    f"status.lastProgressTime is pruned by the installed CRD {NAME}: apply the CRDs of this release"
+)
+
+
+def install(kubectl: Kubectl, crd: dict[str, Any]) -> None:
+    kubectl.run("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump(crd))
+    kubectl.run("wait", "--for=condition=established", f"crd/{NAME}")
+
+
+@pytest.fixture
+def older_crd(kubectl: Kubectl) -> Iterator[Callable[[Callable[[dict[str, Any]], None]], None]]:
+    """Install the Redis CRD as an older release had it; this release's again after."""
+
+    def older(change: Callable[[dict[str, Any]], None]) -> None:
+        crd = yaml.safe_load(CRD.read_text())
+        change(crd["spec"]["versions"][0])
+        install(kubectl, crd)
+
+    yield older
+    install(kubectl, yaml.safe_load(CRD.read_text()))
+
+
+def without_progress_time(version: dict[str, Any]) -> None:
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    del status["properties"]["lastProgressTime"]
+
+
+def without_status_subresource(version: dict[str, Any]) -> None:
+    del version["subresources"]["status"]
+
+
+def status_writes(port: int) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    found = re.search(
+        r'^reconciler_actions_total\{kind="Redis",result="ok",verb="patch-status"\} (\S+)$',
+        text,
+        re.M,
+    )
+    return float(found[1]) if found else 0.0
+
+
+def test_a_pruned_status_field_is_named_once_and_not_written_again(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, older_crd: Any
+):
+    older_crd(without_progress_time)
+    kubectl.apply(redis_yaml(ns, num=2))
+    port = free_port()
+    proc = reconciler.daemon(ns, "--metrics-address", f"127.0.0.1:{port}")
+    try:
+        wait_for(lambda: settled(kubectl, ns), what="pods Ready", timeout=60)
+        wait_for(lambda: redis(kubectl, ns).get("status", {}).get("state") == "Ready", what="Ready")
+        time.sleep(3)  # the passes that see it Ready
+        before = status_writes(port)
+        time.sleep(8)  # eight passes more, a second apart
+        assert status_writes(port) == before
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert "lastProgressTime" not in redis(kubectl, ns)["status"]
+    assert out.count(PRUNED_LINE) == 1, out[-3000:]
+    events = kubectl.json(
+        "get", "events", "-n", ns, "--field-selector", "reason=StatusFieldPruned"
+    )["items"]
+    assert [(e["type"], e["message"]) for e in events] == [("Warning", PRUNED_LINE)]
+
+
+def test_a_crd_without_its_status_subresource_fails_sync_with_one_line(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, older_crd: Any
+):
+    older_crd(without_status_subresource)
+    kubectl.apply(redis_yaml(ns, num=1))
+    result = reconciler.sync(ns, expect=1)
+    line = f"the installed CRD {NAME} has no status subresource: apply the CRDs of this release"
+    assert [e for e in result.summary["errors"] if line in e], result.summary["errors"]
+    assert result.summary["actions"].get("Redis/patch-status/failed") == 1
+    assert result.summary["actions"].get("Pod/create/ok") == 1  # the rest still done
