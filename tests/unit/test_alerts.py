@@ -79,6 +79,22 @@ def test_promtool_would_catch_a_wrong_expectation(rule_dir: Path) -> None:
     assert out.returncode != 0
 
 
+def test_the_cronjob_overlay_keeps_only_the_cronjob_alerts() -> None:
+    """config/prometheus-cronjob: no ServiceMonitor, and none of the daemon's
+    alerts, whose ReconcilerDown would fire where no daemon runs."""
+    out = subprocess.run(
+        [tool("kubectl"), "kustomize", str(ROOT / "config" / "prometheus-cronjob")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    (rule,) = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert rule["kind"] == "PrometheusRule"
+    cronjob = [g for g in groups() if g["name"] == "reconciler-cronjob"]
+    assert cronjob and rule["spec"]["groups"] == cronjob
+
+
 def minutes(duration: str) -> int:
     value, unit = re.fullmatch(r"(\d+)([mh])", duration).groups()  # type: ignore[union-attr]
     return int(value) * (60 if unit == "h" else 1)

@@ -289,6 +289,56 @@ def test_leader_election_role_is_namespaced_and_minimal():
     ]
 
 
+# ---------------------------------------------------- priority and fairness
+
+FLOWCONTROL = "flowcontrol/flowcontrol.yaml"
+
+
+def test_flow_schemas_classify_the_service_account_of_config_rbac():
+    sa = one("rbac/rbac.yaml", "ServiceAccount")["metadata"]
+    objs = docs(FLOWCONTROL)
+    levels = {
+        d["metadata"]["name"]: d["spec"] for d in objs if d["kind"] == "PriorityLevelConfiguration"
+    }
+    schemas = {d["metadata"]["name"]: d["spec"] for d in objs if d["kind"] == "FlowSchema"}
+    assert set(schemas) == set(levels) == {"reconciler", "reconciler-leases"}
+    for name, spec in schemas.items():
+        assert spec["priorityLevelConfiguration"] == {"name": name}
+        (rule,) = spec["rules"]
+        assert rule["subjects"] == [
+            {
+                "kind": "ServiceAccount",
+                "serviceAccount": {"name": sa["name"], "namespace": sa["namespace"]},
+            }
+        ]
+        # Before the default service-accounts FlowSchema (9000, workload-low) and
+        # after the built-in ones for system components and kube-system (up to 900).
+        assert 900 < spec["matchingPrecedence"] < 9000
+    leases, rest = schemas["reconciler-leases"], schemas["reconciler"]
+    assert leases["matchingPrecedence"] < rest["matchingPrecedence"]
+    (lease_rule,) = leases["rules"][0]["resourceRules"]
+    assert (lease_rule["apiGroups"], lease_rule["resources"]) == (
+        ["coordination.k8s.io"],
+        ["leases"],
+    )
+    # Every verb the Lease Roles grant: leader election's, and sharding's.
+    sharded = yaml.safe_load((CONFIG / "daemon-sharded" / "kustomization.yaml").read_text())
+    (patch,) = [p for p in sharded["patches"] if p["target"]["kind"] == "Role"]
+    (op,) = yaml.safe_load(patch["patch"])
+    granted = set(one("leader-election/role.yaml", "Role")["rules"][0]["verbs"]) | set(op["value"])
+    assert set(lease_rule["verbs"]) == granted
+    (everything,) = rest["rules"][0]["resourceRules"]
+    assert everything["verbs"] == everything["resources"] == everything["apiGroups"] == ["*"]
+    # The Lease level lends none of its seats; both queue a burst instead of a 429.
+    assert levels["reconciler-leases"]["limited"]["lendablePercent"] == 0
+    for spec in levels.values():
+        assert spec["type"] == "Limited"
+        assert spec["limited"]["limitResponse"]["type"] == "Queue"
+        assert 0 < spec["limited"]["nominalConcurrencyShares"] < 100  # workload-low has 100
+    kustomization = yaml.safe_load((CONFIG / "flowcontrol" / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["flowcontrol.yaml"]
+
+
 # --------------------------------------------------------------- Dockerfile
 
 
