@@ -392,7 +392,13 @@ def run(
     """Run a pass every --interval seconds until SIGTERM (the daemon)."""
     # Imported here: `sync` from cron pays for none of the daemon's modules.
     from reconciler.run.daemon import Daemon
-    from reconciler.run.leader import LeaderElector, LeaseConfig
+    from reconciler.run.leader import (
+        LEASE_BURST,
+        LEASE_QPS,
+        LEASE_RETRIES,
+        LeaderElector,
+        LeaseConfig,
+    )
     from reconciler.run.shard import ShardConfig, ShardMember
 
     _collect(ctx, **options)
@@ -414,9 +420,11 @@ def run(
     _check_leases(kube, config)
     st = state_store.load(config.state_file)
 
+    # Lease requests have a budget of their own: never behind a pass's writes.
+    leases = kube.with_budget(LEASE_QPS, LEASE_BURST, LEASE_RETRIES)
     elector = None
     if config.leader_elect:
-        elector = LeaderElector(kube, LeaseConfig.from_config(config))
+        elector = LeaderElector(leases, LeaseConfig.from_config(config))
         log.info(
             "leader election on lease %s/%s as %s",
             config.leader_election_namespace,
@@ -425,8 +433,8 @@ def run(
         )
     member = None
     if config.shard:
-        member = ShardMember(kube, ShardConfig.from_config(config))
-        kube.user_agent = f"{kube.user_agent} ({member.base})"
+        member = ShardMember(leases, ShardConfig.from_config(config))
+        kube.user_agent = leases.user_agent = f"{kube.user_agent} ({member.base})"
         log.info(
             "sharded: %d buckets, leases in %s, as %s",
             config.shard_buckets,
@@ -445,6 +453,10 @@ def run(
             _fail(EXIT_USAGE, f"--metrics-address {config.metrics_address}: {exc}")
 
     keep_going = (lambda: elector.is_leader) if elector is not None else None
+    if keep_going is not None:
+        kube.still_writing = keep_going
+    elif member is not None:
+        kube.still_writing = lambda: bool(member.held())
     events = EventQueue(kube)
 
     def one_pass() -> PassResult:

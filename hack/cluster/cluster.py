@@ -16,6 +16,7 @@ Standard library only (plus the openssl CLI), so it runs before any venv exists.
 import argparse
 import base64
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import http.client
@@ -295,6 +296,30 @@ def start_component(component: str, state_dir: Path | str | None = None) -> None
         cluster = _recorded(lay)
         assert cluster is not None
         _wait(lay, component, "apiserver /readyz", lambda: _apiserver_ready(cluster))
+
+
+def extra_apiserver(
+    name: str, flags: list[str], state_dir: Path | str | None = None
+) -> tuple[Cluster, int]:
+    """Start another kube-apiserver on the running cluster's etcd, on a port
+    of its own and with ``flags`` added (e.g. tiny in-flight limits): the same
+    cluster, served as a loaded one would be. Returns the cluster as seen
+    through it (its own kubeconfig) and its pid; `stop_component(name)` or
+    `down` stops it."""
+    lay = _layout(state_dir)
+    state, base = _load_state(lay), _recorded(lay)
+    if state is None or base is None:
+        raise ClusterError(f"no cluster recorded in {lay.root}")
+    (port,) = _free_ports(1)
+    args = _apiserver_args(lay, Path(state["bin_dir"]), {**state["ports"], "apiserver": port})
+    args = [a for a in args if not a.startswith("--audit-")] + flags
+    pid = _spawn(lay, name, args)
+    cluster = dataclasses.replace(
+        base, server=f"https://{HOST}:{port}", kubeconfig=lay.root / f"{name}.kubeconfig"
+    )
+    _write_kubeconfig(cluster)
+    _wait(lay, name, "apiserver /readyz", lambda: _apiserver_ready(cluster))
+    return cluster, pid
 
 
 # ---------------------------------------------------------------- start-up

@@ -17,6 +17,7 @@ memory). The rate limiter and the request counters are shared.
 from __future__ import annotations
 
 import builtins
+import copy
 import gc
 import logging
 import os
@@ -24,7 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlencode
@@ -210,7 +211,7 @@ def _retry_after(resp: Response) -> float | None:
 
 
 def _api_error(resp: Response) -> ApiError:
-    reason, message = resp.reason or "", resp.body[:500].decode("utf-8", "replace")
+    reason, message = resp.reason or "", resp.body[:500].decode("utf-8", "replace").strip()
     retry_after = _retry_after(resp)
     error = Throttled if throttled(resp.status, retry_after) else ApiError
     if status := status_of(resp.body):  # a request that asked for protobuf
@@ -345,6 +346,18 @@ class Kube:
         # Names this process in the apiserver's audit log (a sharded replica adds its identity).
         self.user_agent = USER_AGENT
         self.transport = self._choose_transport()
+        # Asked before each retry of a throttled or failed request: a replica
+        # that lost its Lease meanwhile must not write when the wait ends.
+        self.still_writing: Callable[[], bool] | None = None
+
+    def with_budget(self, qps: float, burst: int, max_retries: int) -> Kube:
+        """The same connection and credentials with a rate limit and retries
+        of their own: Lease renewals must never wait behind a pass's writes."""
+        other = copy.copy(self)
+        other.opts = replace(self.opts, qps=qps, burst=burst, max_retries=max_retries)
+        other.limiter = RateLimiter(qps, burst)
+        other.still_writing = None
+        return other
 
     @property
     def default_namespace(self) -> str:
@@ -458,6 +471,8 @@ class Kube:
             retryable = resp.status == 429 or resp.status >= 500
             if not retryable or attempt >= self.opts.max_retries:
                 raise err
+            if method != "GET" and self.still_writing is not None and not self.still_writing():
+                raise err  # no longer ours to write: the wait would end in a stale write
             attempt += 1
             delay = min(
                 err.retry_after if err.retry_after is not None else 2**attempt * 0.25,

@@ -4,13 +4,14 @@ Actions of one object run in order (finalizer before pods, status last);
 different objects run concurrently on a bounded pool. An object whose write
 fails stops there, and nothing else is affected: 404 and 409 mean "see it
 again next pass"; a 429 past the client's retries is the cluster's load, and
-ends the object's work for this pass with nothing recorded (no status, no
+ends the pass's writes with nothing recorded on the objects (no status, no
 event, no backoff); anything else is a failure recorded for backoff.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -172,6 +173,8 @@ class Executor:
         self.pass_id = pass_id
         # Status fields the apiserver pruned, by kind: field -> an object it was dropped from.
         self.pruned: dict[str, dict[str, ObjKey]] = {}
+        # Set by a write throttled past its retries: no new write starts in this pass.
+        self.throttled = threading.Event()
 
     def run(self, plan: Plan) -> ApplyReport:
         report = ApplyReport()
@@ -228,7 +231,7 @@ class Executor:
     ) -> None:
         """In order; the first action that does not succeed skips the rest."""
         for i, action in enumerate(actions):
-            if not self._may_write(owner):
+            if self.throttled.is_set() or not self._may_write(owner):
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i:])
                 return
             try:
@@ -237,6 +240,7 @@ class Executor:
                 self._log(owner, action, Result.THROTTLED, str(exc))
                 outcomes.append(Outcome(action, Result.THROTTLED, str(exc)))
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
+                self._stop_writing()
                 return
             except _Failed as exc:
                 self._log(owner, action, Result.FAILED, str(exc))
@@ -245,7 +249,8 @@ class Executor:
                 if exc.reason == NO_STATUS_SUBRESOURCE:
                     return  # no status can say it; the pass's errors do
                 error = WriteError(str(exc), exc.reason)
-                if not self._status_after_failure(owner, error, outcomes, run):
+                warned = self._status_after_failure(owner, error, outcomes, run)
+                if not warned and self._may_write(owner):
                     self._warn(owner, action, str(exc), exc.reason)
                 return
             self._log(owner, action, result)
@@ -253,6 +258,18 @@ class Executor:
             if result is Result.CONFLICT:
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 return
+
+    def _stop_writing(self) -> None:
+        """The apiserver throttled a write past its retries: it is overloaded,
+        and this pass's other writes would only add to its load (and crowd out
+        the Lease renewals). They wait for the next pass."""
+        if not self.throttled.is_set():
+            self.throttled.set()
+            log.warning(
+                "pass %s: the apiserver throttles our writes (429); the rest wait for the next one",
+                self.pass_id,
+                extra={"pass_id": self.pass_id},
+            )
 
     def _status_after_failure(
         self, owner: ObjKey, error: WriteError, outcomes: list[Outcome], run: _ObjectRun

@@ -24,6 +24,14 @@ from reconciler.config import Config
 
 log = logging.getLogger(__name__)
 
+# The Lease requests' own client budget (Kube.with_budget). A renewal every
+# retry_period is well under 1 request/s, a shard round a few; no retries: a
+# throttled renewal is tried again at the next retry_period, as client-go's
+# leader election does, rather than sleeping past its renew deadline.
+LEASE_QPS = 5.0
+LEASE_BURST = 10
+LEASE_RETRIES = 0
+
 
 def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"

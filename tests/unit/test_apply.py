@@ -633,6 +633,21 @@ def test_throttling_past_the_retries_is_not_the_objects_failure():
     assert asked == [] and events_in(kube) == []  # no status, no Warning: no backoff either
 
 
+def test_a_throttled_write_stops_the_passes_other_writes():
+    from reconciler.client.kube import Throttled
+
+    kube = FakeKube()
+    kube.errors[("POST", "a-0")] = Throttled(429, "TooManyRequests", "too many requests")
+    first = plan_redis(redis("a", num=1), [], CONFIG, NOW)
+    later = plan_redis(redis("b", num=1), [], CONFIG, NOW)
+    report = Executor(kube, concurrency=1, clock=lambda: NOW).run(Plan(tuple(first + later)))
+    by_owner: dict[str, list[Result]] = {}
+    for o in report.outcomes:
+        by_owner.setdefault(o.action.owner.name, []).append(o.result)
+    assert by_owner == {"a": [Result.THROTTLED, SKIPPED], "b": [SKIPPED, SKIPPED]}
+    assert [c for c in kube.calls if c[1] == "b" or c[1].startswith("b-")] == []
+
+
 def test_a_status_field_the_apiserver_drops_is_reported_as_pruned():
     r = redis(num=1)
     kube = FakeKube()

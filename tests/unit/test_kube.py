@@ -1,0 +1,103 @@
+"""reconciler/client/kube.py against a loopback server that throttles:
+what a 429 becomes, and the Lease requests' budget of their own."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.client import kube
+from reconciler.config import Config
+
+from .loopback import serving
+
+THROTTLED = b'{"kind":"Status","reason":"TooManyRequests","message":"too many requests"}'
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _answer(self) -> None:
+        server: _Throttling = self.server  # type: ignore[assignment]
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        server.seen.append(f"{self.command} {self.path.split('?')[0]}")
+        code, body = (429, THROTTLED) if server.throttle else (200, b"{}")
+        self.send_response(code)
+        if code == 429:
+            self.send_header("Retry-After", "0")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PATCH = _answer
+
+
+class _Throttling(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.throttle = True
+        self.seen: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture
+def server() -> Iterator[_Throttling]:
+    yield from serving(_Throttling())
+
+
+def client(server: _Throttling, tmp_path: Path, **settings: object) -> kube.Kube:
+    doc = {
+        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "config").write_text(yaml.safe_dump(doc))
+    return kube.Kube(Config(kubeconfig=str(tmp_path / "config"), **settings))  # type: ignore[arg-type]
+
+
+def test_a_429_past_the_retries_is_throttled_not_a_plain_api_error(
+    server: _Throttling, tmp_path: Path
+) -> None:
+    c = client(server, tmp_path, max_retries=2)
+    with pytest.raises(kube.Throttled) as raised:
+        c.merge_patch(kube.LEASES, "ns", "x", {})
+    assert raised.value.status == 429 and len(server.seen) == 3
+
+
+def test_a_write_stops_retrying_once_it_is_no_longer_ours(
+    server: _Throttling, tmp_path: Path
+) -> None:
+    c = client(server, tmp_path, max_retries=5)
+    c.still_writing = lambda: False
+    with pytest.raises(kube.Throttled):
+        c.merge_patch(kube.LEASES, "ns", "x", {})
+    assert len(server.seen) == 1
+
+
+def test_lease_requests_do_not_wait_behind_the_passes_budget(
+    server: _Throttling, tmp_path: Path
+) -> None:
+    server.throttle = False
+    passes = client(server, tmp_path, qps=0.5, burst=1, max_retries=0)
+    leases = passes.with_budget(5.0, 10, 0)
+    passes.version()  # the pass's one token is spent: its next request waits 2 s
+    started = time.monotonic()
+    leases.get(kube.LEASES, "ns", "reconciler")
+    assert time.monotonic() - started < 1.0
+    assert leases.opts.max_retries == 0 and passes.opts.max_retries == 0
+    assert leases.stats is passes.stats  # one count of requests per process
