@@ -19,6 +19,7 @@ import click
 from reconciler import __version__, logs, render
 from reconciler.client.kube import ConfigMissing, Kube
 from reconciler.config import Config, ConfigError
+from reconciler.engine import crd_release
 from reconciler.engine import state as state_store
 from reconciler.engine.events import FLUSH_SECONDS, EventQueue
 from reconciler.engine.sync import Mode, run_pass
@@ -331,6 +332,8 @@ def plan(
     if result.unreachable:
         _fail(EXIT_UNREACHABLE, result.unreachable)
     click.echo(render.plan_json(result.plan) if output == "json" else render.plan_text(result.plan))
+    for line in crd_release.lagging(kube):
+        click.echo(f"warning: {line}", err=True)
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
     if result.errors:
@@ -418,6 +421,8 @@ def run(
     )
     kube = _kube(config)
     _check_leases(kube, config)
+    for line in crd_release.lagging(kube):
+        log.warning("%s", line)
     st = state_store.load(config.state_file)
 
     # Lease requests have a budget of their own: never behind a pass's writes.

@@ -9,5 +9,6 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_VERSION = "app.kubernetes.io/version"  # on our CRDs: the release that shipped them
 MANAGED_BY = "reconciler"
 MANAGED_POD_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"

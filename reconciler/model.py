@@ -44,6 +44,11 @@ class ResourceType:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
+    def crd_name(self) -> str:
+        """The name of the CustomResourceDefinition that serves it."""
+        return f"{self.plural}.{self.group}"
+
+    @property
     def path_prefix(self) -> str:
         return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
 

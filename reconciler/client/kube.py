@@ -21,6 +21,7 @@ import copy
 import gc
 import logging
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -141,6 +142,28 @@ class Usage:
 
     def by_code(self) -> dict[str, int]:
         return {f"{verb} {code}": n for (verb, code), n in sorted(self.requests.items())}
+
+
+# One warning of a Warning header: code, agent, "text" (RFC 7234, 5.5).
+_WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+
+
+class Warnings:
+    """The apiserver's Warning headers (deprecated APIs, unknown or pruned
+    fields), each logged once per process: they repeat on every request."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.lock = threading.Lock()
+
+    def say(self, header: str) -> None:
+        for text in _WARNING.findall(header) or [header]:
+            text = text.replace('\\"', '"')
+            with self.lock:
+                if text in self.seen:
+                    continue
+                self.seen.add(text)
+            log.warning("the apiserver warns: %s", text)
 
 
 class Stats:
@@ -299,16 +322,22 @@ class _Session:
             with resp:
                 status, reason = resp.status_code, resp.reason or ""
                 retry_after = resp.headers.get("Retry-After")
+                warning = resp.headers.get("Warning") or ""  # requests joins them with ", "
                 if sink is None or not 200 <= status < 300:
                     content = resp.content
                     return Response(
-                        status, reason, content, retry_after, received=_wire(resp, len(content))
+                        status,
+                        reason,
+                        content,
+                        retry_after,
+                        received=_wire(resp, len(content)),
+                        warning=warning,
                     )
                 inflated = 0
                 for piece in resp.iter_content(PIECE):  # inflated as it arrives
                     sink(piece)
                     inflated += len(piece)
-                return Response(status, reason, b"", retry_after, _wire(resp, inflated))
+                return Response(status, reason, b"", retry_after, _wire(resp, inflated), warning)
         except requests.exceptions.RequestException as exc:
             raise TransportError(str(exc)) from None
 
@@ -343,6 +372,7 @@ class Kube:
         self.server = self.config.server.rstrip("/")
         self.limiter = RateLimiter(opts.qps, opts.burst)
         self.stats = Stats()
+        self.warnings = Warnings()
         # Names this process in the apiserver's audit log (a sharded replica adds its identity).
         self.user_agent = USER_AGENT
         self.transport = self._choose_transport()
@@ -462,6 +492,8 @@ class Kube:
                 self.stats.record(verb, "error", 0)
                 raise
             self.stats.record(verb, str(resp.status), resp.received)
+            if resp.warning:
+                self.warnings.say(resp.warning)
             if resp.status == 401 and not renewed and self._renewed(auth, generation):
                 renewed = True  # sent once more with what replaced the refused credentials
                 continue

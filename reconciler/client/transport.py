@@ -43,6 +43,7 @@ class Response:
     body: bytes
     retry_after: str | None = None
     received: int = 0
+    warning: str = ""  # the Warning header fields, joined by ", "
 
     @property
     def ok(self) -> bool:
@@ -146,7 +147,14 @@ class _Connection:
         self.answered += 1
         if fields.get("connection", "").lower() == "close":
             self.close()
-        return Response(status, answer.reason, data, fields.get("retry-after"), received=wire.size)
+        return Response(
+            status,
+            answer.reason,
+            data,
+            fields.get("retry-after"),
+            received=wire.size,
+            warning=fields.get("warning", ""),
+        )
 
     def _line(self) -> bytes:
         line = self.reader.readline(_MAX_LINE + 1)
@@ -169,7 +177,10 @@ class _Connection:
             if not line:
                 raise ProtocolError("the connection closed in the headers")
             name, _, value = line.decode("latin-1").partition(":")
-            fields[name.strip().lower()] = value.strip()
+            key, value = name.strip().lower(), value.strip()
+            if key == "warning" and key in fields:  # one field per warning
+                value = f"{fields[key]}, {value}"
+            fields[key] = value
         return _Head(int(code), reason, fields)
 
     def _pieces(

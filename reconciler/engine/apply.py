@@ -85,7 +85,7 @@ class _Throttled(Exception):
 def no_status_subresource(res: ResourceType) -> str:
     """What a status write to a CRD installed without its status subresource says."""
     return (
-        f"the installed CRD {res.plural}.{res.group} has no status subresource: "
+        f"the installed CRD {res.crd_name} has no status subresource: "
         "apply the CRDs of this release"
     )
 
@@ -93,7 +93,7 @@ def no_status_subresource(res: ResourceType) -> str:
 def pruned_field(res: ResourceType, name: str) -> str:
     """What a status field dropped by an older installed CRD says."""
     return (
-        f"status.{name} is pruned by the installed CRD {res.plural}.{res.group}: "
+        f"status.{name} is pruned by the installed CRD {res.crd_name}: "
         "apply the CRDs of this release"
     )
 

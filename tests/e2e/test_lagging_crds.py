@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler import __version__
+
 from .conftest import Kubectl, Reconciler, free_port, wait_for
 from .test_redis import redis, redis_yaml, settled
 
@@ -33,9 +35,10 @@ def install(kubectl: Kubectl, crd: dict[str, Any]) -> None:
 def older_crd(kubectl: Kubectl) -> Iterator[Callable[[Callable[[dict[str, Any]], None]], None]]:
     """Install the Redis CRD as an older release had it; this release's again after."""
 
-    def older(change: Callable[[dict[str, Any]], None]) -> None:
+    def older(change: Callable[[dict[str, Any]], None], release: str = __version__) -> None:
         crd = yaml.safe_load(CRD.read_text())
         change(crd["spec"]["versions"][0])
+        crd["metadata"]["labels"]["app.kubernetes.io/version"] = release
         install(kubectl, crd)
 
     yield older
@@ -83,6 +86,8 @@ def test_a_pruned_status_field_is_named_once_and_not_written_again(
         out, _ = proc.communicate(timeout=30)
     assert "lastProgressTime" not in redis(kubectl, ns)["status"]
     assert out.count(PRUNED_LINE) == 1, out[-3000:]
+    # The apiserver says it too, in a Warning header on every such write: logged once.
+    assert out.count('the apiserver warns: unknown field "status.lastProgressTime"') == 1
     events = kubectl.json(
         "get", "events", "-n", ns, "--field-selector", "reason=StatusFieldPruned"
     )["items"]
@@ -99,3 +104,16 @@ def test_a_crd_without_its_status_subresource_fails_sync_with_one_line(
     assert [e for e in result.summary["errors"] if line in e], result.summary["errors"]
     assert result.summary["actions"].get("Redis/patch-status/failed") == 1
     assert result.summary["actions"].get("Pod/create/ok") == 1  # the rest still done
+
+
+def test_plan_names_a_crd_another_release_shipped(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, older_crd: Any
+):
+    current = reconciler.cli("plan", "-n", ns)
+    assert "warning: the installed CRD" not in current.stderr
+    older_crd(lambda _version: None, release="0.0.9")
+    proc = reconciler.cli("plan", "-n", ns)
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")] == [
+        f"warning: the installed CRD {NAME} is release 0.0.9's; this is {__version__}: "
+        "apply the CRDs of this release (kubectl apply -f crds/)"
+    ]

@@ -25,6 +25,7 @@ from reconciler.kinds.redis import GROUP as REDIS_GROUP
 from reconciler.kinds.xca import GROUP as XCA_GROUP
 
 from ..unit.test_manifests import (
+    NAMED_RULES,
     RULES,
 )
 from .conftest import ROOT, Kubectl, Reconciler, wait_for
@@ -264,6 +265,11 @@ def test_service_account_is_refused_everything_else(
     assert dict(zip(refused, answers[len(granted) :], strict=True)) == dict.fromkeys(refused, False)
     # And for real, with the token itself.
     as_sa = Kubectl(sa_kubeconfig)
+    for (group, resource), (_, names) in NAMED_RULES.items():
+        for name in names:
+            as_sa.run("get", f"{resource}.{group}", name)  # granted by name
+        other = as_sa.run("get", f"{resource}.{group}", "leases.coordination.k8s.io", check=False)
+        assert other.returncode != 0 and "Forbidden" in other.stderr
     secrets = as_sa.run("get", "secrets", "-n", ns, check=False)
     assert secrets.returncode != 0 and "Forbidden" in secrets.stderr
     delete = as_sa.run("delete", "redis", "anything", "-n", ns, check=False)

@@ -101,3 +101,14 @@ def test_lease_requests_do_not_wait_behind_the_passes_budget(
     assert time.monotonic() - started < 1.0
     assert leases.opts.max_retries == 0 and passes.opts.max_retries == 0
     assert leases.stats is passes.stats  # one count of requests per process
+
+
+def test_each_apiserver_warning_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    said = kube.Warnings()
+    header = '299 - "unknown field \\"status.lastProgressTime\\"", 299 - "v1beta1 is deprecated"'
+    said.say(header)
+    said.say('299 - "v1beta1 is deprecated"')
+    assert [r.getMessage() for r in caplog.records] == [
+        'the apiserver warns: unknown field "status.lastProgressTime"',
+        "the apiserver warns: v1beta1 is deprecated",
+    ]

@@ -47,6 +47,13 @@ RULES = {
     ("", "events"): {"create", "get", "patch"},
     ("", "namespaces"): {"get", "list"},
 }
+# Rules for some objects only: (group, resource) -> (verbs, names).
+NAMED_RULES = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"): (
+        {"get"},
+        {redis.RESOURCE.crd_name, xca.RESOURCE.crd_name},
+    ),
+}
 
 
 def docs(name: str) -> list[dict[str, Any]]:
@@ -169,14 +176,19 @@ def tool(name: str, installer: str = "bash hack/deps.sh") -> str:
 def test_cluster_role_grants_exactly_what_the_code_uses():
     role = one("rbac/rbac.yaml", "ClusterRole")
     granted: dict[tuple[str, str], set[str]] = {}
+    named: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
     for rule in role["rules"]:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 key = (group, resource)
-                assert key not in granted, f"{key} granted twice"
-                granted[key] = set(rule["verbs"])
+                assert key not in granted and key not in named, f"{key} granted twice"
+                if "resourceNames" in rule:
+                    named[key] = (set(rule["verbs"]), set(rule["resourceNames"]))
+                else:
+                    granted[key] = set(rule["verbs"])
     assert granted == RULES
+    assert named == NAMED_RULES
     flat = json.dumps(role["rules"])
     assert "*" not in flat and "watch" not in flat
 
@@ -563,3 +575,11 @@ def test_systemd_analyze_security_exposure(name: str, tmp_path: Path):
 
 def test_every_unit_in_systemd_dir_is_checked():
     assert sorted(p.name for p in SYSTEMD.iterdir()) == sorted(UNITS)
+
+
+def test_each_crd_carries_this_release_in_its_version_label():
+    from reconciler import __version__
+
+    for path in sorted((CONFIG.parent / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        assert crd["metadata"]["labels"]["app.kubernetes.io/version"] == __version__, path

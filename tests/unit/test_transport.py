@@ -514,3 +514,12 @@ def test_bytes_received_are_the_bytes_on_the_wire_not_the_inflated_body(
     assert len(got) == 2000
     assert server.seen[0][3]["Accept-Encoding"] == "gzip"
     assert client.stats.snapshot().bytes_received == zipped
+
+
+def test_every_warning_header_field_is_kept() -> None:
+    """The apiserver sends one Warning field per warning."""
+    answer = b'HTTP/1.1 200 OK\r\nWarning: 299 - "a"\r\nWarning: 299 - "b"\r\n'
+    answer += b"Content-Length: 2\r\n\r\n{}"
+    url, _ = _canned([answer])
+    resp = Direct(url, None, timeout=5, compression=False).send("GET", "/a", None, {})
+    assert resp.warning == '299 - "a", 299 - "b"'
