@@ -12,8 +12,6 @@ import signal
 import subprocess
 import textwrap
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,63 +19,19 @@ import pytest
 import yaml
 
 from ..unit.connect_proxy import ConnectProxy
-from .conftest import Kubectl, Reconciler, free_port, probe, refused_requests, wait_for
+from .conftest import (
+    Identities,
+    Kubectl,
+    Reconciler,
+    free_port,
+    kubeconfig_for,
+    probe,
+    refused_requests,
+    wait_for,
+)
 from .test_redis import pods, redis_yaml, settled
 
 V1, V1BETA1 = "client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"
-ROLE = "reconciler"  # the shipped ClusterRole (config/rbac)
-
-
-def kubeconfig_for(kubectl: Kubectl, path: Path, user: dict[str, Any], **cluster: Any) -> Path:
-    """The admin's cluster entry (with ``cluster`` fields over it), as ``user``."""
-    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
-    entry = dict(admin["clusters"][0]["cluster"]) | cluster
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "managed", "cluster": entry}],
-        "users": [{"name": "bastion", "user": user}],
-        "contexts": [{"name": "managed", "context": {"cluster": "managed", "user": "bastion"}}],
-        "current-context": "managed",
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-class Identities:
-    """ServiceAccounts and users bound to the shipped ClusterRole, unbound
-    again when the test ends."""
-
-    def __init__(self, kubectl: Kubectl, ns: str) -> None:
-        self.kubectl, self.ns = kubectl, ns
-        self.bindings: list[str] = []
-        kubectl.run("apply", "-k", str(Path(__file__).parents[2] / "config" / "rbac"))
-
-    def bind(self, subject: str) -> None:
-        name = f"e2e-{uuid.uuid4().hex[:8]}"
-        self.kubectl.run("create", "clusterrolebinding", name, f"--clusterrole={ROLE}", subject)
-        self.bindings.append(name)
-
-    def service_account(self, name: str) -> str:
-        self.kubectl.run("create", "serviceaccount", name, "-n", self.ns)
-        self.bind(f"--serviceaccount={self.ns}:{name}")
-        return name
-
-    def token(self, account: str) -> str:
-        return self.kubectl.run(
-            "create", "token", account, "-n", self.ns, "--duration=10m"
-        ).stdout.strip()
-
-    def close(self) -> None:
-        for name in self.bindings:
-            self.kubectl.run("delete", "clusterrolebinding", name, check=False)
-
-
-@pytest.fixture
-def identities(kubectl: Kubectl, ns: str) -> Iterator[Identities]:
-    ids = Identities(kubectl, ns)
-    yield ids
-    ids.close()
 
 
 def exec_plugin(

@@ -10,21 +10,12 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .conftest import Kubectl, Reconciler, free_port, probe, wait_for
-from .test_bastion import Identities, kubeconfig_for
+from .conftest import Identities, Kubectl, Reconciler, free_port, kubeconfig_for, probe, wait_for
 from .test_leader import INTERVAL, LEASE
-
-
-@pytest.fixture
-def identities(kubectl: Kubectl, ns: str) -> Iterator[Identities]:
-    ids = Identities(kubectl, ns)
-    yield ids
-    ids.close()
 
 
 def readyz(port: int) -> tuple[int, str]:

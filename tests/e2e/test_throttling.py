@@ -18,8 +18,7 @@ import pytest
 
 from hack.cluster import cluster as launcher
 
-from .conftest import Kubectl, Reconciler, free_port, wait_for
-from .test_bastion import Identities, kubeconfig_for
+from .conftest import Identities, Kubectl, Reconciler, free_port, kubeconfig_for, wait_for
 from .test_leader import LEASE, Replica
 from .test_redis import pods
 
@@ -62,13 +61,6 @@ def ever_held(kubectl: Kubectl, ns: str) -> list[str]:
         if degraded or "backoff" in status:
             held.append(obj["metadata"]["name"])
     return held
-
-
-@pytest.fixture
-def identities(kubectl: Kubectl, ns: str) -> Iterator[Identities]:
-    ids = Identities(kubectl, ns)
-    yield ids
-    ids.close()
 
 
 def test_throttled_writes_are_not_failures_and_the_leader_keeps_its_lease(

@@ -112,3 +112,8 @@ def test_each_apiserver_warning_is_logged_once(caplog: pytest.LogCaptureFixture)
         'the apiserver warns: unknown field "status.lastProgressTime"',
         "the apiserver warns: v1beta1 is deprecated",
     ]
+
+
+def test_only_429_and_503_with_retry_after_are_throttling() -> None:
+    assert kube.throttled(429, None) and kube.throttled(503, 1.0)
+    assert not kube.throttled(503, None) and not kube.throttled(500, 1.0)
