@@ -434,7 +434,11 @@ class ShardMember:
         """A round every retry_period until stop is set (its own thread); the
         buckets to hand back are handed back when no pass is running."""
         while not stop.is_set():
-            self.round()
+            try:
+                self.round()
+            except Exception as exc:  # a bug in one round must not end the rounds
+                log.exception("shard: round crashed; the next one starts over")
+                self.sighting.failed(exc)
             if between_passes.acquire(blocking=False):
                 try:
                     if not stop.is_set():

@@ -8,8 +8,10 @@ killed; and once they are left alone, every bucket is held, balanced.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -269,3 +271,23 @@ def test_no_bucket_is_ever_held_by_two_members(script):
     settle(ms, clock, rounds=CFG.buckets + 4)
     assert set().union(*(m.held() for m in ms)) == set(range(CFG.buckets))
     assert held_counts(ms) == [2, 2, 2, 2]
+
+
+def test_a_round_that_crashes_does_not_end_the_rounds(caplog: pytest.LogCaptureFixture) -> None:
+    import threading
+
+    (member,) = members(LeaseStore(), Clock(), 1)
+    stop, rounds = threading.Event(), []
+
+    def round() -> None:
+        rounds.append(1)
+        if len(rounds) == 1:
+            raise OSError(22, "Invalid argument")
+        stop.set()
+
+    member.round = round  # type: ignore[method-assign]
+    member.config = dataclasses.replace(member.config, retry_period=0.0)
+    member.run(stop, threading.Lock())
+    assert len(rounds) == 2
+    assert "shard: round crashed" in caplog.text
+    assert member.sighting.last_error == "[Errno 22] Invalid argument"
