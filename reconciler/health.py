@@ -10,6 +10,9 @@ from typing import Any
 from reconciler.model import ObjKey
 
 READY = "Ready"  # the state of an object with nothing left to do
+# The state of an object whose spec asks that it be left as it is (spec.paused):
+# not Ready, since its spec may not be carried out, and not in motion either.
+PAUSED = "Paused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from reconciler.actions import (
     Plan,
     Verb,
 )
-from reconciler.health import not_ready_json
+from reconciler.health import PAUSED, not_ready_json
 
 SYMBOLS = {Verb.CREATE: "+", Verb.DELETE: "-"}
 
@@ -45,10 +45,16 @@ def plan_text(plan: Plan) -> str:
             f"Plan: {creates} to create, {deletes} to delete, "
             f"{len(plan.actions) - creates - deletes} to patch."
         )
-    if pending:
+    held = {k: h for k, h in pending.items() if h.state == PAUSED}
+    moving = {k: h for k, h in pending.items() if h.state != PAUSED}
+    if moving:
         lines.append("")
         lines.append("Not Ready yet:")
-        lines.extend(f"  {k.kind} {k}: {h.state}: {h.message}" for k, h in pending.items())
+        lines.extend(f"  {k.kind} {k}: {h.state}: {h.message}" for k, h in moving.items())
+    if held:
+        lines.append("")
+        lines.append("Paused (spec.paused: their pods are left as they are):")
+        lines.extend(f"  {k.kind} {k}: {h.message}" for k, h in held.items())
     return "\n".join(lines)
 
 

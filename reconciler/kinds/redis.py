@@ -10,7 +10,8 @@ object, a pass:
      pod at a time while every other desired pod is Ready (stale: made for
      another template, or its image changed by hand since it was created;
      never for what admission did to it), and puts back labels, annotation
-     and controller reference changed by hand;
+     and controller reference changed by hand; none of it while
+     ``spec.paused`` is true (its deletion still deletes its pods);
   5. writes the status as the pods will be after those actions, only when it
      differs from what is stored, naming the pods a rollout waits on and
      flagging one that stopped moving for longer than progress_deadline.
@@ -41,7 +42,7 @@ from reconciler.actions import (
 )
 from reconciler.backoff import BACKING_OFF, STATUS_FIELD, Failure, Gate, from_status, to_status
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
-from reconciler.health import READY, Health
+from reconciler.health import PAUSED, READY, Health
 from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import (
     Verdict,
@@ -146,6 +147,7 @@ class RedisSpec:
     port: int
     num: int
     image: str
+    paused: bool = False  # spec.paused: its pods are left as they are
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,12 @@ def _image_error(image: Any) -> FieldError | None:
     return None
 
 
+def _paused_error(paused: Any) -> FieldError | None:
+    if isinstance(paused, bool):
+        return None
+    return FieldError("spec.paused", f"must be true or false, got {paused!r}")
+
+
 def _name_error(name: str) -> FieldError | None:
     if len(name) <= NAME_MAX:
         return None
@@ -220,12 +228,12 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
     port = spec.get("port", PORT_DEFAULT)
     num = spec.get("num", 0)
     image = spec.get("image") or default_image
-    errors = tuple(
-        e for e in (_port_error(port), _num_error(num), _image_error(image)) if e is not None
-    )
+    paused = spec.get("paused", False)
+    found = (_port_error(port), _num_error(num), _image_error(image), _paused_error(paused))
+    errors = tuple(e for e in found if e is not None)
     if errors:
         return SpecCheck(None, errors)
-    return SpecCheck(RedisSpec(port=port, num=num, image=image), ())
+    return SpecCheck(RedisSpec(port=port, num=num, image=image, paused=paused), ())
 
 
 # ------------------------------------------------------------ its pods
@@ -755,6 +763,17 @@ def progressing_verdict(
     return Verdict(False, "Complete", f"all {num} replicas updated and ready")
 
 
+def paused_verdict(spec: RedisSpec, counts: Counts) -> Verdict:
+    """Progressing=False while paused: nothing moves, so no deadline runs out."""
+    num = spec.num
+    message = (
+        "paused (spec.paused): no pod is created, deleted or replaced; "
+        f"{counts.replicas}/{num} pods exist, {counts.updated}/{num} updated to the current spec, "
+        f"{counts.ready}/{num} ready"
+    )
+    return Verdict(False, PAUSED, message)
+
+
 def _age(seconds: float) -> str:
     """A duration as kubectl shows ages, roughly: 90s, 3m, 5h."""
     if seconds < 120:
@@ -892,10 +911,12 @@ def degraded_verdict(conflicts: tuple[str, ...], gate: Gate) -> Verdict:
 
 def summary_of(verdicts: Mapping[str, Verdict]) -> Verdict:
     """One word and one line for `kubectl get`: the Degraded reason if any,
-    else Ready, else the step in progress."""
+    else Paused, else Ready, else the step in progress."""
     degraded, ready, progressing = verdicts["Degraded"], verdicts["Ready"], verdicts["Progressing"]
     if degraded.ok:
         return degraded
+    if progressing.reason == PAUSED:
+        return progressing
     if ready.ok:
         return Verdict(True, READY, ready.message)
     return progressing if progressing.ok else ready
@@ -962,10 +983,14 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     changes = pod_changes(redis, spec, podset)
     if inp.gate.hold:
         changes = _landed(changes, inp.landed)
+    elif spec.paused:
+        changes = _paused(changes)
     elif inp.namespace_terminating:
         changes = _nothing_created(changes)
     counts = counts_after(spec, changes)
     progressing = progressing_verdict(redis, spec, podset, changes, counts)
+    if spec.paused:
+        progressing = paused_verdict(spec, counts)
     progress = progress_of(redis, counts, changes, inp)
     verdicts = {
         "Ready": ready_verdict(spec, counts),
@@ -983,6 +1008,17 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     if inp.gate.hold:
         return status
     return changes.actions + status + list(changes.repairs)
+
+
+def _paused(changes: PodChanges) -> PodChanges:
+    """spec.paused: no pod is created, deleted, replaced or repaired; what
+    would have been done is still counted (the stale pods) for the status."""
+    return PodChanges(
+        changes.desired,
+        (),
+        Missing((), changes.missing.conflicts),
+        Rollout(changes.rollout.stale, ()),
+    )
 
 
 def _nothing_created(changes: PodChanges) -> PodChanges:

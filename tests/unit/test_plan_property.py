@@ -105,6 +105,8 @@ def snapshots(draw):
         spec_image = draw(st.sampled_from(IMAGES))
         if spec_image is not None:
             spec["image"] = spec_image
+        if draw(st.integers(0, 5)) == 0:
+            spec["paused"] = True
         if not valid:
             spec = draw(st.sampled_from([{"port": 6399, "num": 2}, {"port": 6379, "num": "x"}]))
         r = redis(
@@ -171,7 +173,7 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
             continue
         unguarded = int(FINALIZER not in r.finalizers)
         spec = validate_spec(r.spec, CONFIG.image).spec
-        if spec is None:
+        if spec is None or spec.paused:
             left[r.key] = (0, 0, 0, 0, unguarded, 0)
             continue
         names = {f"{r.name}-{i}" for i in range(spec.num)}
@@ -226,11 +228,24 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
     )
 
 
+def paused_pods(snap: Snapshot) -> dict[str, set[str]]:
+    """The uids of the live pods of each paused Redis."""
+    out: dict[str, set[str]] = {}
+    for r in sim.redises(snap):
+        spec = validate_spec(r.spec, CONFIG.image).spec
+        if spec is not None and spec.paused and not r.deletion_timestamp:
+            out[r.uid] = {
+                p.uid for p in snap.pods or () if p.controller_uid == r.uid and not p.terminating
+            }
+    return out
+
+
 @given(snapshots(), st.sampled_from(ADMISSIONS), HOLDERS)
 def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
     """Whatever admission does to the pods we create: a pass never fights it."""
     now = NOW
     seen = []
+    kept = paused_pods(snap)
     for _ in range(40):
         result = plan(snap, CONFIG, now, holder=holder)
         # Converged: nothing to do, and nothing left for the kubelet either.
@@ -260,6 +275,10 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
             continue
         spec = validate_spec(r.spec, CONFIG.image).spec
         if spec is None:
+            continue
+        if spec.paused:  # its live pods left as they were, and the status says so
+            assert kept[r.uid] <= {p.uid for p in snap.pods}
+            assert r.status["state"] in ("Paused", "PodConflict")
             continue
         foreign = {p.name for p in snap.pods if p.controller_uid != r.uid}
         want = sorted(f"{r.name}-{i}" for i in range(spec.num) if f"{r.name}-{i}" not in foreign)
