@@ -43,6 +43,7 @@ from reconciler.actions import (
 from reconciler.backoff import BACKING_OFF, STATUS_FIELD, Failure, Gate, from_status, to_status
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.health import PAUSED, READY, Health
+from reconciler.kinds import redis_placement as placement
 from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import (
     Verdict,
@@ -74,6 +75,8 @@ RESOURCE = ResourceType(GROUP, VERSION, "Redis", "redis")
 COMPONENT = "redis-controller"
 FINALIZER = f"{GROUP}/pods"
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
+# The hash of the placement fields a pod was made with (redis_placement).
+FIELDS_HASH_ANNOTATION = f"{GROUP}/pod-fields-hash"
 # The image admission gave a pod in place of the one asked for, once announced.
 ADMITTED_IMAGE_ANNOTATION = f"{GROUP}/admitted-image"
 
@@ -148,6 +151,7 @@ class RedisSpec:
     num: int
     image: str
     paused: bool = False  # spec.paused: its pods are left as they are
+    placement: placement.Placement = placement.NONE
 
 
 @dataclass(frozen=True)
@@ -230,10 +234,13 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
     image = spec.get("image") or default_image
     paused = spec.get("paused", False)
     found = (_port_error(port), _num_error(num), _image_error(image), _paused_error(paused))
-    errors = tuple(e for e in found if e is not None)
+    errors = tuple(e for e in found if e is not None) + tuple(
+        FieldError(path, message) for path, message in placement.field_errors(spec)
+    )
     if errors:
         return SpecCheck(None, errors)
-    return SpecCheck(RedisSpec(port=port, num=num, image=image, paused=paused), ())
+    fields = placement.placement_of(spec)
+    return SpecCheck(RedisSpec(port, num, image, paused, fields), ())
 
 
 # ------------------------------------------------------------ its pods
@@ -244,7 +251,7 @@ def template_hash(spec: RedisSpec) -> str:
     """Hash of the pod spec we send, so that any change to it (of the Redis
     spec, or of this template in a new release) rolls the pods. Cached: it is
     asked for each pod of each pass, and specs repeat."""
-    doc = _pod_spec(desired_container(spec))
+    doc = [_pod_spec(desired_container(spec)), placement.fields_hash(spec.placement)]
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -264,8 +271,13 @@ def desired_pod_names(redis: Redis) -> tuple[str, ...]:
     return tuple([pod_name(redis, i) for i in range(num)])
 
 
+def selector_labels(redis: Redis) -> dict[str, str]:
+    """The labels that pick this Redis's pods out of a namespace."""
+    return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: redis.name}
+
+
 def pod_labels(redis: Redis) -> dict[str, str]:
-    return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: redis.name, LABEL_MANAGED_BY: MANAGED_BY}
+    return {**selector_labels(redis), LABEL_MANAGED_BY: MANAGED_BY}
 
 
 def controller_ref(redis: Redis) -> OwnerRef:
@@ -282,18 +294,29 @@ def pod_template(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
     """A pod manifest of this Redis without its name. Its pods' manifests
     share it: a first pass over 10,000 Redis plans 30,000 creates, and a
     manifest of their own took 2.7 kB each."""
-    container = desired_container(spec)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "namespace": redis.namespace,
             "labels": pod_labels(redis),
-            "annotations": {TEMPLATE_HASH_ANNOTATION: template_hash(spec)},
+            "annotations": {
+                TEMPLATE_HASH_ANNOTATION: template_hash(spec),
+                FIELDS_HASH_ANNOTATION: placement.fields_hash(spec.placement),
+            },
             "ownerReferences": [controller_ref(redis).to_dict()],
         },
-        "spec": _pod_spec(container),
+        "spec": pod_spec(redis, spec),
     }
+
+
+def pod_spec(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
+    """The container's spec with the placement fields added to it and to the
+    pod's."""
+    shared = _pod_spec(desired_container(spec))
+    container = {**shared["containers"][0], **placement.container_fields(spec.placement)}
+    fields = placement.pod_fields(spec.placement, selector_labels(redis))
+    return {**shared, "containers": [container], **fields}
 
 
 @lru_cache(maxsize=256)
@@ -343,10 +366,12 @@ def admitted_image(pod: Pod, spec: RedisSpec) -> str:
 
 
 def _made_for(pod: Pod, have: Container | None, spec: RedisSpec) -> bool:
-    """Its container is what this spec asks for (the hash annotation aside)."""
+    """Its container is what this spec asks for, and it was made with this
+    spec's placement fields (the template-hash annotation aside)."""
     want = desired_container(spec)
     return (
         have is not None
+        and pod.annotations.get(FIELDS_HASH_ANNOTATION) == placement.fields_hash(spec.placement)
         and have.image == admitted_image(pod, spec)
         and have.ports == want.ports
         and have.args == want.args
@@ -611,16 +636,28 @@ def _repair_event(
     return EventSpec(ref(redis), "Normal", ADMITTED, message, COMPONENT)
 
 
+def _hashes_to_repair(pod: Pod, spec: RedisSpec) -> dict[str, str]:
+    """A hash annotation edited by hand, while the other shows the pod was
+    made for this spec: the template hash of a pod whose container and
+    placement fields match, or the fields hash of one whose template hash
+    does."""
+    want_hash, want_fields = template_hash(spec), placement.fields_hash(spec.placement)
+    if template_hash_of(pod) == want_hash:
+        if pod.annotations.get(FIELDS_HASH_ANNOTATION) != want_fields:
+            return {FIELDS_HASH_ANNOTATION: want_fields}
+        return {}
+    if _made_for(pod, own_container(pod), spec):
+        return {TEMPLATE_HASH_ANNOTATION: want_hash}
+    return {}
+
+
 def metadata_repair(redis: Redis, spec: RedisSpec, pod: Pod) -> PatchPodMetadata | None:
     """Put back our labels, our controller reference and, on a pod whose
     container matches the spec, the template-hash annotation; record once the
     image admission gave the pod. Labels and annotations of others are left
     alone."""
     labels = {k: v for k, v in pod_labels(redis).items() if pod.labels.get(k) != v}
-    want_hash = template_hash(spec)
-    annotations = {}
-    if template_hash_of(pod) != want_hash and _made_for(pod, own_container(pod), spec):
-        annotations[TEMPLATE_HASH_ANNOTATION] = want_hash
+    annotations = _hashes_to_repair(pod, spec)
     want_ref = controller_ref(redis)
     refs = None
     if want_ref not in pod.owner_refs:

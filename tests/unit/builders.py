@@ -12,9 +12,16 @@ from reconciler.backoff import STATUS_FIELD, Failure, gate, to_status
 from reconciler.config import Config
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.kinds import redis as redis_kind
+from reconciler.kinds import redis_placement
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.base import PlanInput
-from reconciler.kinds.redis import FINALIZER, TEMPLATE_HASH_ANNOTATION, Redis, RedisSpec
+from reconciler.kinds.redis import (
+    FIELDS_HASH_ANNOTATION,
+    FINALIZER,
+    TEMPLATE_HASH_ANNOTATION,
+    Redis,
+    RedisSpec,
+)
 from reconciler.kinds.xca import Xca
 from reconciler.model import Container, OwnerRef, Pod, PodCondition, PodIndex
 from reconciler.snapshot import Snapshot
@@ -94,7 +101,8 @@ def pod(
         resource_version="5",
         labels={LABEL_NAME: "redis", LABEL_INSTANCE: owner_name, LABEL_MANAGED_BY: MANAGED_BY},
         annotations={
-            TEMPLATE_HASH_ANNOTATION: hash_ if hash_ is not None else current_hash(port, image)
+            TEMPLATE_HASH_ANNOTATION: hash_ if hash_ is not None else current_hash(port, image),
+            FIELDS_HASH_ANNOTATION: redis_placement.fields_hash(redis_placement.NONE),
         },
         controller_uid=controller,
         controller_kind="Redis",

