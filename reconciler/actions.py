@@ -26,6 +26,7 @@ class Verb(StrEnum):
     PATCH_STATUS = "patch-status"
     PATCH_METADATA = "patch-metadata"
     PATCH_LABELS = "patch-labels"
+    PATCH = "patch"  # a child object's fields we set, put back
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +211,63 @@ class PatchLabels(_OnOwner):
         return f"patch {self.owner.kind.lower()} {self.owner} labels ({self.why})"
 
 
-Action = CreatePod | DeletePod | PatchFinalizers | PatchStatus | PatchPodMetadata | PatchLabels
+@dataclass(frozen=True, slots=True)
+class CreateChild:
+    """Create an object one of ours makes besides pods (a Redis's Service)."""
+
+    owner: ObjKey
+    manifest: Mapping[str, Any]
+    event: EventSpec | None = None
+    verb: Verb = field(default=Verb.CREATE, init=False)
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["kind"])
+
+    @property
+    def target(self) -> ObjKey:
+        meta = self.manifest["metadata"]
+        return ObjKey(self.kind, meta["namespace"], meta["name"])
+
+    @property
+    def owner_uid(self) -> str:
+        return str(self.manifest["metadata"]["ownerReferences"][0]["uid"])
+
+    def describe(self) -> str:
+        return f"create {self.kind.lower()} {self.target}"
+
+
+@dataclass(frozen=True, slots=True)
+class PatchChild:
+    """Put back the fields we set on a child object, by a merge patch guarded
+    by resourceVersion; fields others set are not in it."""
+
+    owner: ObjKey
+    target: ObjKey
+    resource_version: str
+    body: Mapping[str, Any]  # the patch, without its resourceVersion
+    why: str
+    event: EventSpec | None = None
+    verb: Verb = field(default=Verb.PATCH, init=False)
+
+    @property
+    def kind(self) -> str:
+        return self.target.kind
+
+    def describe(self) -> str:
+        return f"patch {self.kind.lower()} {self.target} ({self.why})"
+
+
+Action = (
+    CreatePod
+    | DeletePod
+    | PatchFinalizers
+    | PatchStatus
+    | PatchPodMetadata
+    | PatchLabels
+    | CreateChild
+    | PatchChild
+)
 
 
 @dataclass(frozen=True)

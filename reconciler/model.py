@@ -182,6 +182,31 @@ class Pod:
 ENDED_PHASES = frozenset({"Failed", "Succeeded"})
 
 
+@dataclass(frozen=True, slots=True)
+class Child:
+    """An object one of ours makes besides pods (a Redis's Service): what its
+    rules compare. Decoded in `reconciler.children`."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    labels: Mapping[str, str]
+    controller_uid: str | None
+    owner_refs: tuple[OwnerRef, ...]
+    spec: Mapping[str, Any]
+    deletion_timestamp: str | None = None
+
+    @property
+    def key(self) -> ObjKey:
+        return ObjKey(self.kind, self.namespace, self.name)
+
+    @property
+    def terminating(self) -> bool:
+        return self.deletion_timestamp is not None
+
+
 # ------------------------------------------------------------ decoding helpers
 
 
@@ -361,13 +386,17 @@ class PodIndex:
     the number of objects (a scan per Redis is quadratic at 1000 Redis).
     """
 
-    def __init__(self, pods: Iterable[Pod]) -> None:
+    def __init__(self, pods: Iterable[Pod], children: Iterable[Child] = ()) -> None:
         self.by_owner: dict[str, list[Pod]] = {}
         self.by_name: dict[tuple[str, str], Pod] = {}
         for pod in pods:
             if pod.controller_uid:
                 self.by_owner.setdefault(pod.controller_uid, []).append(pod)
             self.by_name[(pod.namespace, pod.name)] = pod
+        self.children = {(c.kind, c.namespace, c.name): c for c in children}
+
+    def child(self, kind: str, namespace: str, name: str) -> Child | None:
+        return self.children.get((kind, namespace, name))
 
     def owned_by(self, uid: str) -> tuple[Pod, ...]:
         return tuple(self.by_owner.get(uid, ()))
@@ -379,15 +408,20 @@ class PodIndex:
         """Would this lookup return the same pods, at the same versions, today?"""
         if read.owner is not None:
             return versions_of(self.by_owner.get(read.owner, ())) == read.seen
+        if read.child_kind:
+            child = self.child(read.child_kind, read.namespace, read.name)
+            return versions_of(() if child is None else (child,)) == read.seen
         pod = self.by_name.get((read.namespace, read.name))
         return versions_of(() if pod is None else (pod,)) == read.seen
 
 
 class PodLookup(Protocol):
-    """The two questions a kind's planner may ask about pods."""
+    """The questions a kind's planner may ask about pods, and about the
+    other objects it makes (its children, by kind and name)."""
 
     def owned_by(self, uid: str) -> tuple[Pod, ...]: ...
     def named(self, namespace: str, name: str) -> Pod | None: ...
+    def child(self, kind: str, namespace: str, name: str) -> Child | None: ...
 
 
 # An object is the same at the same uid and resourceVersion: what the pass
@@ -399,7 +433,7 @@ def version_key(uid: str, resource_version: str) -> VersionKey:
     return (uid, resource_version)
 
 
-def versions_of(pods: Iterable[Pod]) -> tuple[VersionKey, ...]:
+def versions_of(pods: Iterable[Pod | Child]) -> tuple[VersionKey, ...]:
     return tuple(version_key(p.uid, p.resource_version) for p in pods)
 
 
@@ -415,6 +449,7 @@ class PodRead:
     namespace: str
     name: str
     seen: tuple[VersionKey, ...]
+    child_kind: str = ""  # set: child(child_kind, namespace, name)
 
 
 class RecordingLookup:
@@ -436,6 +471,12 @@ class RecordingLookup:
             PodRead(None, namespace, name, versions_of(() if pod is None else (pod,)))
         )
         return pod
+
+    def child(self, kind: str, namespace: str, name: str) -> Child | None:
+        found = self.index.child(kind, namespace, name)
+        seen = versions_of(() if found is None else (found,))
+        self.reads.append(PodRead(None, namespace, name, seen, kind))
+        return found
 
 
 # ------------------------------------------------------------ LIST pages off the wire

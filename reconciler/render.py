@@ -8,8 +8,10 @@ from typing import Any
 
 from reconciler.actions import (
     Action,
+    CreateChild,
     CreatePod,
     DeletePod,
+    PatchChild,
     PatchFinalizers,
     PatchLabels,
     PatchPodMetadata,
@@ -83,6 +85,10 @@ def action_json(action: Action) -> dict[str, Any]:
             out["metadata"] = action.body(action.resource_version)["metadata"]
         case PatchLabels():
             out["labels"] = dict(action.labels)
+        case CreateChild():
+            out["manifest"] = action.manifest
+        case PatchChild():
+            out["patch"] = action.body
     return out
 
 

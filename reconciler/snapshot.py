@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.model import Pod
+from reconciler.model import Child, Pod
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,17 @@ class Snapshot:
     # than this release): learnt from what a status write returned, and never
     # asked for again, so a lagging CRD costs no more writes than a current one.
     pruned: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The objects our kinds make besides pods, by kind (Service): a kind
+    # absent, or None, was not listed completely, and is neither created nor
+    # repaired this pass.
+    children: Mapping[str, tuple[Child, ...] | None] = field(default_factory=dict)
+
+    @property
+    def listed_children(self) -> frozenset[str]:
+        return frozenset(k for k, v in self.children.items() if v is not None)
+
+    def all_children(self) -> tuple[Child, ...]:
+        return tuple(c for found in self.children.values() for c in found or ())
 
     def of(self, kind: str) -> tuple[Any, ...] | None:
         return self.objects.get(kind)

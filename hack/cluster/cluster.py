@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Run a real Kubernetes control plane on 127.0.0.1 for tests and local use.
 
-etcd, kube-apiserver, kube-controller-manager (only the garbage-collector,
-namespace and service-account controllers), kube-scheduler and kwok (which
+etcd, kube-apiserver, kube-controller-manager (the controllers that need no
+cloud and touch what we make: `KCM_CONTROLLERS`), kube-scheduler and kwok (which
 plays the nodes) run as detached processes recorded in a state directory, so
 `up` and `down` can be separate commands. Binaries come from build.sh beside
 this file; their kubectl, of the same version, applies <repo>/crds/.
@@ -50,9 +50,14 @@ STOP_GRACE = 5.0  # SIGTERM -> SIGKILL
 LOG_TAIL = 30
 PORTS = ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# What a real cluster runs that needs no cloud and touches what we make: the
+# EndpointSlices of a Redis's Service, the disruption budgets' status, pods
+# bound to nodes that are gone, and nodes whose kubelet stops reporting.
 KCM_CONTROLLERS = (
     "garbage-collector-controller,namespace-controller,resourcequota-controller,"
-    "serviceaccount-controller,serviceaccount-token-controller"
+    "serviceaccount-controller,serviceaccount-token-controller,"
+    "endpointslice-controller,disruption-controller,pod-garbage-collector-controller,"
+    "node-lifecycle-controller,taint-eviction-controller"
 )
 SERVICE_CIDR = "10.96.0.0/16"  # config only: nothing routes there
 POD_CIDR = "10.244.0.1/16"  # kwok hands out fake pod IPs; its /24 default caps at 254 pods

@@ -22,10 +22,12 @@ from typing import Any, assert_never
 from reconciler.actions import (
     POD_EVENT_VERBS,
     Action,
+    CreateChild,
     CreatePod,
     DeletePod,
     EventSpec,
     ObjRef,
+    PatchChild,
     PatchFinalizers,
     PatchLabels,
     PatchPodMetadata,
@@ -35,6 +37,7 @@ from reconciler.actions import (
     pod_event_message,
 )
 from reconciler.backoff import DEFAULT_REASON, WriteError
+from reconciler.children import CHILD_TYPES
 from reconciler.client.kube import ApiError, Kube, KubeError, Throttled
 from reconciler.engine.events import post_event
 from reconciler.kinds.registry import kind_of
@@ -51,7 +54,8 @@ FAILURE_REASONS = {
     Verb.PATCH_METADATA: "FailedUpdatePod",
     Verb.PATCH_LABELS: "FailedUpdateLabels",
 }
-POD_CONFLICT = "PodConflict"
+# The same for a child object, by verb: the kind follows ("FailedCreateService").
+CHILD_FAILURE_REASONS = {Verb.CREATE: "FailedCreate", Verb.PATCH: "FailedUpdate"}
 INVALID_OBJECT = "InvalidObject"
 QUOTA_EXCEEDED = "QuotaExceeded"
 FORBIDDEN = "Forbidden"
@@ -70,6 +74,18 @@ def failure_reason(exc: ApiError) -> str:
     if exc.status == 403:
         return QUOTA_EXCEEDED if "exceeded quota" in exc.message else FORBIDDEN
     return DEFAULT_REASON
+
+
+def failure_event_reason(action: Action) -> str:
+    """The reason of the Warning event that says a write failed."""
+    if isinstance(action, CreateChild | PatchChild):
+        return CHILD_FAILURE_REASONS[action.verb] + action.kind
+    return FAILURE_REASONS[action.verb]
+
+
+def conflict_reason(kind: str) -> str:
+    """The Degraded reason while another's object holds a name we want."""
+    return f"{kind}Conflict"
 
 
 class _Failed(Exception):
@@ -302,7 +318,7 @@ class Executor:
         kind = kind_of(owner)
         if ref is None or kind is None:
             return
-        why = reason if reason == POD_CONFLICT else FAILURE_REASONS[action.verb]
+        why = reason if reason == conflict_reason(action.kind) else failure_event_reason(action)
         message = f"{action.describe()}: {error}"
         self._events([EventSpec(ref, "Warning", why, message, kind.component)])
 
@@ -330,6 +346,10 @@ class Executor:
                     return self._patch_pod(action, run)
                 case PatchLabels():
                     return self._patch_labels(action, run)
+                case CreateChild():
+                    return self._create_child(action, run)
+                case PatchChild():
+                    return self._patch_child(action, run)
                 case _:
                     assert_never(action)
         except Throttled as exc:
@@ -353,22 +373,46 @@ class Executor:
             run.pod_events.append(action.event)
         return Result.OK
 
-    def _already_exists(self, action: CreatePod) -> Result:
-        """AlreadyExists: fine if the pod is ours (an earlier, interrupted pass)."""
+    def _already_exists(self, action: CreatePod | CreateChild) -> Result:
+        """AlreadyExists: fine if the object is ours (an earlier, interrupted pass)."""
         target = action.target
+        res = PODS if isinstance(action, CreatePod) else CHILD_TYPES[action.kind]
         try:
-            pod = self.kube.get(PODS, target.namespace, target.name)
+            found = self.kube.get(res, target.namespace, target.name)
         except ApiError as exc:
             if exc.status == 404:
                 return Result.CONFLICT  # deleted meanwhile; the next pass creates it
             raise
-        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+        refs = (found.get("metadata") or {}).get("ownerReferences") or []
         if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
             return Result.OK
         raise _Failed(
-            f"pod {target.name} already exists and is not owned by this {action.owner.kind}",
-            POD_CONFLICT,
+            f"{res.kind.lower()} {target.name} already exists and is not owned by this "
+            f"{action.owner.kind}",
+            conflict_reason(res.kind),
         )
+
+    def _create_child(self, action: CreateChild, run: _ObjectRun) -> Result:
+        target = action.target
+        try:
+            self.kube.create(CHILD_TYPES[action.kind], target.namespace, action.manifest)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            return self._already_exists(action)
+        if action.event:
+            self._events([action.event])
+        return Result.OK
+
+    def _patch_child(self, action: PatchChild, run: _ObjectRun) -> Result:
+        body = dict(action.body)
+        meta = {**(body.get("metadata") or {}), "resourceVersion": action.resource_version}
+        body["metadata"] = meta
+        res = CHILD_TYPES[action.kind]
+        result = self._patch(action.target, action.resource_version, body, "", run, res)
+        if result is Result.OK and action.event:
+            self._events([action.event])
+        return result
 
     def _delete_pod(self, action: DeletePod, run: _ObjectRun) -> Result:
         try:

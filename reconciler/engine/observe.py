@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from reconciler.buckets import Scope, bucket_of
+from reconciler.children import CHILD_TYPES, decoder
 from reconciler.client.kube import ApiError, Kube, NoCredentials, Unreachable
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
 from reconciler.client.protowire import (
@@ -38,6 +39,7 @@ from reconciler.model import (
     LABEL_BUCKET,
     NAMESPACES,
     PODS,
+    Child,
     Known,
     Page,
     Pod,
@@ -490,6 +492,59 @@ def _list_kind(
     return lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
 
 
+def _list_children(
+    lister: _Lister,
+    full: FullList,
+    kind: str,
+    before: Snapshot | None,
+    sorter: Sorter,
+    objects: Mapping[str, tuple[Any, ...] | None],
+) -> tuple[Child, ...] | None:
+    """The child objects of ``kind`` that carry our label, and those holding
+    a name our objects want that the LIST does not show (another's, or ours
+    with its labels removed). None if a read failed."""
+    res, decode_one = CHILD_TYPES[kind], decoder(kind)
+    reuse = _reuse(None if before is None else before.children.get(kind), decode_one)
+    decode = page_of(decode_one, reuse.known if reuse else {})
+    selector = MANAGED_POD_SELECTOR
+    listed = lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
+    labelled = sorter.children(listed)
+    if labelled is None:
+        return None
+    shown = {(c.namespace, c.name) for c in labelled}
+    missing = {key for key in _wanted_children(kind, objects) if key not in shown}
+    if not missing:
+        return labelled
+    lister.attempts += 1
+    try:
+        if len(missing) <= FETCH_MAX:
+            got = (_get(lister.kube, res, ns, name, decode_one) for ns, name in sorted(missing))
+            found = [c for c in got if c is not None]
+        else:
+            every = _across(
+                lister.namespaces, full.held(lister.kube, res, None, page_of(decode_one))
+            )
+            found = [c for c in every if (c.namespace, c.name) in missing]
+    except _READ_FAILURES as exc:
+        lister.failed(res, exc)
+        return None
+    return labelled + tuple(found)
+
+
+def _wanted_children(
+    kind: str, objects: Mapping[str, tuple[Any, ...] | None]
+) -> set[tuple[str, str]]:
+    """(namespace, name) of each child of ``kind`` our listed objects want."""
+    wanted: set[tuple[str, str]] = set()
+    for our_kind in KINDS:
+        found = objects.get(our_kind.name)
+        if our_kind.child_names is None or found is None:
+            continue
+        for obj in found:
+            wanted.update((obj.namespace, n) for k, n in our_kind.child_names(obj) if k == kind)
+    return wanted
+
+
 @dataclass(frozen=True)
 class Selection:
     """What the LISTs of a pass ask for: our pods, and each kind's objects
@@ -549,7 +604,7 @@ class Sorter:
         scope = self.scope
         if scope is None or len(scope.held) == scope.total:
             return None
-        if res == PODS:
+        if res == PODS or res.kind in CHILD_TYPES:
             return lambda v: self.keeps(v.controller_uid or v.uid, v.bucket_label)
         return lambda v: self.keeps(v.uid, v.bucket_label)
 
@@ -561,6 +616,12 @@ class Sorter:
         return tuple(
             p for p in pods if self.keeps(p.controller_uid or p.uid, p.labels.get(LABEL_BUCKET))
         )
+
+    def children(self, children: tuple[Child, ...] | None) -> tuple[Child, ...] | None:
+        """Those of the objects in scope, as pods: by their controller."""
+        if self.scope is None or children is None:
+            return children
+        return tuple(c for c in children if self.keeps(c.controller_uid or c.uid, None))
 
     def objects(self, objects: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
         if self.scope is None or objects is None:
@@ -614,6 +675,9 @@ def observe(
         labelled = _owner_listed(labelled, objects)
     pods = None if labelled is None else _named(lister, full, labelled, objects, pod_reuse)
     del pod_reuse
+    children = {
+        kind: _list_children(lister, full, kind, previous, sorter, objects) for kind in CHILD_TYPES
+    }
     pods_error = lister.lasting.get(PODS.kind) if pods is None else None
     seen = (
         _namespaces(kube, namespaces) if lister.unreachable is None else Namespaces(frozenset(), ())
@@ -621,7 +685,7 @@ def observe(
     for warning in seen.warnings:
         log.warning("%s", warning)
     return Observation(
-        Snapshot(objects, pods, seen.terminating, pods_error),
+        Snapshot(objects, pods, seen.terminating, pods_error, children=children),
         report_pods,
         tuple(lister.errors),
         lister.unreachable,

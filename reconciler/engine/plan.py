@@ -67,7 +67,9 @@ def plan(
     ``settled`` is the previous plan's: an object it holds is not planned
     again (`reconciler.settled`). ``holder``: the sharded replica planning,
     recorded in each object's status."""
-    out = _Planned(PodIndex(snapshot.pods or ()), settled.under(config), snapshot.pruned)
+    index = PodIndex(snapshot.pods or (), snapshot.all_children())
+    out = _Planned(index, settled.under(config), snapshot.pruned)
+    listed = snapshot.listed_children
     for kind in KINDS:
         objects = snapshot.of(kind.name)
         if objects is None:
@@ -80,11 +82,10 @@ def plan(
             closing = obj.namespace in snapshot.terminating
             if not out.reuse(obj, closing):
                 obj_gate = gate(obj.failure, config.backoff, now)
-                out.plan(
-                    kind,
-                    obj,
-                    PlanInput(out.index, config, now, obj_gate, frozenset(), closing, holder),
+                inp = PlanInput(
+                    out.index, config, now, obj_gate, frozenset(), closing, holder, listed
                 )
+                out.plan(kind, obj, inp)
         if kind.owns_pods and snapshot.pods is not None:
             out.actions.extend(orphan_pods(kind, objects, snapshot.pods))
     return Plan(tuple(out.actions), frozenset(out.held), out.health, Settled(config, out.settled))
@@ -232,7 +233,7 @@ def status_after_failure(
 
     # Built on the first failure only: most passes have none.
     objects = functools.cache(lambda: _objects(snapshot))
-    index = functools.cache(lambda: PodIndex(snapshot.pods or ()))
+    index = functools.cache(lambda: PodIndex(snapshot.pods or (), snapshot.all_children()))
 
     def status_of(key: ObjKey, error: WriteError, landed: Sequence[Action]) -> list[Action]:
         found = objects().get(key)
@@ -243,7 +244,9 @@ def status_after_failure(
             return []  # its pods unseen: counted from nothing, the status would lie
         held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
-        inp = PlanInput(index(), config, now, held, done, holder=holder)
+        inp = PlanInput(
+            index(), config, now, held, done, holder=holder, children=snapshot.listed_children
+        )
         actions = unpruned(obj, kind.plan(obj, inp), snapshot.pruned.get(kind.name))
         return [a for a in actions if isinstance(a, PatchStatus)]
 

@@ -54,6 +54,9 @@ class PlanInput:
     namespace_terminating: bool = False
     # The sharded replica that holds its bucket (status.shard); None unsharded.
     holder: str | None = None
+    # The kinds of child object (Service) listed completely this pass: only
+    # those may be created or repaired.
+    children: frozenset[str] = frozenset()
 
 
 T = TypeVar("T", bound=Object)
@@ -80,6 +83,10 @@ class Kind(Generic[T]):
     # our label; a desired name not among them is looked up by name, so that
     # a foreign pod holding it, or ours with its labels removed, is seen.
     pod_names: Callable[[T], Iterable[str]] | None = None
+    # The (kind, name) of each child object it makes besides pods (its
+    # Service): looked up by name when the labelled LIST does not show it,
+    # for the same reasons as a pod.
+    child_names: Callable[[T], Iterable[tuple[str, str]]] | None = None
 
     @property
     def reads_pods(self) -> bool:

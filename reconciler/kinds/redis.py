@@ -44,6 +44,7 @@ from reconciler.backoff import BACKING_OFF, STATUS_FIELD, Failure, Gate, from_st
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.health import PAUSED, READY, Health
 from reconciler.kinds import redis_placement as placement
+from reconciler.kinds import redis_service as service
 from reconciler.kinds.base import Kind, PlanInput
 from reconciler.kinds.conditions import (
     Verdict,
@@ -86,7 +87,8 @@ PORT_DEFAULT = 6379
 NUM_MAX = 100
 DELETING = "Deleting"  # the state shown while its pods go
 PODS_UNKNOWN = "PodsUnknown"  # the Degraded reason while the pod LIST is refused
-DRIFT = "Drift"  # the reason of the event that says a pod was put back
+DRIFT = service.DRIFT  # the reason of the event that says a pod was put back
+SERVICE_FIELD = "service"  # status: the name of its Service, once it exists
 ADMITTED = "ChangedAtAdmission"  # the reason of the event that says admission changed a pod
 DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 REPLACING_ENDED = "ReplacingEndedPods"
@@ -316,7 +318,7 @@ def pod_spec(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
     shared = _pod_spec(desired_container(spec))
     container = {**shared["containers"][0], **placement.container_fields(spec.placement)}
     fields = placement.pod_fields(spec.placement, selector_labels(redis))
-    return {**shared, "containers": [container], **fields}
+    return {**shared, "containers": [container], "subdomain": redis.name, **fields}
 
 
 @lru_cache(maxsize=256)
@@ -345,8 +347,10 @@ def _pod_spec(container: Container) -> dict[str, Any]:
 
 
 def named(template: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """The manifest of one pod: the template's, with its own metadata."""
-    return {**template, "metadata": {"name": name, **template["metadata"]}}
+    """The manifest of one pod: the template's, with its own metadata and
+    hostname (``<pod>.<redis>.<namespace>.svc`` through the Service)."""
+    spec = {**template["spec"], "hostname": name}
+    return {**template, "metadata": {"name": name, **template["metadata"]}, "spec": spec}
 
 
 def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
@@ -924,7 +928,9 @@ def deadline_verdicts(
     return {**verdicts, "Progressing": stuck, "Degraded": degraded}
 
 
-def degraded_verdict(conflicts: tuple[str, ...], gate: Gate) -> Verdict:
+def degraded_verdict(
+    conflicts: tuple[str, ...], gate: Gate, service_held: str | None = None
+) -> Verdict:
     """A conflict first (it needs a person), then backoff, then a failure of
     this pass. Otherwise the status is planned as it will be once this pass's
     writes land: if one fails, the status written after it says so."""
@@ -934,6 +940,12 @@ def degraded_verdict(conflicts: tuple[str, ...], gate: Gate) -> Verdict:
         return Verdict(
             True, "PodConflict", f"pods not owned by this Redis hold desired names: {names}"
         )
+    if service_held is not None:
+        message = (
+            f"service {service_held} is not owned by this Redis, so its pods get no stable "
+            "names; delete or rename it"
+        )
+        return Verdict(True, service.CONFLICT, message)
     if failure is not None and gate.backing_off:
         retry = (to_status(failure) or {})["retryAfter"]
         message = (
@@ -1029,10 +1041,12 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     if spec.paused:
         progressing = paused_verdict(spec, counts)
     progress = progress_of(redis, counts, changes, inp)
+    svc = service_plan(redis, spec, inp)
+    held = redis.name if svc.held_by_another else None
     verdicts = {
         "Ready": ready_verdict(spec, counts),
         "Progressing": with_detail(progressing, pods_detail(podset, changes, inp.now)),
-        "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate),
+        "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate, held),
     }
     verdicts = deadline_verdicts(verdicts, progress, inp.config.progress_deadline)
     fields = {
@@ -1040,11 +1054,40 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         "readyReplicas": counts.ready,
         "updatedReplicas": counts.updated,
         PROGRESS_FIELD: rfc3339(progress.at),
+        SERVICE_FIELD: svc.shown,
     }
     status = _status_patch(redis, status_of(redis, fields, verdicts, inp))
     if inp.gate.hold:
         return status
-    return changes.actions + status + list(changes.repairs)
+    return changes.actions + list(svc.actions) + status + list(changes.repairs)
+
+
+def service_owner(redis: Redis) -> service.Owner:
+    return service.Owner(
+        redis.key,
+        redis.uid,
+        ref(redis),
+        pod_labels(redis),
+        selector_labels(redis),
+        controller_ref(redis).to_dict(),
+        COMPONENT,
+    )
+
+
+def service_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> service.ServicePlan:
+    """Its Service's write, if any. Nothing while the Services could not all
+    be listed (the status keeps the name it shows), while held after a
+    failure, or while paused (the Service stays as it is)."""
+    if service.KIND not in inp.children:
+        stored = redis.status.get(SERVICE_FIELD)
+        return service.ServicePlan((), stored if isinstance(stored, str) else None)
+    found = inp.pods.child(service.KIND, redis.namespace, redis.name)
+    planned = service.plan_service(service_owner(redis), found, spec.port)
+    if spec.paused or inp.gate.hold or inp.namespace_terminating:
+        return service.ServicePlan(
+            (), None if found is None else planned.shown, planned.held_by_another
+        )
+    return planned
 
 
 def _paused(changes: PodChanges) -> PodChanges:
@@ -1142,4 +1185,5 @@ KIND: Kind[Redis] = Kind(
     plan_unseen=plan_unseen,
     owns_pods=True,
     pod_names=desired_pod_names,
+    child_names=lambda redis: ((service.KIND, redis.name),),
 )

@@ -133,8 +133,9 @@ def container_fields(placement: Placement) -> dict[str, Any]:
 
 @lru_cache(maxsize=256)
 def fields_hash(placement: Placement) -> str:
-    """The hash a pod made with these fields records. The default spread is
-    named rather than spelt out: it differs per Redis only by its name,
-    which never changes."""
-    doc = {"fields": placement.values, "spread": placement.spreads}
+    """The hash a pod made with these fields records. The default spread, and
+    the hostname and subdomain that give each pod a stable name, are named
+    rather than spelt out: they differ per Redis only by its name, which
+    never changes."""
+    doc = {"fields": placement.values, "spread": placement.spreads, "stable_names": True}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]

@@ -7,6 +7,7 @@ state, and that it stays: the same pod uids over passes that write nothing."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -40,9 +41,10 @@ def event_counts(kubectl: Kubectl, ns: str, reason: str) -> dict[str, int]:
 def columns(kubectl: Kubectl, ns: str) -> dict[str, str]:
     """`kubectl get redis -o wide`, header to value."""
     header, row = kubectl.run("get", "redis", "-n", ns, "-o", "wide").stdout.splitlines()[:2]
-    names = header.split()
-    values = row.split(None, len(names) - 1)
-    return dict(zip(names, values, strict=True))
+    # kubectl aligns each value under its header: slice at the headers' starts.
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    ends = [*starts[1:], None]
+    return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, ends, strict=True)}
 
 
 def stays_converged(

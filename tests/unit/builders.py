@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler.actions import Action
 from reconciler.backoff import STATUS_FIELD, Failure, gate, to_status
+from reconciler.children import child_from_api
 from reconciler.config import Config
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.kinds import redis as redis_kind
@@ -23,7 +24,7 @@ from reconciler.kinds.redis import (
     RedisSpec,
 )
 from reconciler.kinds.xca import Xca
-from reconciler.model import Container, OwnerRef, Pod, PodCondition, PodIndex
+from reconciler.model import Child, Container, OwnerRef, Pod, PodCondition, PodIndex
 from reconciler.snapshot import Snapshot
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -130,13 +131,23 @@ def snap(
     redis: Sequence[Redis] | None = (),
     xcas: Sequence[Xca] | None = (),
     pods: Sequence[Pod] | None = (),
+    services: Sequence[Child] | None = None,
 ) -> Snapshot:
-    """A snapshot; ``None`` for a kind means its LIST failed."""
+    """A snapshot; ``None`` for a kind means its LIST failed (Services are
+    not listed unless given, so a test of pods sees no Service write)."""
     objects = {
         redis_kind.RESOURCE.kind: None if redis is None else tuple(redis),
         xca_kind.RESOURCE.kind: None if xcas is None else tuple(xcas),
     }
-    return Snapshot(objects, None if pods is None else tuple(pods))
+    children = {"Service": None if services is None else tuple(services)}
+    return Snapshot(objects, None if pods is None else tuple(pods), children=children)
+
+
+def service_of(r: Redis, **changes: Any) -> Child:
+    """The Service a pass made for ``r``, as the apiserver stores it."""
+    plan = redis_kind.service.plan_service(redis_kind.service_owner(r), None, 6379)
+    made = child_from_api("Service", plan.actions[0].manifest)
+    return dataclasses.replace(made, uid=f"svc-{r.uid}", resource_version="1", **changes)
 
 
 def failing(obj: Any, failure: Failure) -> Any:

@@ -92,7 +92,8 @@ class FakeKube:
         return body
 
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
-        self._maybe_fail("GET", name)
+        # A Service is named after its Redis: its GETs are told apart.
+        self._maybe_fail("GET", f"service/{name}" if res.kind == "Service" else name)
         if (res.kind, namespace, name) not in self.objects:
             raise ApiError(404, "NotFound", f"{name} not found")
         return self.objects[(res.kind, namespace, name)]

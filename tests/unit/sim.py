@@ -12,18 +12,22 @@ from collections.abc import Callable, Iterable
 
 from reconciler.actions import (
     Action,
+    CreateChild,
     CreatePod,
     DeletePod,
+    PatchChild,
     PatchFinalizers,
     PatchLabels,
     PatchPodMetadata,
     PatchStatus,
 )
 from reconciler.backoff import from_status
+from reconciler.children import child_from_api
 from reconciler.kinds.redis import Redis
 from reconciler.kinds.xca import Xca
 from reconciler.model import (
     LABEL_BUCKET,
+    Child,
     ContainerState,
     Pod,
     PodCondition,
@@ -54,7 +58,13 @@ def apply(
     redis = {r.key: r for r in redises(snapshot)}
     xca = {x.key: x for x in xcas(snapshot)}
     pods = {p.key: p for p in snapshot.pods or ()}
+    listed = snapshot.children.get("Service")
+    services = {c.key: c for c in listed or ()}
     for action in actions:
+        if isinstance(action, CreateChild | PatchChild):
+            assert listed is not None, "a Service written while the Services were not listed"
+            _child(services, action)
+            continue
         if isinstance(action, CreatePod):
             if action.target in pods:
                 continue  # AlreadyExists
@@ -95,7 +105,38 @@ def apply(
                 xca[action.owner] = merged(xca[action.owner], action.status)
     # The apiserver drops an object being deleted once it has no finalizers.
     live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
-    return snap(live_redis, tuple(xca.values()), tuple(pods.values()))
+    live_uids = {r.uid for r in live_redis}  # the garbage collector's part
+    kept = (
+        None
+        if listed is None
+        else tuple(
+            c
+            for c in services.values()
+            if c.controller_uid in live_uids or c.controller_uid == "foreign"
+        )
+    )
+    return snap(live_redis, tuple(xca.values()), tuple(pods.values()), kept)
+
+
+def _child(services: dict, action: CreateChild | PatchChild) -> None:
+    """A create (AlreadyExists leaves it), or a merge patch guarded by resourceVersion."""
+    if isinstance(action, CreateChild):
+        if action.target not in services:
+            made = child_from_api("Service", action.manifest)
+            services[action.target] = dataclasses.replace(made, uid=f"new-svc-{made.name}")
+        return
+    old: Child | None = services.get(action.target)
+    if old is None or old.resource_version != action.resource_version:
+        return
+    meta = action.body.get("metadata") or {}
+    spec = dict(old.spec)
+    for key, value in (action.body.get("spec") or {}).items():
+        if key == "selector":
+            value = {k: v for k, v in {**spec.get(key, {}), **value}.items() if v is not None}
+        spec[key] = value
+    services[action.target] = bumped(
+        dataclasses.replace(old, labels={**old.labels, **meta.get("labels", {})}, spec=spec)
+    )
 
 
 def bumped(obj):

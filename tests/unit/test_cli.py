@@ -50,7 +50,11 @@ def test_sync_applies_and_exits_zero(kube):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["result"] == "ok"
-    assert summary["actions"] == {"Pod/create/ok": 1, "Redis/patch-status/ok": 1}
+    assert summary["actions"] == {
+        "Pod/create/ok": 1,
+        "Service/create/ok": 1,
+        "Redis/patch-status/ok": 1,
+    }
     assert ("POST", "r-0") in kube.calls
 
 
@@ -77,7 +81,7 @@ def test_sync_exits_1_when_a_crd_is_missing(kube):
 
 
 def test_sync_exits_3_with_one_line_when_unreachable(kube):
-    for kind in ("Pod", "Redis", "Xca"):
+    for kind in ("Pod", "Redis", "Xca", "Service"):
         kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
     result = invoke("sync")
     assert result.exit_code == 3
@@ -94,7 +98,7 @@ def test_sync_exits_3_with_one_line_when_unreachable(kube):
     ],
 )
 def test_sync_exits_3_when_the_credentials_are_refused_and_says_so(kube, status, reason, says):
-    for kind in ("Pod", "Redis", "Xca"):
+    for kind in ("Pod", "Redis", "Xca", "Service"):
         kube.lists[kind] = ApiError(status, reason, reason)
     result = invoke("sync", "-o", "json")
     assert result.exit_code == 3
@@ -150,7 +154,8 @@ def test_plan_detailed_exitcode(kube):
     result = invoke("plan", "--detailed-exitcode")
     assert result.exit_code == 2
     assert "+ create pod default/r-0" in result.output
-    assert "Plan: 1 to create, 0 to delete, 1 to patch." in result.output
+    assert "+ create service default/r" in result.output
+    assert "Plan: 2 to create, 0 to delete, 1 to patch." in result.output
     assert [c for c in kube.calls if c[0] not in ("LIST", "GET")] == []  # reads only
     kube.lists["Redis"] = []
     result = invoke("plan", "--detailed-exitcode")
@@ -163,7 +168,7 @@ def test_plan_detailed_exitcode_keeps_2_for_changes_only(tmp_path, kube):
     bad.write_text("intervall: 5\n")
     assert invoke("--config", str(bad), "plan").exit_code == 2
     assert invoke("--config", str(bad), "plan", "--detailed-exitcode").exit_code == 1
-    for kind in ("Pod", "Redis", "Xca"):
+    for kind in ("Pod", "Redis", "Xca", "Service"):
         kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
     assert invoke("plan", "--detailed-exitcode").exit_code == 3
     helped = " ".join(invoke("plan", "--help").output.split())
@@ -174,7 +179,7 @@ def test_plan_detailed_exitcode_keeps_2_for_changes_only(tmp_path, kube):
 
 def test_plan_json(kube):
     out = json.loads(invoke("plan", "-o", "json").stdout)
-    assert [a["verb"] for a in out["actions"]] == ["create", "patch-status"]
+    assert [a["verb"] for a in out["actions"]] == ["create", "create", "patch-status"]
 
 
 def test_bad_config_exits_2_naming_the_key(tmp_path, kube):

@@ -44,6 +44,7 @@ RULES = {
     (xca.GROUP, xca.RESOURCE.plural): {"get", "list", "patch"},
     (xca.GROUP, f"{xca.RESOURCE.plural}/status"): {"patch"},
     ("", "pods"): {"get", "list", "create", "delete", "patch"},
+    ("", "services"): {"get", "list", "create", "patch"},
     ("", "events"): {"create", "get", "patch"},
     ("", "namespaces"): {"get", "list"},
 }

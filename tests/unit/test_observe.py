@@ -28,6 +28,12 @@ PAGE = Config().metadata_page_size
 FULL = Config().page_size
 
 
+def gets(kube: FakeKube) -> list[tuple[str, str]]:
+    """The GETs of pods and of our objects, in order (the lookups of Services
+    by name are tested on their own)."""
+    return [c for c in kube.calls if c[0] == "GET" and not c[1].startswith("service/")]
+
+
 def ns_obj(name: str, phase: str = "Active") -> dict:
     return {"metadata": {"name": name}, "status": {"phase": phase}}
 
@@ -97,16 +103,16 @@ def test_unchanged_objects_are_known_from_a_list_of_their_metadata(protobuf, acc
     before, after = two_passes(kube, lambda k: None, protobuf)
     assert all(a is b for a, b in zip(before.of("Redis"), after.snapshot.of("Redis"), strict=True))
     assert {accept for kind, accept in kube.accepts if kind != "Namespace"} == {accept}
-    assert not [c for c in kube.calls if c[0] == "GET"]
+    assert not gets(kube)
 
 
 @pytest.mark.parametrize(
     ("protobuf", "asked", "sent", "full_asked", "full_sent"),
     [
-        (True, 0, 0, 0, [0, JSON_PAGE_SIZE, JSON_PAGE_SIZE]),
-        (True, 7, 7, 9, [9, 9, 9]),
-        (False, 0, JSON_METADATA_PAGE_SIZE, 0, [JSON_PAGE_SIZE] * 3),
-        (False, 7, 7, 9, [9, 9, 9]),
+        (True, 0, 0, 0, [0, JSON_PAGE_SIZE, JSON_PAGE_SIZE, JSON_PAGE_SIZE]),
+        (True, 7, 7, 9, [9, 9, 9, 9]),
+        (False, 0, JSON_METADATA_PAGE_SIZE, 0, [JSON_PAGE_SIZE] * 4),
+        (False, 7, 7, 9, [9, 9, 9, 9]),
     ],
 )
 def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, full_sent):
@@ -117,7 +123,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
     first = observe(
         kube, (), None, protobuf=protobuf, page_size=full_asked, metadata_page_size=asked
     )
-    # Pod, Redis, Xca in full.
+    # Pod, Redis, Xca, Service in full.
     assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == full_sent
     kube.page_sizes.clear()
     observe(
@@ -129,7 +135,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
         metadata_page_size=asked,
         previous=first.snapshot,
     )
-    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 3
+    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 4
     assert (PAGE, FULL) == (0, 0)  # the defaults: one page
 
 
@@ -188,7 +194,7 @@ def test_a_changed_or_new_object_is_fetched_alone_and_a_deleted_one_is_gone():
     redis = after.snapshot.of("Redis")
     assert [(r.name, r.resource_version) for r in redis] == [("r0", "1"), ("r1", "2"), ("r3", "1")]
     assert redis[0] is before.of("Redis")[0]
-    assert sorted(c[1] for c in kube.calls if c[0] == "GET") == ["r1", "r3"]
+    assert sorted(c[1] for c in gets(kube)) == ["r1", "r3"]
     assert ("Redis", None) not in kube.accepts  # no full LIST
 
 
@@ -210,7 +216,7 @@ def test_past_fetch_max_changes_the_kind_is_listed_in_full():
     _, after = two_passes(kube, change)
     assert len(after.snapshot.of("Redis")) == FETCH_MAX + 1
     assert ("Redis", None) in kube.accepts
-    assert not [c for c in kube.calls if c[0] == "GET"]
+    assert not gets(kube)
 
 
 def test_a_failed_get_falls_back_to_the_full_list():
@@ -230,13 +236,13 @@ def test_an_unreachable_cluster_is_not_asked_twice_per_kind():
     LIST: retrying in full would only double the time to say so."""
 
     def change(k: FakeKube) -> None:
-        for kind in ("Pod", "Redis", "Xca"):
+        for kind in ("Pod", "Redis", "Xca", "Service"):
             k.lists[kind] = Unreachable("connection refused")
 
     kube = FakeKube()
     _, after = two_passes(kube, change)
     lists = [kind for kind, _ in kube.accepts if kind != "Namespace"]
-    assert lists == ["Pod", "Redis", "Xca"]
+    assert lists == ["Pod", "Redis", "Xca", "Service"]
     assert after.unreachable == "cannot reach the cluster: connection refused"
     assert after.snapshot.of("Redis") is None
 
@@ -332,7 +338,7 @@ def test_only_labelled_pods_are_listed_and_others_cost_no_request():
     assert kube.selectors[0] == ("Pod", MANAGED_POD_SELECTOR)
     assert [s for kind, s in kube.selectors if kind == "Pod"] == [MANAGED_POD_SELECTOR]
     assert names(seen.snapshot.pods) == ["r-0"]
-    assert not [c for c in kube.calls if c[0] == "GET"]
+    assert not gets(kube)
 
 
 def test_a_desired_name_held_without_our_label_is_found_by_name():
@@ -347,7 +353,7 @@ def test_a_desired_name_held_without_our_label_is_found_by_name():
     )
     seen = one_pass(kube)
     assert names(seen.snapshot.pods) == ["r-0", "r-1", "r-2"]
-    assert sorted(c[1] for c in kube.calls if c[0] == "GET") == ["r-1", "r-2", "r-3"]
+    assert sorted(c[1] for c in gets(kube)) == ["r-1", "r-2", "r-3"]
     assert not seen.errors
 
 
@@ -360,7 +366,7 @@ def test_past_fetch_max_missing_names_one_list_of_every_pod_keeps_only_those_nam
     )
     seen = one_pass(kube)
     assert [s for kind, s in kube.selectors if kind == "Pod"] == [MANAGED_POD_SELECTOR, None]
-    assert not [c for c in kube.calls if c[0] == "GET"]
+    assert not gets(kube)
     assert names(seen.snapshot.pods) == ["big-0"]
 
 
@@ -396,7 +402,7 @@ def test_the_daemon_lists_labelled_pods_by_metadata_and_looks_up_only_the_missin
     kube.selectors.clear()
     again = one_pass(kube, previous=first.snapshot)
     assert [s for kind, s in kube.selectors if kind == "Pod"] == [MANAGED_POD_SELECTOR]
-    assert [c for c in kube.calls if c[0] == "GET"] == [("GET", "r-1")]
+    assert gets(kube) == [("GET", "r-1")]
     assert names(again.snapshot.pods) == ["r-0", "r-1"]
 
 
@@ -460,6 +466,7 @@ def test_a_sharded_replica_lists_its_buckets_and_what_is_not_labelled_in_one_lis
         ("Pod", f"{MANAGED_POD_SELECTOR},{LABEL_BUCKET} notin ({others})"),
         ("Redis", f"{LABEL_BUCKET} notin ({others})"),
         ("Xca", f"{LABEL_BUCKET} notin ({others})"),
+        ("Service", MANAGED_POD_SELECTOR),  # of every bucket: kept by their controller
         ("Namespace", None),
     ]
     ours = {n for n, b in true.items() if b in held and n != "r6"}
@@ -532,9 +539,12 @@ def test_a_full_pass_after_a_selected_one_reads_metadata_and_gets_only_what_it_h
         scope=Scope(4, held, select=False),
         previous=selected.snapshot,
     )
-    assert kube.streamed == ["Pod", "Redis", "Xca"]  # metadata only: no full LIST
-    assert sorted(n for verb, n in got if verb == "GET") == ["r6", "r6-0"]
-    assert {r.name for r in full.snapshot.of("Redis")} == {n for n, b in true.items() if b in held}
+    assert kube.streamed == ["Pod", "Redis", "Xca", "Service"]  # metadata only: no full LIST
+    mine = {n for n, b in true.items() if b in held}
+    # No Service exists yet: each one in scope is looked up by name.
+    services = [f"service/{n}" for n in mine]
+    assert sorted(n for verb, n in got if verb == "GET") == sorted(["r6", "r6-0", *services])
+    assert {r.name for r in full.snapshot.of("Redis")} == mine
 
 
 # ------------------------------------------------------------ pods by namespace
@@ -578,3 +588,66 @@ def test_past_the_limit_of_namespaces_one_list_covers_them_all():
     kube.scopes.clear()
     one_pass(kube, previous=first.snapshot)
     assert [s for s in kube.scopes if s[0] == "Pod"] == [("Pod", None)]
+
+
+# ------------------------------------------------------------ Services
+
+
+def service_obj(name: str, *, labelled: bool, owner: str | None = None, ns: str = "a") -> dict:
+    svc = pod_obj(name, labelled=labelled, owner=owner, ns=ns)
+    svc["metadata"]["uid"] = f"svc-{ns}-{name}"
+    return {"metadata": svc["metadata"], "spec": {"clusterIP": "None"}}
+
+
+def services(kube: FakeKube, *objs: dict) -> None:
+    kube.lists["Service"] = list(objs)
+    for obj in objs:
+        kube.objects[("Service", obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+
+
+def service_gets(kube: FakeKube) -> list[str]:
+    return sorted(c[1] for c in kube.calls if c[0] == "GET" and c[1].startswith("service/"))
+
+
+def test_services_carrying_our_label_cost_one_list_and_no_get():
+    kube = cluster(redis=(redis_obj("r"), redis_obj("s")))
+    services(kube, *(service_obj(n, labelled=True, owner=f"uid-{n}") for n in ("r", "s")))
+    seen = one_pass(kube)
+    assert ("Service", MANAGED_POD_SELECTOR) in kube.selectors
+    assert service_gets(kube) == []
+    assert sorted(c.name for c in seen.snapshot.children["Service"]) == ["r", "s"]
+
+
+def test_a_wanted_service_the_list_does_not_show_is_looked_up_by_name():
+    """Another's Service holding the name, ours with its labels removed, and
+    none at all: each Redis's Service is looked up; what exists is seen."""
+    kube = cluster(redis=(redis_obj("r"), redis_obj("s"), redis_obj("t")))
+    services(
+        kube,
+        service_obj("r", labelled=False),
+        service_obj("s", labelled=False, owner="uid-s"),
+        service_obj("web", labelled=False),
+    )
+    seen = one_pass(kube)
+    assert service_gets(kube) == ["service/r", "service/s", "service/t"]
+    found = {c.name: c.controller_uid for c in seen.snapshot.children["Service"]}
+    assert found == {"r": None, "s": "uid-s"}
+
+
+def test_past_fetch_max_missing_services_one_list_of_every_service_in_scope():
+    kube = cluster(redis=tuple(redis_obj(f"r{i}") for i in range(FETCH_MAX + 1)))
+    services(
+        kube, service_obj("r0", labelled=False, owner="uid-r0"), service_obj("web", labelled=False)
+    )
+    seen = one_pass(kube)
+    assert [s for kind, s in kube.selectors if kind == "Service"] == [MANAGED_POD_SELECTOR, None]
+    assert service_gets(kube) == []
+    assert [c.name for c in seen.snapshot.children["Service"]] == ["r0"]
+
+
+def test_a_failed_service_lookup_leaves_the_services_unlisted():
+    kube = cluster(redis=(redis_obj("r"),))
+    kube.errors[("GET", "service/r")] = ApiError(500, "InternalError", "etcd is sad")
+    seen = one_pass(kube)
+    assert seen.snapshot.children["Service"] is None
+    assert "Service" not in seen.snapshot.listed_children

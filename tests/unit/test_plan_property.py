@@ -15,10 +15,12 @@ from reconciler.actions import PatchPodMetadata, PatchStatus
 from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan
+from reconciler.kinds import redis_service
 from reconciler.kinds.redis import (
     FINALIZER,
     TEMPLATE_HASH_ANNOTATION,
     metadata_repair,
+    service_owner,
     spec_drift,
     validate_spec,
 )
@@ -26,7 +28,7 @@ from reconciler.model import LABEL_BUCKET, Container, ObjKey, PodCondition
 from reconciler.snapshot import Snapshot
 
 from . import sim
-from .builders import CONFIG, NOW, pod, redis, snap, xca
+from .builders import CONFIG, NOW, pod, redis, service_of, snap, xca
 
 NAMES = ("a", "b", "c")
 # What a pod was made for (port, image): current or stale under each spec,
@@ -97,8 +99,24 @@ def drifted(p, draw):
 
 
 @st.composite
+def services_of(draw, r):
+    """None yet; ours as made; ours with what we set changed by hand (and
+    labels of others added); or another's holding the name."""
+    choice = draw(st.integers(0, 4))
+    if choice == 0:
+        return []
+    made = service_of(r)
+    if choice == 2:
+        spec = {**made.spec, "selector": {"app": "other"}, "ports": []}
+        made = dataclasses.replace(made, labels={"team": "x"}, spec=spec)
+    elif choice == 3:
+        made = dataclasses.replace(made, controller_uid="foreign")
+    return [made]
+
+
+@st.composite
 def snapshots(draw):
-    redises, pods = [], []
+    redises, pods, services = [], [], []
     for name in draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3)):
         valid = draw(st.booleans()) or draw(st.booleans())
         spec = {"port": draw(st.sampled_from([6379, 6380])), "num": draw(st.integers(0, 4))}
@@ -118,6 +136,7 @@ def snapshots(draw):
         if r.deletion_timestamp and not r.finalizers:
             r = dataclasses.replace(r, finalizers=("x/y",))
         redises.append(r)
+        services.extend(draw(services_of(r)))
         for i in draw(st.sets(st.integers(0, 5), max_size=6)):
             port, image = draw(st.sampled_from(TEMPLATES))
             made = pod(
@@ -137,7 +156,7 @@ def snapshots(draw):
         xca(f"x{i}", active=draw(st.sampled_from([None, True, False])))
         for i in range(draw(st.integers(0, 2)))
     )
-    return snap(tuple(redises), xcas, tuple(pods))
+    return snap(tuple(redises), xcas, tuple(pods), tuple(services))
 
 
 def admission_record(action) -> bool:
@@ -149,8 +168,8 @@ def ended_or_stale(p, spec) -> bool:
     return p.ended or spec_drift(p, spec) is not None
 
 
-Work = tuple[int, int, int, int, int, int]
-NONE_LEFT: Work = (0, 0, 0, 0, 0, 0)
+Work = tuple[int, int, int, int, int, int, int]
+NONE_LEFT: Work = (0, 0, 0, 0, 0, 0, 0)
 
 
 def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
@@ -158,23 +177,23 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
     Redis, or an orphan pod), most important first: (our finalizer and the pods
     of a Redis being deleted, stale desired pods, pods beyond the desired set,
     desired names without a pod, a missing finalizer or an orphan, pods whose
-    metadata was changed by hand). Terminating pods count for nothing: they
-    are the kubelet's work, not ours."""
+    metadata was changed by hand, its Service missing or drifted). Terminating
+    pods count for nothing: they are the kubelet's work, not ours."""
     left: dict[ObjKey, Work] = {}
     uids = {r.uid for r in sim.redises(snap)}
     pods = [p for p in snap.pods or () if not p.terminating]
     for p in pods:
         if p.controller_uid and p.controller_uid not in uids:
-            left[p.key] = (0, 0, 0, 0, 1, 0)
+            left[p.key] = (0, 0, 0, 0, 1, 0, 0)
     for r in sim.redises(snap):
         owned = [p for p in pods if p.controller_uid == r.uid]
         if r.deletion_timestamp:
-            left[r.key] = ((FINALIZER in r.finalizers) + len(owned), 0, 0, 0, 0, 0)
+            left[r.key] = ((FINALIZER in r.finalizers) + len(owned), 0, 0, 0, 0, 0, 0)
             continue
         unguarded = int(FINALIZER not in r.finalizers)
         spec = validate_spec(r.spec, CONFIG.image).spec
         if spec is None or spec.paused:
-            left[r.key] = (0, 0, 0, 0, unguarded, 0)
+            left[r.key] = (0, 0, 0, 0, unguarded, 0, 0)
             continue
         names = {f"{r.name}-{i}" for i in range(spec.num)}
         desired = [p for p in owned if p.name in names]
@@ -182,8 +201,18 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
         extra = sum(1 for p in owned if p.name not in names)
         absent = len(names - {p.name for p in owned})
         edited = sum(1 for p in desired if metadata_repair(r, spec, p) is not None)
-        left[r.key] = (0, stale, extra, absent, unguarded, edited)
+        left[r.key] = (0, stale, extra, absent, unguarded, edited, service_work(snap, r, spec))
     return left
+
+
+def service_work(snap: Snapshot, r, spec) -> int:
+    """1 while its Service is missing, or ours and drifted."""
+    found = next((c for c in snap.all_children() if c.name == r.name), None)
+    if found is None:
+        return 1
+    if found.controller_uid != r.uid:
+        return 0  # another's: left alone
+    return int(bool(redis_service.drift(service_owner(r), found, spec.port)))
 
 
 def potential(snap: Snapshot) -> list[int]:
@@ -278,7 +307,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
             continue
         if spec.paused:  # its live pods left as they were, and the status says so
             assert kept[r.uid] <= {p.uid for p in snap.pods}
-            assert r.status["state"] in ("Paused", "PodConflict")
+            assert r.status["state"] in ("Paused", "PodConflict", "ServiceConflict")
             continue
         foreign = {p.name for p in snap.pods if p.controller_uid != r.uid}
         want = sorted(f"{r.name}-{i}" for i in range(spec.num) if f"{r.name}-{i}" not in foreign)
@@ -294,6 +323,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
         assert all(metadata_repair(r, spec, p) is None for p in mine)
         assert FINALIZER in r.finalizers
         assert r.status["replicas"] == len(want)
+        assert service_work(snap, r, spec) == 0
     live_uids = {r.uid for r in sim.redises(snap)}
     assert all(
         p.controller_uid in live_uids or p.controller_uid == "foreign" for p in snap.pods

