@@ -27,6 +27,7 @@ class Verb(StrEnum):
     PATCH_METADATA = "patch-metadata"
     PATCH_LABELS = "patch-labels"
     PATCH = "patch"  # a child object's fields we set, put back
+    EVICT = "evict"  # a pod deleted through the Eviction API
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,7 @@ class EventSpec:
     why: str | None = None
 
 
-POD_EVENT_VERBS = {"CreatePod": "Created", "DeletePod": "Deleted"}
+POD_EVENT_VERBS = {"CreatePod": "Created", "DeletePod": "Deleted", "EvictPod": "Evicted"}
 
 
 def pod_event_message(reason: str, pods: Sequence[str], why: str) -> str:
@@ -110,6 +111,29 @@ class DeletePod:
 
     def describe(self) -> str:
         return f"delete pod {self.target} ({self.why})"
+
+
+@dataclass(frozen=True, slots=True)
+class EvictPod:
+    """Delete a serving pod through the Eviction API, so that every
+    disruption budget that selects it (ours or another's) is honoured. A
+    refusal leaves the pod, and a later pass asks again."""
+
+    owner: ObjKey
+    namespace: str
+    name: str
+    uid: str
+    why: str
+    event: EventSpec | None = None
+    verb: Verb = field(default=Verb.EVICT, init=False)
+    kind: str = field(default=PODS.kind, init=False)
+
+    @property
+    def target(self) -> ObjKey:
+        return ObjKey(PODS.kind, self.namespace, self.name)
+
+    def describe(self) -> str:
+        return f"evict pod {self.target} ({self.why})"
 
 
 class _OnOwner:
@@ -258,15 +282,36 @@ class PatchChild:
         return f"patch {self.kind.lower()} {self.target} ({self.why})"
 
 
+@dataclass(frozen=True, slots=True)
+class DeleteChild:
+    """Delete a child object we no longer want (the budget of a Redis scaled
+    to one pod), with a uid precondition."""
+
+    owner: ObjKey
+    target: ObjKey
+    uid: str
+    why: str
+    verb: Verb = field(default=Verb.DELETE, init=False)
+
+    @property
+    def kind(self) -> str:
+        return self.target.kind
+
+    def describe(self) -> str:
+        return f"delete {self.kind.lower()} {self.target} ({self.why})"
+
+
 Action = (
     CreatePod
     | DeletePod
+    | EvictPod
     | PatchFinalizers
     | PatchStatus
     | PatchPodMetadata
     | PatchLabels
     | CreateChild
     | PatchChild
+    | DeleteChild
 )
 
 

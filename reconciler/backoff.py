@@ -18,6 +18,9 @@ from typing import Any
 from reconciler.model import rfc3339
 
 DEFAULT_REASON = "ReconcileError"
+# A write refused by a disruption budget: no failure of the object (no record,
+# no backoff), but said in its status until the eviction goes through.
+EVICTION_REFUSED = "EvictionRefused"
 BACKING_OFF = "BackingOff"
 STATUS_FIELD = "backoff"  # status.backoff: the record below, as the API stores it
 
@@ -81,6 +84,7 @@ class WriteError:
 
     message: str
     reason: str
+    pod: str | None = None  # the pod an eviction of was refused
 
 
 def after_failure(previous: Failure | None, error: WriteError, now: float, policy: Policy) -> Gate:

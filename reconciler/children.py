@@ -21,7 +21,8 @@ from reconciler.model import (
 )
 
 SERVICES = ResourceType("", "v1", "Service", "services")
-CHILD_TYPES: Mapping[str, ResourceType] = {r.kind: r for r in (SERVICES,)}
+PDBS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
+CHILD_TYPES: Mapping[str, ResourceType] = {r.kind: r for r in (SERVICES, PDBS)}
 
 
 def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:

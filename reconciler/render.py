@@ -10,7 +10,9 @@ from reconciler.actions import (
     Action,
     CreateChild,
     CreatePod,
+    DeleteChild,
     DeletePod,
+    EvictPod,
     PatchChild,
     PatchFinalizers,
     PatchLabels,
@@ -75,7 +77,9 @@ def action_json(action: Action) -> dict[str, Any]:
     match action:
         case CreatePod():
             out["manifest"] = action.manifest
-        case DeletePod():
+        case DeletePod() | EvictPod():
+            out["uid"] = action.uid
+        case DeleteChild():
             out["uid"] = action.uid
         case PatchStatus():
             out["status"] = action.status

@@ -27,6 +27,9 @@ class Result(StrEnum):
     # 429 past the retries: the cluster's load. Not the object's failure: no
     # status, no event, no backoff; the next pass writes it.
     THROTTLED = "throttled"
+    # An eviction a disruption budget does not allow now: the pod stays, the
+    # status says why, and a later pass asks again. No failure, no backoff.
+    REFUSED = "refused"
     SKIPPED = "skipped"  # an earlier action of the same object did not succeed
     DRY_RUN = "dry-run"
 

@@ -40,7 +40,7 @@ from reconciler.client.protowire import status_of
 from reconciler.client.proxy import proxy_for
 from reconciler.client.transport import PIECE, Direct, Response, Sink, TransportError
 from reconciler.config import Config
-from reconciler.model import Incremental, Page, ResourceType, raw_page
+from reconciler.model import PODS, Incremental, Page, ResourceType, raw_page
 
 T = TypeVar("T")
 
@@ -83,17 +83,30 @@ class ApiError(KubeError):
         reason: str,
         message: str,
         retry_after: float | None = None,
+        causes: tuple[str, ...] = (),
     ):
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        self.causes = causes  # details.causes[].message: which budget refused an eviction
 
 
 class Throttled(ApiError):
     """429, or 503 with Retry-After, past the retries: the cluster's load
     (API Priority and Fairness), not a fault of the object written."""
+
+
+class EvictionRefused(ApiError):
+    """An eviction a disruption budget does not allow now (429 without
+    Retry-After), or that the apiserver cannot judge (a pod more than one
+    budget selects): the pod stays, and a later pass asks again."""
+
+    @property
+    def why(self) -> str:
+        """The apiserver's own words, the budget's name among them when it gives it."""
+        return "; ".join((self.message, *self.causes))
 
 
 class RateLimiter:
@@ -239,14 +252,22 @@ def _api_error(resp: Response) -> ApiError:
     error = Throttled if throttled(resp.status, retry_after) else ApiError
     if status := status_of(resp.body):  # a request that asked for protobuf
         return error(resp.status, status.reason or reason, status.message or reason, retry_after)
+    causes: tuple[str, ...] = ()
     try:
         body = msgspec.json.decode(resp.body)
         if isinstance(body, dict) and body.get("kind") == "Status":
             reason = str(body.get("reason") or reason)
             message = str(body.get("message") or message)
+            causes = _causes(body)
     except msgspec.DecodeError:
         pass
-    return error(resp.status, reason, message, retry_after)
+    return error(resp.status, reason, message, retry_after, causes)
+
+
+def _causes(status: Mapping[str, Any]) -> tuple[str, ...]:
+    details = status.get("details")
+    found = details.get("causes") if isinstance(details, dict) else None
+    return tuple(str(c["message"]) for c in found or () if isinstance(c, dict) and c.get("message"))
 
 
 def throttled(status: int, retry_after: float | None) -> bool:
@@ -441,9 +462,13 @@ class Kube:
         params: Mapping[str, Any] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+        retry: bool = True,
     ) -> dict[str, Any]:
-        """Send one request; retry 429/5xx honouring Retry-After; return the JSON object."""
-        content = self.send(method, path, verb=verb, params=params, json=json, headers=headers)
+        """Send one request; retry 429/5xx honouring Retry-After (unless
+        ``retry`` is off); return the JSON object."""
+        content = self.send(
+            method, path, verb=verb, params=params, json=json, headers=headers, retry=retry
+        )
         body = msgspec.json.decode(content) if content else {}
         return body if isinstance(body, dict) else {}
 
@@ -457,6 +482,7 @@ class Kube:
         json: Any = None,
         headers: Mapping[str, str] | None = None,
         sink: Sink | None = None,
+        retry: bool = True,
     ) -> bytes:
         """Send one request; retry 429/5xx honouring Retry-After; return the
         body, or give a successful one to ``sink`` as it arrives (and return b"")."""
@@ -501,7 +527,7 @@ class Kube:
                 return resp.body
             err = _api_error(resp)
             retryable = resp.status == 429 or resp.status >= 500
-            if not retryable or attempt >= self.opts.max_retries:
+            if not retryable or not retry or attempt >= self.opts.max_retries:
                 raise err
             if method != "GET" and self.still_writing is not None and not self.still_writing():
                 raise err  # no longer ours to write: the wait would end in a stale write
@@ -634,6 +660,29 @@ class Kube:
         if any(preconditions.values()):
             body["preconditions"] = {k: v for k, v in preconditions.items() if v}
         self.request("DELETE", self.path(res, namespace, name), json=body)
+
+    def evict(self, namespace: str, name: str, uid: str) -> None:
+        """Delete a pod through the Eviction API, so that every disruption
+        budget selecting it is honoured, with a uid precondition. Not retried
+        in place: a refusal lasts until pods turn Ready, which a later pass
+        sees; a 429 with Retry-After is the apiserver's load (Throttled)."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}},
+        }
+        path = self.path(PODS, namespace, name, "eviction")
+        try:
+            self.request("POST", path, json=body, retry=False)
+        except ApiError as exc:
+            refused = exc.status == 429 and exc.retry_after is None
+            several = exc.status == 500 and "more than one PodDisruptionBudget" in exc.message
+            if refused or several:
+                raise EvictionRefused(
+                    exc.status, exc.reason, exc.message, None, exc.causes
+                ) from None
+            raise
 
     def replace(
         self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any]

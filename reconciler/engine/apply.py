@@ -24,8 +24,10 @@ from reconciler.actions import (
     Action,
     CreateChild,
     CreatePod,
+    DeleteChild,
     DeletePod,
     EventSpec,
+    EvictPod,
     ObjRef,
     PatchChild,
     PatchFinalizers,
@@ -36,9 +38,9 @@ from reconciler.actions import (
     Verb,
     pod_event_message,
 )
-from reconciler.backoff import DEFAULT_REASON, WriteError
+from reconciler.backoff import DEFAULT_REASON, EVICTION_REFUSED, WriteError
 from reconciler.children import CHILD_TYPES
-from reconciler.client.kube import ApiError, Kube, KubeError, Throttled
+from reconciler.client.kube import ApiError, EvictionRefused, Kube, KubeError, Throttled
 from reconciler.engine.events import post_event
 from reconciler.kinds.registry import kind_of
 from reconciler.model import PODS, ObjKey, ResourceType
@@ -53,9 +55,14 @@ FAILURE_REASONS = {
     Verb.PATCH_STATUS: "FailedUpdateStatus",
     Verb.PATCH_METADATA: "FailedUpdatePod",
     Verb.PATCH_LABELS: "FailedUpdateLabels",
+    Verb.EVICT: "FailedEvictPod",
 }
 # The same for a child object, by verb: the kind follows ("FailedCreateService").
-CHILD_FAILURE_REASONS = {Verb.CREATE: "FailedCreate", Verb.PATCH: "FailedUpdate"}
+CHILD_FAILURE_REASONS = {
+    Verb.CREATE: "FailedCreate",
+    Verb.PATCH: "FailedUpdate",
+    Verb.DELETE: "FailedDelete",
+}
 INVALID_OBJECT = "InvalidObject"
 QUOTA_EXCEEDED = "QuotaExceeded"
 FORBIDDEN = "Forbidden"
@@ -78,7 +85,7 @@ def failure_reason(exc: ApiError) -> str:
 
 def failure_event_reason(action: Action) -> str:
     """The reason of the Warning event that says a write failed."""
-    if isinstance(action, CreateChild | PatchChild):
+    if isinstance(action, CreateChild | PatchChild | DeleteChild):
         return CHILD_FAILURE_REASONS[action.verb] + action.kind
     return FAILURE_REASONS[action.verb]
 
@@ -96,6 +103,10 @@ class _Failed(Exception):
 
 class _Throttled(Exception):
     """The apiserver kept answering 429: this object's work waits for the next pass."""
+
+
+class _Refused(Exception):
+    """A disruption budget does not allow this eviction now."""
 
 
 def no_status_subresource(res: ResourceType) -> str:
@@ -252,6 +263,10 @@ class Executor:
                 return
             try:
                 result = self._do(action, run)
+            except _Refused as exc:
+                self._refused(owner, action, str(exc), outcomes, run)
+                outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
+                return
             except _Throttled as exc:
                 self._log(owner, action, Result.THROTTLED, str(exc))
                 outcomes.append(Outcome(action, Result.THROTTLED, str(exc)))
@@ -274,6 +289,24 @@ class Executor:
             if result is Result.CONFLICT:
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 return
+
+    def _refused(
+        self, owner: ObjKey, action: Action, why: str, outcomes: list[Outcome], run: _ObjectRun
+    ) -> None:
+        """The pod stays; the status says which budget holds it (written only
+        when that changes, so a rollout held for an hour costs one eviction
+        request a pass and no other write)."""
+        log.warning(
+            "[%s] %s -> %s: %s",
+            owner,
+            action.describe(),
+            Result.REFUSED,
+            why,
+            extra={"object": str(owner), "result": str(Result.REFUSED), "pass_id": self.pass_id},
+        )
+        outcomes.append(Outcome(action, Result.REFUSED, why, EVICTION_REFUSED))
+        pod = action.target.name
+        self._status_after_failure(owner, WriteError(why, EVICTION_REFUSED, pod), outcomes, run)
 
     def _stop_writing(self) -> None:
         """The apiserver throttled a write past its retries: it is overloaded,
@@ -350,8 +383,14 @@ class Executor:
                     return self._create_child(action, run)
                 case PatchChild():
                     return self._patch_child(action, run)
+                case EvictPod():
+                    return self._evict_pod(action, run)
+                case DeleteChild():
+                    return self._delete_child(action)
                 case _:
                     assert_never(action)
+        except EvictionRefused as exc:
+            raise _Refused(exc.why) from None
         except Throttled as exc:
             raise _Throttled(f"{exc.status} {exc.reason}: {exc.message}") from None
         except ApiError as exc:
@@ -423,6 +462,29 @@ class Executor:
             raise
         if action.event:
             run.pod_events.append(action.event)
+        return Result.OK
+
+    def _evict_pod(self, action: EvictPod, run: _ObjectRun) -> Result:
+        try:
+            self.kube.evict(action.namespace, action.name, action.uid)
+        except ApiError as exc:
+            if exc.status == 404:
+                return Result.GONE
+            if exc.status == 409:
+                return Result.CONFLICT  # the uid precondition: a new pod of that name
+            raise
+        if action.event:
+            run.pod_events.append(action.event)
+        return Result.OK
+
+    def _delete_child(self, action: DeleteChild) -> Result:
+        target = action.target
+        try:
+            self.kube.delete(CHILD_TYPES[action.kind], target.namespace, target.name, action.uid)
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return Result.GONE  # gone, or replaced: the next pass sees which
+            raise
         return Result.OK
 
     def _patch_finalizers(self, action: PatchFinalizers, run: _ObjectRun) -> Result:

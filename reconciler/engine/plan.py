@@ -18,12 +18,13 @@ from reconciler.actions import (
     Action,
     CreatePod,
     DeletePod,
+    EvictPod,
     PatchLabels,
     PatchPodMetadata,
     PatchStatus,
     Plan,
 )
-from reconciler.backoff import WriteError, after_failure, gate
+from reconciler.backoff import EVICTION_REFUSED, Gate, WriteError, after_failure, gate
 from reconciler.buckets import bucket_of
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
@@ -185,7 +186,7 @@ def bucket_labels(obj: Object, actions: list[Action], pods: PodLookup, total: in
     out: list[Action] = []
     if obj.bucket_label != want[LABEL_BUCKET]:
         out.append(PatchLabels(obj.key, obj.resource_version, want, BUCKET_LABEL_WHY))
-    patched = {a.name for a in actions if isinstance(a, PatchPodMetadata | DeletePod)}
+    patched = {a.name for a in actions if isinstance(a, PatchPodMetadata | DeletePod | EvictPod)}
     for action in actions:
         if isinstance(action, CreatePod):
             action = replace(action, manifest=_labelled(action.manifest, want))
@@ -242,10 +243,22 @@ def status_after_failure(
         kind, obj = found
         if kind.reads_pods and snapshot.pods is None:
             return []  # its pods unseen: counted from nothing, the status would lie
-        held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
+        refused = None
+        if error.reason == EVICTION_REFUSED and error.pod is not None:
+            held = Gate(None, True, False)  # no failure of the object: no record
+            refused = (error.pod, error.message)
+        else:
+            held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
         done = frozenset((a.verb, a.target) for a in landed)
         inp = PlanInput(
-            index(), config, now, held, done, holder=holder, children=snapshot.listed_children
+            index(),
+            config,
+            now,
+            held,
+            done,
+            holder=holder,
+            children=snapshot.listed_children,
+            refused=refused,
         )
         actions = unpruned(obj, kind.plan(obj, inp), snapshot.pruned.get(kind.name))
         return [a for a in actions if isinstance(a, PatchStatus)]

@@ -57,6 +57,9 @@ class PlanInput:
     # The kinds of child object (Service) listed completely this pass: only
     # those may be created or repaired.
     children: frozenset[str] = frozenset()
+    # Set only for the status written right after a disruption budget refused
+    # an eviction of one of its pods: (pod, the apiserver's words).
+    refused: tuple[str, str] | None = None
 
 
 T = TypeVar("T", bound=Object)

@@ -34,6 +34,7 @@ from reconciler.actions import (
     CreatePod,
     DeletePod,
     EventSpec,
+    EvictPod,
     ObjRef,
     PatchFinalizers,
     PatchPodMetadata,
@@ -43,6 +44,8 @@ from reconciler.actions import (
 from reconciler.backoff import BACKING_OFF, STATUS_FIELD, Failure, Gate, from_status, to_status
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.health import PAUSED, READY, Health
+from reconciler.kinds import owned
+from reconciler.kinds import redis_disruption as disruption
 from reconciler.kinds import redis_placement as placement
 from reconciler.kinds import redis_service as service
 from reconciler.kinds.base import Kind, PlanInput
@@ -87,7 +90,7 @@ PORT_DEFAULT = 6379
 NUM_MAX = 100
 DELETING = "Deleting"  # the state shown while its pods go
 PODS_UNKNOWN = "PodsUnknown"  # the Degraded reason while the pod LIST is refused
-DRIFT = service.DRIFT  # the reason of the event that says a pod was put back
+DRIFT = owned.DRIFT  # the reason of the event that says a pod was put back
 SERVICE_FIELD = "service"  # status: the name of its Service, once it exists
 ADMITTED = "ChangedAtAdmission"  # the reason of the event that says admission changed a pod
 DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
@@ -461,6 +464,21 @@ def _delete(redis: Redis, pod: Pod, why: str, event_why: str) -> DeletePod:
     return DeletePod(redis.key, pod.namespace, pod.name, pod.uid, why, event)
 
 
+# A pod taken away from a Redis that runs: deleted, or evicted when it serves.
+Removal = DeletePod | EvictPod
+
+
+def _remove(redis: Redis, pod: Pod, why: str, event_why: str) -> Removal:
+    """A Ready pod is evicted, so that every disruption budget that selects
+    it is honoured (ours, or one its users made); a pod that serves nothing
+    (not Ready, ended, terminating) is deleted: no budget counts it, and a
+    refused eviction would only hold a fix back."""
+    if not pod.ready or pod.terminating:
+        return _delete(redis, pod, why, event_why)
+    event = _pod_event(redis, "EvictPod", pod.name, event_why)
+    return EvictPod(redis.key, pod.namespace, pod.name, pod.uid, why, event)
+
+
 # ------------------------------------------------------------ rule 1: deletion
 
 
@@ -513,14 +531,14 @@ def plan_invalid(
 # ------------------------------------------------------------ rule 4: pods
 
 
-def surplus_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> list[DeletePod]:
+def surplus_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> list[Removal]:
     """Owned pods outside the desired set: beyond ``num``, or oddly named."""
-    surplus: list[DeletePod] = []
+    surplus: list[Removal] = []
     for pod in podset.owned:
         idx = pod_index(redis.name, pod.name)
         if pod.terminating or (idx is not None and idx < spec.num):
             continue
-        surplus.append(_delete(redis, pod, "scale down", f"scale down to {spec.num}"))
+        surplus.append(_remove(redis, pod, "scale down", f"scale down to {spec.num}"))
     return surplus
 
 
@@ -567,7 +585,7 @@ def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
 @dataclass(frozen=True)
 class Rollout:
     stale: tuple[int, ...]  # desired indexes whose pod's containers differ from the spec's
-    replace: tuple[DeletePod, ...]  # the stale pods deleted this pass
+    replace: tuple[Removal, ...]  # the stale pods deleted or evicted this pass
 
 
 # Why a stale pod that is not Ready goes without waiting for the others.
@@ -611,10 +629,10 @@ def rolling_update(redis: Redis, spec: RedisSpec, desired: Mapping[int, Pod]) ->
     return Rollout(stale, (_replace(redis, spec, desired[stale[0]], drifts[stale[0]]),))
 
 
-def _replace(redis: Redis, spec: RedisSpec, pod: Pod, drift: str | None) -> DeletePod:
+def _replace(redis: Redis, spec: RedisSpec, pod: Pod, drift: str | None) -> Removal:
     why = _why_stale(pod, spec, drift or "")
     why = why if pod.ready else f"{why}; {UNREADY_STALE}"
-    return _delete(redis, pod, why, why)
+    return _remove(redis, pod, why, why)
 
 
 def admitted_change(pod: Pod, spec: RedisSpec) -> str | None:
@@ -713,7 +731,7 @@ class PodChanges:
     """The pod writes of one pass, and what the status needs to know of them."""
 
     desired: Mapping[int, Pod]  # owned pods at desired indexes, before the changes
-    surplus: tuple[DeletePod, ...]
+    surplus: tuple[Removal, ...]
     missing: Missing
     rollout: Rollout
     repairs: tuple[PatchPodMetadata, ...] = ()
@@ -1015,11 +1033,14 @@ def _degraded_event(redis: Redis, degraded: Condition) -> tuple[EventSpec, ...]:
     return (EventSpec(ref(redis), "Warning", degraded.reason, degraded.message, COMPONENT),)
 
 
-def _status_patch(redis: Redis, desired: DesiredStatus) -> list[Action]:
-    """Write the status only when it would change (a converged pass writes nothing)."""
+def _status_patch(
+    redis: Redis, desired: DesiredStatus, more: tuple[EventSpec, ...] = ()
+) -> list[Action]:
+    """Write the status only when it would change (a converged pass writes
+    nothing); ``more`` are events that say what changed in it."""
     if not status_differs(redis.status, desired.body):
         return []
-    events = _degraded_event(redis, desired.degraded)
+    events = _degraded_event(redis, desired.degraded) + more
     return [PatchStatus(redis.key, redis.resource_version, desired.body, events)]
 
 
@@ -1036,16 +1057,21 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         changes = _paused(changes)
     elif inp.namespace_terminating:
         changes = _nothing_created(changes)
-    counts = counts_after(spec, changes)
-    progressing = progressing_verdict(redis, spec, podset, changes, counts)
+    refusal = refusal_now(redis, changes, inp)
+    counted = changes if refusal is None else _kept(changes, refusal.pod)
+    counts = counts_after(spec, counted)
+    progressing = progressing_verdict(redis, spec, podset, counted, counts)
     if spec.paused:
         progressing = paused_verdict(spec, counts)
-    progress = progress_of(redis, counts, changes, inp)
+    progress = progress_of(redis, counts, counted, inp)
     svc = service_plan(redis, spec, inp)
     held = redis.name if svc.held_by_another else None
+    detail = "; ".join(
+        d for d in (refusal.note if refusal else "", pods_detail(podset, counted, inp.now)) if d
+    )
     verdicts = {
         "Ready": ready_verdict(spec, counts),
-        "Progressing": with_detail(progressing, pods_detail(podset, changes, inp.now)),
+        "Progressing": with_detail(progressing, detail),
         "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate, held),
     }
     verdicts = deadline_verdicts(verdicts, progress, inp.config.progress_deadline)
@@ -1055,15 +1081,49 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         "updatedReplicas": counts.updated,
         PROGRESS_FIELD: rfc3339(progress.at),
         SERVICE_FIELD: svc.shown,
+        disruption.REFUSED_FIELD: refusal.to_status() if refusal else None,
     }
-    status = _status_patch(redis, status_of(redis, fields, verdicts, inp))
+    stored = disruption.refusal_of(redis.status)
+    said = disruption.refused_event(owner_of(redis), stored, refusal)
+    status = _status_patch(redis, status_of(redis, fields, verdicts, inp), said)
     if inp.gate.hold:
         return status
-    return changes.actions + list(svc.actions) + status + list(changes.repairs)
+    budget = budget_plan(redis, spec, inp)
+    return changes.actions + list(svc.actions) + list(budget) + status + list(changes.repairs)
 
 
-def service_owner(redis: Redis) -> service.Owner:
-    return service.Owner(
+def refusal_now(redis: Redis, changes: PodChanges, inp: PlanInput) -> disruption.Refusal | None:
+    """The eviction a budget refused: just now (the status written after
+    it), or in an earlier pass, while this one asks for the same pod again."""
+    if inp.refused is not None:
+        return disruption.Refusal(*inp.refused)
+    evicting = frozenset(a.name for a in changes.actions if isinstance(a, EvictPod))
+    return disruption.expected(disruption.refusal_of(redis.status), evicting)
+
+
+def _kept(changes: PodChanges, pod: str) -> PodChanges:
+    """The changes as they will land when the eviction of ``pod`` is refused."""
+
+    def kept(removals: tuple[Removal, ...]) -> tuple[Removal, ...]:
+        return tuple(r for r in removals if not (isinstance(r, EvictPod) and r.name == pod))
+
+    rollout = Rollout(changes.rollout.stale, kept(changes.rollout.replace))
+    return replace(changes, surplus=kept(changes.surplus), rollout=rollout)
+
+
+def budget_plan(
+    redis: Redis, spec: RedisSpec, inp: PlanInput
+) -> tuple[disruption.BudgetWrite, ...]:
+    """Its budget's writes: none while the budgets could not all be listed,
+    while paused, or in a namespace being deleted."""
+    if disruption.KIND not in inp.children or spec.paused or inp.namespace_terminating:
+        return ()
+    found = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
+    return disruption.plan_budget(owner_of(redis), found, spec.num)
+
+
+def owner_of(redis: Redis) -> owned.Owner:
+    return owned.Owner(
         redis.key,
         redis.uid,
         ref(redis),
@@ -1082,7 +1142,7 @@ def service_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> service.Servi
         stored = redis.status.get(SERVICE_FIELD)
         return service.ServicePlan((), stored if isinstance(stored, str) else None)
     found = inp.pods.child(service.KIND, redis.namespace, redis.name)
-    planned = service.plan_service(service_owner(redis), found, spec.port)
+    planned = service.plan_service(owner_of(redis), found, spec.port)
     if spec.paused or inp.gate.hold or inp.namespace_terminating:
         return service.ServicePlan(
             (), None if found is None else planned.shown, planned.held_by_another
@@ -1160,6 +1220,15 @@ def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
     return _status_patch(redis, DesiredStatus(body, degraded))
 
 
+def child_names(redis: Redis) -> tuple[tuple[str, str], ...]:
+    """Its Service, and its budget while it has two pods or more."""
+    names = [(service.KIND, redis.name)]
+    num = redis.spec.get("num", 0)
+    if _num_error(num) is None and num >= disruption.MIN_PODS:
+        names.append((disruption.KIND, redis.name))
+    return tuple(names)
+
+
 def health(redis: Redis, actions: Sequence[Action]) -> Health:
     """Read from the status as it will be stored: the planner wrote its
     summary there."""
@@ -1185,5 +1254,5 @@ KIND: Kind[Redis] = Kind(
     plan_unseen=plan_unseen,
     owns_pods=True,
     pod_names=desired_pod_names,
-    child_names=lambda redis: ((service.KIND, redis.name),),
+    child_names=child_names,
 )

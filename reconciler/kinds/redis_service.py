@@ -19,28 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.actions import CreateChild, EventSpec, ObjRef, PatchChild
+from reconciler.actions import CreateChild, EventSpec, PatchChild
 from reconciler.children import SERVICES
-from reconciler.model import Child, ObjKey
+from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_drifted
+from reconciler.model import Child
 
 KIND = SERVICES.kind
 PORT_NAME = "redis"  # the port's name on the Service and on the container
 CONFLICT = "ServiceConflict"  # the Degraded reason while another holds its name
 CREATED = "CreateService"  # the reason of the event that says it was made
-DRIFT = "Drift"
-
-
-@dataclass(frozen=True)
-class Owner:
-    """What the Service takes from its Redis."""
-
-    key: ObjKey
-    uid: str
-    ref: ObjRef  # for events
-    labels: Mapping[str, str]  # ours, on the Service too
-    selector: Mapping[str, str]  # its pods' labels
-    owner_ref: Mapping[str, Any]
-    component: str
 
 
 @dataclass(frozen=True)
@@ -62,12 +49,7 @@ def manifest(owner: Owner, port: int) -> dict[str, Any]:
     return {
         "apiVersion": SERVICES.api_version,
         "kind": KIND,
-        "metadata": {
-            "name": owner.key.name,
-            "namespace": owner.key.namespace,
-            "labels": dict(owner.labels),
-            "ownerReferences": [dict(owner.owner_ref)],
-        },
+        "metadata": metadata(owner, owner.key.name),
         "spec": {
             "clusterIP": "None",
             "selector": dict(owner.selector),
@@ -88,10 +70,7 @@ def _ports_as_set(found: Any) -> list[dict[str, Any]]:
 
 def drift(owner: Owner, service: Child, port: int) -> dict[str, Any]:
     """The merge patch that puts back what we set; empty when nothing drifted."""
-    patch: dict[str, Any] = {}
-    labels = {k: v for k, v in owner.labels.items() if service.labels.get(k) != v}
-    if labels:
-        patch["metadata"] = {"labels": labels}
+    patch = labels_patch(owner, service)
     spec: dict[str, Any] = {}
     selector = service.spec.get("selector") or {}
     if selector != owner.selector:
@@ -102,11 +81,6 @@ def drift(owner: Owner, service: Child, port: int) -> dict[str, Any]:
     if spec:
         patch["spec"] = spec
     return patch
-
-
-def _what(patch: Mapping[str, Any]) -> str:
-    parts = [*(["labels"] if "metadata" in patch else []), *sorted(patch.get("spec") or {})]
-    return ", ".join(parts)
 
 
 def plan_service(owner: Owner, found: Child | None, port: int) -> ServicePlan:
@@ -123,7 +97,7 @@ def plan_service(owner: Owner, found: Child | None, port: int) -> ServicePlan:
     patch = drift(owner, found, port)
     if not patch:
         return ServicePlan((), name)
-    why = f"drift: {_what(patch)} changed by hand"
+    why = f"drift: {what_drifted(patch)} changed by hand"
     event = EventSpec(
         owner.ref, "Normal", DRIFT, f"Restored service {name}: {why}", owner.component
     )

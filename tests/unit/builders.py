@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.actions import Action
+from reconciler.actions import Action, DeletePod, EvictPod
 from reconciler.backoff import STATUS_FIELD, Failure, gate, to_status
 from reconciler.children import child_from_api
 from reconciler.config import Config
@@ -132,22 +132,35 @@ def snap(
     xcas: Sequence[Xca] | None = (),
     pods: Sequence[Pod] | None = (),
     services: Sequence[Child] | None = None,
+    budgets: Sequence[Child] | None = None,
 ) -> Snapshot:
-    """A snapshot; ``None`` for a kind means its LIST failed (Services are
-    not listed unless given, so a test of pods sees no Service write)."""
+    """A snapshot; ``None`` for a kind means its LIST failed (Services and
+    budgets are not listed unless given, so a test of pods sees no write of
+    theirs)."""
     objects = {
         redis_kind.RESOURCE.kind: None if redis is None else tuple(redis),
         xca_kind.RESOURCE.kind: None if xcas is None else tuple(xcas),
     }
-    children = {"Service": None if services is None else tuple(services)}
+    children = {
+        "Service": None if services is None else tuple(services),
+        "PodDisruptionBudget": None if budgets is None else tuple(budgets),
+    }
     return Snapshot(objects, None if pods is None else tuple(pods), children=children)
 
 
 def service_of(r: Redis, **changes: Any) -> Child:
     """The Service a pass made for ``r``, as the apiserver stores it."""
-    plan = redis_kind.service.plan_service(redis_kind.service_owner(r), None, 6379)
+    plan = redis_kind.service.plan_service(redis_kind.owner_of(r), None, 6379)
     made = child_from_api("Service", plan.actions[0].manifest)
     return dataclasses.replace(made, uid=f"svc-{r.uid}", resource_version="1", **changes)
+
+
+def budget_of(r: Redis, **changes: Any) -> Child:
+    """The budget a pass made for ``r``, as the apiserver stores it."""
+    made = child_from_api(
+        "PodDisruptionBudget", redis_kind.disruption.manifest(redis_kind.owner_of(r))
+    )
+    return dataclasses.replace(made, uid=f"pdb-{r.uid}", resource_version="1", **changes)
 
 
 def failing(obj: Any, failure: Failure) -> Any:
@@ -177,6 +190,11 @@ def plan_redis(
     if failure is not None:
         r = failing(r, failure)
     return redis_kind.plan(r, plan_input(pods, config, now, r.failure))
+
+
+def removed(actions: Sequence[Action]) -> list[DeletePod | EvictPod]:
+    """The pods a plan takes away, deleted or evicted."""
+    return [a for a in actions if isinstance(a, DeletePod | EvictPod)]
 
 
 def plan_xca(x: Xca, now: datetime = NOW, failure: Failure | None = None) -> list[Action]:

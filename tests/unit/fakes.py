@@ -92,8 +92,9 @@ class FakeKube:
         return body
 
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
-        # A Service is named after its Redis: its GETs are told apart.
-        self._maybe_fail("GET", f"service/{name}" if res.kind == "Service" else name)
+        # A Service and a budget are named after their Redis: their GETs are told apart.
+        children = {"Service": "service", "PodDisruptionBudget": "pdb"}
+        self._maybe_fail("GET", f"{children[res.kind]}/{name}" if res.kind in children else name)
         if (res.kind, namespace, name) not in self.objects:
             raise ApiError(404, "NotFound", f"{name} not found")
         return self.objects[(res.kind, namespace, name)]
@@ -102,6 +103,11 @@ class FakeKube:
         self._maybe_fail("DELETE", name)
         self.writes.append(("DELETE", res.kind, namespace, name, uid))
         self.objects.pop((res.kind, namespace, name), None)
+
+    def evict(self, namespace: str, name: str, uid: str) -> None:
+        self._maybe_fail("EVICT", name)
+        self.writes.append(("EVICT", "Pod", namespace, name, uid))
+        self.objects.pop(("Pod", namespace, name), None)
 
     def merge_patch(
         self, res: ResourceType, namespace: str, name: str, body: dict[str, Any], sub: str = ""

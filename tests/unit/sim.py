@@ -8,13 +8,16 @@ pods that only disappear) when the simulated kubelet runs.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from reconciler.actions import (
     Action,
     CreateChild,
     CreatePod,
+    DeleteChild,
     DeletePod,
+    EvictPod,
     PatchChild,
     PatchFinalizers,
     PatchLabels,
@@ -58,12 +61,12 @@ def apply(
     redis = {r.key: r for r in redises(snapshot)}
     xca = {x.key: x for x in xcas(snapshot)}
     pods = {p.key: p for p in snapshot.pods or ()}
-    listed = snapshot.children.get("Service")
-    services = {c.key: c for c in listed or ()}
+    listed = {k: v for k, v in snapshot.children.items() if v is not None}
+    children = {c.key: c for found in listed.values() for c in found}
     for action in actions:
-        if isinstance(action, CreateChild | PatchChild):
-            assert listed is not None, "a Service written while the Services were not listed"
-            _child(services, action)
+        if isinstance(action, CreateChild | PatchChild | DeleteChild):
+            assert action.kind in listed, f"a {action.kind} written while not listed"
+            _child(children, action)
             continue
         if isinstance(action, CreatePod):
             if action.target in pods:
@@ -77,7 +80,7 @@ def apply(
                 conditions=(PodCondition("Ready", "False", "ContainersNotReady"),),
             )
             pods[action.target] = admit(created) if admit else created
-        elif isinstance(action, DeletePod):
+        elif isinstance(action, DeletePod | EvictPod):  # no budget refuses here
             old = pods.get(action.target)
             if old is not None and old.uid == action.uid:  # uid precondition
                 pods[action.target] = bumped(
@@ -106,37 +109,54 @@ def apply(
     # The apiserver drops an object being deleted once it has no finalizers.
     live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
     live_uids = {r.uid for r in live_redis}  # the garbage collector's part
-    kept = (
-        None
-        if listed is None
-        else tuple(
-            c
-            for c in services.values()
-            if c.controller_uid in live_uids or c.controller_uid == "foreign"
-        )
+    kept = [c for c in children.values() if c.controller_uid in live_uids | {"foreign"}]
+    after = snap(live_redis, tuple(xca.values()), tuple(pods.values()))
+    return dataclasses.replace(
+        after,
+        children={
+            kind: tuple(c for c in kept if c.kind == kind) if kind in listed else None
+            for kind in snapshot.children
+        },
     )
-    return snap(live_redis, tuple(xca.values()), tuple(pods.values()), kept)
 
 
-def _child(services: dict, action: CreateChild | PatchChild) -> None:
-    """A create (AlreadyExists leaves it), or a merge patch guarded by resourceVersion."""
+def _child(children: dict, action: CreateChild | PatchChild | DeleteChild) -> None:
+    """A create (AlreadyExists leaves it), a merge patch guarded by
+    resourceVersion, or a delete guarded by uid."""
     if isinstance(action, CreateChild):
-        if action.target not in services:
-            made = child_from_api("Service", action.manifest)
-            services[action.target] = dataclasses.replace(made, uid=f"new-svc-{made.name}")
+        if action.target not in children:
+            made = child_from_api(action.kind, action.manifest)
+            children[action.target] = dataclasses.replace(made, uid=f"new-{made.kind}-{made.name}")
         return
-    old: Child | None = services.get(action.target)
+    old: Child | None = children.get(action.target)
+    if isinstance(action, DeleteChild):
+        if old is not None and old.uid == action.uid:
+            del children[action.target]
+        return
     if old is None or old.resource_version != action.resource_version:
         return
     meta = action.body.get("metadata") or {}
-    spec = dict(old.spec)
-    for key, value in (action.body.get("spec") or {}).items():
-        if key == "selector":
-            value = {k: v for k, v in {**spec.get(key, {}), **value}.items() if v is not None}
-        spec[key] = value
-    services[action.target] = bumped(
-        dataclasses.replace(old, labels={**old.labels, **meta.get("labels", {})}, spec=spec)
+    children[action.target] = bumped(
+        dataclasses.replace(
+            old,
+            labels=merge_patch(old.labels, meta.get("labels") or {}),
+            spec=merge_patch(old.spec, action.body.get("spec") or {}),
+        )
     )
+
+
+def merge_patch(doc: Any, patch: Any) -> Any:
+    """RFC 7386, as the apiserver applies a merge patch: maps merge key by
+    key, a null removes, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(doc) if isinstance(doc, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
 
 
 def bumped(obj):

@@ -108,7 +108,7 @@ def test_delete_of_a_gone_pod_is_not_an_error():
     r = redis(num=0)
     kube = FakeKube()
     kube.errors[("DELETE", "r-0")] = ApiError(404, "NotFound", "gone")
-    report = run(kube, plan_redis(r, [pod(r, 0)], CONFIG, NOW))
+    report = run(kube, plan_redis(r, [pod(r, 0, ready=False)], CONFIG, NOW))
     assert results(report)[0] == ("delete", GONE)
 
 
@@ -255,7 +255,7 @@ def test_a_delete_error_other_than_not_found_is_a_failure():
     r = redis(num=0)
     kube = FakeKube()
     kube.errors[("DELETE", "r-0")] = ApiError(403, "Forbidden", "no")
-    report = run(kube, plan_redis(r, [pod(r, 0)], CONFIG, NOW))
+    report = run(kube, plan_redis(r, [pod(r, 0, ready=False)], CONFIG, NOW))
     assert results(report) == [("delete", FAILED), ("patch-status", SKIPPED)]
     (failed,) = report.failed()
     assert failed.error == "403 Forbidden: no" and failed.reason == "Forbidden"
@@ -265,7 +265,7 @@ def test_a_successful_delete_is_ok_and_posts_its_event():
     r = redis(num=0)
     kube = FakeKube()
     kube.objects[("Pod", "default", "r-0")] = {"metadata": {"name": "r-0"}}
-    report = run(kube, plan_redis(r, [pod(r, 0)], CONFIG, NOW))
+    report = run(kube, plan_redis(r, [pod(r, 0, ready=False)], CONFIG, NOW))
     assert results(report)[0] == ("delete", OK)
     assert ("Pod", "default", "r-0") not in kube.objects
     assert [e["message"] for e in events_in(kube)] == ["Deleted pod r-0: scale down to 0"]
@@ -367,7 +367,7 @@ def test_each_write_names_its_namespace_uid_and_subresource():
     run(kube, plan_redis(r, [stale], CONFIG, NOW))
     assert [w for w in kube.writes if w[1] != "Event"] == [
         ("PATCH", "Redis", "team-a", "r", ""),
-        ("DELETE", "Pod", "team-a", "r-1", stale.uid),
+        ("EVICT", "Pod", "team-a", "r-1", stale.uid),
         ("POST", "Pod", "team-a", "r-0", None),
         ("PATCH", "Redis", "team-a", "r", "status"),
     ]

@@ -222,7 +222,7 @@ def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
 
     none = held_status([])
     both = held_status(
-        [("delete", ObjKey("Pod", "default", "r-2")), ("delete", ObjKey("Pod", "default", "r-0"))]
+        [("evict", ObjKey("Pod", "default", "r-2")), ("evict", ObjKey("Pod", "default", "r-0"))]
     )
     assert (none["replicas"], none["updatedReplicas"]) == (2, 1)
     assert (both["replicas"], both["updatedReplicas"]) == (1, 1)

@@ -45,6 +45,8 @@ RULES = {
     (xca.GROUP, f"{xca.RESOURCE.plural}/status"): {"patch"},
     ("", "pods"): {"get", "list", "create", "delete", "patch"},
     ("", "services"): {"get", "list", "create", "patch"},
+    ("", "pods/eviction"): {"create"},
+    ("policy", "poddisruptionbudgets"): {"get", "list", "create", "patch", "delete"},
     ("", "events"): {"create", "get", "patch"},
     ("", "namespaces"): {"get", "list"},
 }

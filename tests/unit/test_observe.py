@@ -31,7 +31,7 @@ FULL = Config().page_size
 def gets(kube: FakeKube) -> list[tuple[str, str]]:
     """The GETs of pods and of our objects, in order (the lookups of Services
     by name are tested on their own)."""
-    return [c for c in kube.calls if c[0] == "GET" and not c[1].startswith("service/")]
+    return [c for c in kube.calls if c[0] == "GET" and "/" not in c[1]]
 
 
 def ns_obj(name: str, phase: str = "Active") -> dict:
@@ -109,10 +109,10 @@ def test_unchanged_objects_are_known_from_a_list_of_their_metadata(protobuf, acc
 @pytest.mark.parametrize(
     ("protobuf", "asked", "sent", "full_asked", "full_sent"),
     [
-        (True, 0, 0, 0, [0, JSON_PAGE_SIZE, JSON_PAGE_SIZE, JSON_PAGE_SIZE]),
-        (True, 7, 7, 9, [9, 9, 9, 9]),
-        (False, 0, JSON_METADATA_PAGE_SIZE, 0, [JSON_PAGE_SIZE] * 4),
-        (False, 7, 7, 9, [9, 9, 9, 9]),
+        (True, 0, 0, 0, [0, *[JSON_PAGE_SIZE] * 4]),
+        (True, 7, 7, 9, [9] * 5),
+        (False, 0, JSON_METADATA_PAGE_SIZE, 0, [JSON_PAGE_SIZE] * 5),
+        (False, 7, 7, 9, [9] * 5),
     ],
 )
 def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, full_sent):
@@ -123,7 +123,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
     first = observe(
         kube, (), None, protobuf=protobuf, page_size=full_asked, metadata_page_size=asked
     )
-    # Pod, Redis, Xca, Service in full.
+    # Pod, Redis, Xca, Service, PodDisruptionBudget in full.
     assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == full_sent
     kube.page_sizes.clear()
     observe(
@@ -135,7 +135,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
         metadata_page_size=asked,
         previous=first.snapshot,
     )
-    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 4
+    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 5
     assert (PAGE, FULL) == (0, 0)  # the defaults: one page
 
 
@@ -236,13 +236,13 @@ def test_an_unreachable_cluster_is_not_asked_twice_per_kind():
     LIST: retrying in full would only double the time to say so."""
 
     def change(k: FakeKube) -> None:
-        for kind in ("Pod", "Redis", "Xca", "Service"):
+        for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
             k.lists[kind] = Unreachable("connection refused")
 
     kube = FakeKube()
     _, after = two_passes(kube, change)
     lists = [kind for kind, _ in kube.accepts if kind != "Namespace"]
-    assert lists == ["Pod", "Redis", "Xca", "Service"]
+    assert lists == ["Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"]
     assert after.unreachable == "cannot reach the cluster: connection refused"
     assert after.snapshot.of("Redis") is None
 
@@ -467,6 +467,7 @@ def test_a_sharded_replica_lists_its_buckets_and_what_is_not_labelled_in_one_lis
         ("Redis", f"{LABEL_BUCKET} notin ({others})"),
         ("Xca", f"{LABEL_BUCKET} notin ({others})"),
         ("Service", MANAGED_POD_SELECTOR),  # of every bucket: kept by their controller
+        ("PodDisruptionBudget", MANAGED_POD_SELECTOR),
         ("Namespace", None),
     ]
     ours = {n for n, b in true.items() if b in held and n != "r6"}
@@ -539,7 +540,8 @@ def test_a_full_pass_after_a_selected_one_reads_metadata_and_gets_only_what_it_h
         scope=Scope(4, held, select=False),
         previous=selected.snapshot,
     )
-    assert kube.streamed == ["Pod", "Redis", "Xca", "Service"]  # metadata only: no full LIST
+    # metadata only: no full LIST
+    assert kube.streamed == ["Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"]
     mine = {n for n, b in true.items() if b in held}
     # No Service exists yet: each one in scope is looked up by name.
     services = [f"service/{n}" for n in mine]

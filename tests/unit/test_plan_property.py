@@ -15,12 +15,12 @@ from reconciler.actions import PatchPodMetadata, PatchStatus
 from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan
-from reconciler.kinds import redis_service
+from reconciler.kinds import redis_disruption, redis_service
 from reconciler.kinds.redis import (
     FINALIZER,
     TEMPLATE_HASH_ANNOTATION,
     metadata_repair,
-    service_owner,
+    owner_of,
     spec_drift,
     validate_spec,
 )
@@ -28,7 +28,7 @@ from reconciler.model import LABEL_BUCKET, Container, ObjKey, PodCondition
 from reconciler.snapshot import Snapshot
 
 from . import sim
-from .builders import CONFIG, NOW, pod, redis, service_of, snap, xca
+from .builders import CONFIG, NOW, budget_of, pod, redis, service_of, snap, xca
 
 NAMES = ("a", "b", "c")
 # What a pod was made for (port, image): current or stale under each spec,
@@ -115,8 +115,25 @@ def services_of(draw, r):
 
 
 @st.composite
+def budgets_of(draw, r):
+    """None yet; ours as made; ours with what we set changed by hand; or
+    another's holding the name."""
+    choice = draw(st.integers(0, 4))
+    if choice == 0:
+        return []
+    made = budget_of(r)
+    if choice == 2:
+        selector = {"matchLabels": {**made.spec["selector"]["matchLabels"], "x": "y"}}
+        spec = {"minAvailable": 2, "selector": selector}
+        made = dataclasses.replace(made, labels={"team": "x"}, spec=spec)
+    elif choice == 3:
+        made = dataclasses.replace(made, controller_uid="foreign")
+    return [made]
+
+
+@st.composite
 def snapshots(draw):
-    redises, pods, services = [], [], []
+    redises, pods, services, budgets = [], [], [], []
     for name in draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3)):
         valid = draw(st.booleans()) or draw(st.booleans())
         spec = {"port": draw(st.sampled_from([6379, 6380])), "num": draw(st.integers(0, 4))}
@@ -137,6 +154,7 @@ def snapshots(draw):
             r = dataclasses.replace(r, finalizers=("x/y",))
         redises.append(r)
         services.extend(draw(services_of(r)))
+        budgets.extend(draw(budgets_of(r)))
         for i in draw(st.sets(st.integers(0, 5), max_size=6)):
             port, image = draw(st.sampled_from(TEMPLATES))
             made = pod(
@@ -156,7 +174,7 @@ def snapshots(draw):
         xca(f"x{i}", active=draw(st.sampled_from([None, True, False])))
         for i in range(draw(st.integers(0, 2)))
     )
-    return snap(tuple(redises), xcas, tuple(pods), tuple(services))
+    return snap(tuple(redises), xcas, tuple(pods), tuple(services), tuple(budgets))
 
 
 def admission_record(action) -> bool:
@@ -201,18 +219,33 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
         extra = sum(1 for p in owned if p.name not in names)
         absent = len(names - {p.name for p in owned})
         edited = sum(1 for p in desired if metadata_repair(r, spec, p) is not None)
-        left[r.key] = (0, stale, extra, absent, unguarded, edited, service_work(snap, r, spec))
+        children = service_work(snap, r, spec) + budget_work(snap, r, spec)
+        left[r.key] = (0, stale, extra, absent, unguarded, edited, children)
     return left
 
 
 def service_work(snap: Snapshot, r, spec) -> int:
     """1 while its Service is missing, or ours and drifted."""
-    found = next((c for c in snap.all_children() if c.name == r.name), None)
+    found = next((c for c in snap.all_children() if c.kind == "Service" and c.name == r.name), None)
     if found is None:
         return 1
     if found.controller_uid != r.uid:
         return 0  # another's: left alone
-    return int(bool(redis_service.drift(service_owner(r), found, spec.port)))
+    return int(bool(redis_service.drift(owner_of(r), found, spec.port)))
+
+
+def budget_work(snap: Snapshot, r, spec) -> int:
+    """1 while its budget is missing (two pods or more), drifted, or there
+    when it should not be (fewer)."""
+    found = next(
+        (c for c in snap.all_children() if c.kind == "PodDisruptionBudget" and c.name == r.name),
+        None,
+    )
+    if found is not None and found.controller_uid != r.uid:
+        return 0  # another's: left alone
+    if spec.num < redis_disruption.MIN_PODS:
+        return int(found is not None)
+    return int(found is None or bool(redis_disruption.drift(owner_of(r), found)))
 
 
 def potential(snap: Snapshot) -> list[int]:
@@ -324,6 +357,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
         assert FINALIZER in r.finalizers
         assert r.status["replicas"] == len(want)
         assert service_work(snap, r, spec) == 0
+        assert budget_work(snap, r, spec) == 0
     live_uids = {r.uid for r in sim.redises(snap)}
     assert all(
         p.controller_uid in live_uids or p.controller_uid == "foreign" for p in snap.pods

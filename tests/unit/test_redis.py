@@ -10,6 +10,7 @@ import pytest
 from reconciler.actions import (
     CreatePod,
     DeletePod,
+    EvictPod,
     PatchFinalizers,
     PatchPodMetadata,
     PatchStatus,
@@ -28,7 +29,7 @@ from reconciler.kinds.redis import (
 from reconciler.model import Container, ContainerState, OwnerRef, PodCondition, rfc3339
 
 from . import sim
-from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, snap
+from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, removed, snap
 
 
 def kinds(actions):
@@ -191,13 +192,15 @@ def test_terminating_pod_blocks_recreation_of_its_name():
 # ------------------------------------------------------------ scale down
 
 
-def test_scale_down_deletes_highest_indexes():
+def test_scale_down_evicts_highest_indexes():
+    """A Ready pod goes through the Eviction API, so its budgets are honoured."""
     r = redis(num=2, status={"replicas": 3})
     pods = [pod(r, i) for i in range(3)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    deletes = [a for a in actions if isinstance(a, DeletePod)]
+    deletes = [a for a in actions if isinstance(a, DeletePod | EvictPod)]
     assert [(d.name, d.why, d.uid) for d in deletes] == [("r-2", "scale down", pods[2].uid)]
-    assert deletes[0].event.reason == "DeletePod"
+    assert isinstance(deletes[0], EvictPod)
+    assert deletes[0].event.reason == "EvictPod"
     assert "scale down" in deletes[0].event.message
     assert status_of(actions).status["replicas"] == 2
 
@@ -206,14 +209,14 @@ def test_scale_to_zero_keeps_finalizer_and_deletes_all():
     r = redis(num=0)
     pods = [pod(r, i) for i in range(2)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    assert sorted(a.name for a in actions if isinstance(a, DeletePod)) == ["r-0", "r-1"]
+    assert sorted(a.name for a in actions if isinstance(a, DeletePod | EvictPod)) == ["r-0", "r-1"]
     assert not [a for a in actions if isinstance(a, PatchFinalizers)]
 
 
 def test_owned_pod_with_unexpected_name_is_deleted():
     r = redis(num=1)
     pods = [pod(r, 0), pod(r, 0, name="r-extra")]
-    deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert [d.name for d in deletes] == ["r-extra"]
 
 
@@ -225,7 +228,7 @@ def test_stale_pod_replaced_when_all_others_ready():
     stale = current_hash(6379)
     pods = [pod(r, i, hash_=stale) for i in range(3)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    deletes = [a for a in actions if isinstance(a, DeletePod)]
+    deletes = [a for a in actions if isinstance(a, DeletePod | EvictPod)]
     assert [(d.name, d.why) for d in deletes] == [("r-0", "spec changed")]
     st = status_of(actions).status
     assert cond(st, "Progressing")["reason"] == "RollingUpdate"
@@ -237,7 +240,7 @@ def test_rollout_waits_while_another_pod_is_not_ready():
     old = current_hash(6379)
     pods = [pod(r, 0, hash_=old), pod(r, 1, ready=False, port=6380), pod(r, 2, port=6380)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    assert not [a for a in actions if isinstance(a, DeletePod)]
+    assert not [a for a in actions if isinstance(a, DeletePod | EvictPod)]
 
 
 def test_rollout_waits_while_a_pod_is_missing_or_terminating():
@@ -245,7 +248,7 @@ def test_rollout_waits_while_a_pod_is_missing_or_terminating():
     old = current_hash(6379)
     for others in ([pod(r, 1)], [pod(r, 1), pod(r, 2, terminating=True)]):
         pods = [pod(r, 0, hash_=old), *others]
-        deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+        deletes = [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
         assert deletes == []
 
 
@@ -253,7 +256,7 @@ def test_rollout_resumes_with_next_stale_pod():
     r = redis(port=6380)
     old = current_hash(6379)
     pods = [pod(r, 0, port=6380), pod(r, 1, hash_=old), pod(r, 2, hash_=old)]
-    deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert [d.name for d in deletes] == ["r-1"]
 
 
@@ -275,7 +278,7 @@ def test_a_fix_rolls_to_pods_that_all_crash():
     r = redis(num=3, image="redis:6")
     pods = [crashing(pod(r, i, image="redis:5-alpine")) for i in range(3)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    deletes = [a for a in actions if isinstance(a, DeletePod)]
+    deletes = [a for a in actions if isinstance(a, DeletePod | EvictPod)]
     assert [d.name for d in deletes] == ["r-0", "r-1", "r-2"]
     assert {d.why for d in deletes} == {"spec changed; not Ready, so replaced without waiting"}
     st = status_of(actions).status
@@ -294,12 +297,12 @@ def test_unready_stale_pods_go_first_while_ready_ones_wait():
         pod(r, 1, image="redis:4"),
         image_pull_backoff(pod_unready(pod(r, 2, **bad))),
     ]
-    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a.name for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert deletes == ["r-0", "r-2"]
     pods = [pod(r, 0), pod(r, 1, image="redis:4"), pod(r, 2, ready=False)]
-    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert not [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     pods = [pod(r, 0), pod(r, 1, image="redis:4"), pod(r, 2)]
-    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a.name for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert deletes == ["r-1"]
 
 
@@ -307,7 +310,7 @@ def test_an_unready_pod_on_the_current_spec_is_left_to_its_kubelet():
     """Only stale pods are replaced: a crash on the current spec is not ours to fix."""
     r = redis(num=2)
     pods = [crashing(pod(r, 0)), pod(r, 1)]
-    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert not [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
 
 
 # ------------------------------------------------------------ drift
@@ -324,7 +327,7 @@ def test_an_image_set_by_hand_is_drift_replaced_like_a_stale_pod():
     r = redis()
     pods = [set_image(pod(r, 0), "other:tag"), pod(r, 1), pod(r, 2)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    (delete,) = [a for a in actions if isinstance(a, DeletePod)]
+    (delete,) = [a for a in actions if isinstance(a, DeletePod | EvictPod)]
     assert delete.name == "r-0"
     assert delete.why == "drift (image is other:tag, want redis:5-alpine)"
     assert delete.event is not None and "drift" in delete.event.message
@@ -336,10 +339,10 @@ def test_an_image_set_by_hand_is_drift_replaced_like_a_stale_pod():
 def test_drift_is_replaced_one_pod_at_a_time_while_the_others_are_ready():
     r = redis()
     pods = [set_image(pod(r, 0), "x:1"), set_image(pod(r, 1), "x:1"), pod(r, 2)]
-    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a.name for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert deletes == ["r-0"]
     pods = [set_image(pod(r, 0), "x:1"), pod(r, 1, ready=False), pod(r, 2)]
-    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert not [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
 
 
 def admitted(p, *, image=None, sidecar=False, ports=None):
@@ -391,7 +394,7 @@ def test_a_hand_edit_after_admission_is_compared_with_what_admission_gave():
     assert plan_redis(converged(r, pods), pods, CONFIG, NOW) == []
     # kubectl set image: replaced, named against the admitted image.
     pods = [set_image(mirrored, "redis:6"), pod(r, 1), pod(r, 2)]
-    (delete,) = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    (delete,) = [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert delete.why == "drift (image is redis:6, want mirror.local/redis:5-alpine)"
 
 
@@ -451,7 +454,7 @@ def test_metadata_of_a_pod_being_replaced_or_terminating_is_left_alone():
     bare = {LABEL_INSTANCE: "r"}
     p0 = dataclasses.replace(set_image(pod(r, 0), "x:1"), labels=bare)
     actions = plan_redis(r, [p0, pod(r, 1), pod(r, 2)], CONFIG, NOW)
-    assert kinds(actions) == ["DeletePod", "PatchStatus"]
+    assert kinds(actions) == ["EvictPod", "PatchStatus"]
     p1 = dataclasses.replace(pod(r, 1, terminating=True), labels=bare)
     actions = plan_redis(r, [pod(r, 0), p1, pod(r, 2)], CONFIG, NOW)
     assert "PatchPodMetadata" not in kinds(actions)
@@ -460,7 +463,7 @@ def test_metadata_of_a_pod_being_replaced_or_terminating_is_left_alone():
 def test_image_change_also_rolls():
     r = redis(image="redis:7")
     pods = [pod(r, i) for i in range(3)]
-    deletes = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert [d.name for d in deletes] == ["r-0"]
 
 
@@ -928,9 +931,9 @@ def test_deletion_actions_in_full():
 def test_rollout_delete_in_full():
     r = redis(port=6380)
     pods = [pod(r, i, hash_=current_hash(6379)) for i in range(3)]
-    (delete,) = [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    (delete,) = [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert (delete.name, delete.uid, delete.why) == ("r-0", pods[0].uid, "spec changed")
-    assert delete.event.message == "Deleted pod r-0: spec changed"
+    assert delete.event.message == "Evicted pod r-0: spec changed"
 
 
 def test_invalid_spec_message_in_full():
@@ -1014,7 +1017,7 @@ def test_a_stale_pod_beyond_the_desired_count_is_scaled_down_not_rolled():
     r = redis(num=2, status={"replicas": 3})
     pods = [pod(r, 0), pod(r, 1), pod(r, 2, port=6380)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    deletes = [(a.name, a.why) for a in actions if isinstance(a, DeletePod)]
+    deletes = [(a.name, a.why) for a in actions if isinstance(a, DeletePod | EvictPod)]
     assert deletes == [("r-2", "scale down")]
     st = status_of(actions).status
     assert conds(st)["Progressing"] == ("True", "ScalingDown")
@@ -1044,12 +1047,12 @@ def test_in_a_namespace_being_deleted_nothing_is_created_but_pods_still_go():
     closing = Snapshot(base.objects, base.pods, frozenset({"default"}))
     actions = plan(closing, CONFIG, NOW).actions
     assert [(a.verb, a.target.name) for a in actions if a.verb != "patch-status"] == [
-        ("delete", "r-5")
+        ("evict", "r-5")
     ]
     # Elsewhere the same Redis gets its finalizer and its missing pod.
     other = Snapshot(base.objects, base.pods, frozenset({"other"}))
     verbs = [a.verb for a in plan(other, CONFIG, NOW).actions]
-    assert verbs[:3] == ["patch-finalizers", "delete", "create"]
+    assert verbs[:3] == ["patch-finalizers", "evict", "create"]
 
 
 def test_creates_of_one_redis_share_their_template():
@@ -1089,7 +1092,7 @@ def test_an_evicted_pod_is_deleted_with_its_own_reason_and_counts_for_nothing():
     r = redis(num=2)
     pods = [pod(r, 0), ended(pod(r, 1))]
     actions = plan_redis(converged(r, [pod(r, 0), pod(r, 1)]), pods, CONFIG, NOW)
-    (delete,) = [a for a in actions if isinstance(a, DeletePod)]
+    (delete,) = [a for a in actions if isinstance(a, DeletePod | EvictPod)]
     assert delete.name == "r-1" and delete.uid == pods[1].uid
     assert delete.event is not None
     assert delete.event.message == (
@@ -1117,9 +1120,9 @@ def test_an_ended_pod_does_not_block_the_rollout_of_the_others():
     old = dict(image="redis:5-alpine")
     pods = [pod(r, 0, **old), ended(pod(r, 1, **old)), pod(r, 2, **old)]
     actions = plan_redis(r, pods, CONFIG, NOW)
-    assert [a.name for a in actions if isinstance(a, DeletePod)] == ["r-1"]
+    assert [a.name for a in actions if isinstance(a, DeletePod | EvictPod)] == ["r-1"]
     pods = [pod(r, 0, **old), pod(r, 1, image="redis:6"), pod(r, 2, **old)]
-    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a.name for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert deletes == ["r-0"]
 
 
@@ -1129,7 +1132,7 @@ def test_a_terminating_pod_is_neither_ready_nor_updated_nor_replaced_in_a_rollou
     st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
     assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"]) == (1, 1, 0)
     # r-1 is stale, but r-0 is going: replacing r-1 now would leave no pod.
-    assert not [a for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    assert not [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
 
 
 def test_a_pod_stuck_terminating_is_named_with_what_holds_it():

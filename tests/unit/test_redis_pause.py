@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from reconciler.actions import DeletePod, PatchStatus, Plan
+from reconciler.actions import PatchStatus, Plan
 from reconciler.health import PAUSED, Health
 from reconciler.kinds.redis import health, validate_spec
 from reconciler.model import ObjKey
 from reconciler.render import plan_text
 
-from .builders import CONFIG, NOW, plan_redis, pod, redis
+from .builders import CONFIG, NOW, plan_redis, pod, redis, removed
 
 
 def paused_redis(num: int = 3, image: str = "redis:6", **kw: object) -> object:
@@ -64,7 +64,7 @@ def test_a_ready_paused_redis_still_shows_paused():
 def test_deleting_a_paused_redis_deletes_its_pods():
     r = paused_redis(deleting=True)
     pods = [pod(r, i, image="redis:6") for i in range(2)]
-    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a.name for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert deletes == ["r-0", "r-1"]
 
 
@@ -72,7 +72,7 @@ def test_unpaused_the_rollout_goes_on():
     r = paused_redis()
     r = dataclasses.replace(r, spec={**r.spec, "paused": False})
     pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
-    deletes = [a.name for a in plan_redis(r, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a.name for a in removed(plan_redis(r, pods, CONFIG, NOW))]
     assert deletes == ["r-0"]
 
 

@@ -16,7 +16,7 @@ from reconciler.kinds.redis import (
     validate_spec,
 )
 
-from .builders import CONFIG, NOW, plan_redis, pod, redis
+from .builders import CONFIG, NOW, plan_redis, pod, redis, removed
 
 PLACED = {
     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
@@ -92,7 +92,7 @@ def test_a_change_of_any_field_rolls_the_pods(field, value):
     if value is not None:
         changed[field] = value
     moved = dataclasses.replace(r, spec=changed)
-    deletes = [a for a in plan_redis(moved, pods, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a for a in removed(plan_redis(moved, pods, CONFIG, NOW))]
     assert [d.name for d in deletes] == ["r-0"]
     assert deletes[0].why == "spec changed"
 
@@ -123,7 +123,7 @@ def test_a_pod_of_the_release_before_the_fields_is_rolled_once():
     old = [
         dataclasses.replace(p, annotations={TEMPLATE_HASH_ANNOTATION: "1f105b0566"}) for p in old
     ]
-    deletes = [a.name for a in plan_redis(r, old, CONFIG, NOW) if isinstance(a, DeletePod)]
+    deletes = [a.name for a in removed(plan_redis(r, old, CONFIG, NOW))]
     assert deletes == ["r-0"]
 
 

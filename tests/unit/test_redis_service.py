@@ -6,7 +6,7 @@ import dataclasses
 
 from reconciler.actions import CreateChild, PatchChild, PatchStatus
 from reconciler.engine.plan import plan
-from reconciler.kinds.redis import service_owner
+from reconciler.kinds.redis import owner_of
 from reconciler.kinds.redis_service import CONFLICT, drift
 
 from .builders import CONFIG, NOW, pod, redis, service_of, snap
@@ -116,4 +116,4 @@ def test_a_paused_redis_leaves_its_service_as_it_is():
 
 def test_drift_is_empty_for_the_service_as_made():
     r = redis()
-    assert drift(service_owner(r), service_of(r), 6379) == {}
+    assert drift(owner_of(r), service_of(r), 6379) == {}

@@ -1,0 +1,140 @@
+"""Disruptions within a budget: a Redis's PodDisruptionBudget, and the
+evictions a budget refuses.
+
+A Redis of two pods or more gets a budget of its own: at most one pod away
+at a time, whoever takes it (a node drain, the cluster autoscaler, our own
+rolling update). Pods that are not Ready may always be evicted
+(``unhealthyPodEvictionPolicy: AlwaysAllow``), so a crash-looping pod never
+blocks a drain. A Redis of one pod gets none: a budget there would block
+every drain of its node.
+
+Our rolling update and scale-down take Ready pods through the Eviction API,
+so every budget is honoured, ours or one its users made. A refused eviction
+is no failure of the Redis: the pod stays, the status names the budget in
+the apiserver's own words (`Refusal`), and a later pass asks again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.actions import CreateChild, DeleteChild, EventSpec, PatchChild
+from reconciler.children import PDBS
+from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_drifted
+from reconciler.model import Child
+
+KIND = PDBS.kind
+MAX_UNAVAILABLE = 1
+ALWAYS_ALLOW = "AlwaysAllow"
+MIN_PODS = 2  # fewer pods get no budget
+REFUSED_FIELD = "evictionRefused"  # status: the last refusal, while it holds
+REFUSED = "EvictionRefused"  # the reason of the Warning event that says so
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An eviction of ``pod`` that a budget refused, and the apiserver's words."""
+
+    pod: str
+    message: str
+
+    def to_status(self) -> dict[str, str]:
+        return {"pod": self.pod, "message": self.message}
+
+    @property
+    def note(self) -> str:
+        return f"eviction of {self.pod} refused: {self.message}"
+
+
+def refusal_of(status: Mapping[str, Any]) -> Refusal | None:
+    stored = status.get(REFUSED_FIELD)
+    if not isinstance(stored, Mapping):
+        return None
+    pod, message = stored.get("pod"), stored.get("message")
+    if not isinstance(pod, str) or not isinstance(message, str):
+        return None
+    return Refusal(pod, message)
+
+
+def expected(stored: Refusal | None, evicting: frozenset[str]) -> Refusal | None:
+    """The stored refusal, while this pass asks to evict the same pod again:
+    it is taken to hold until an eviction goes through, so a blocked rollout
+    writes no status each pass."""
+    return stored if stored is not None and stored.pod in evicting else None
+
+
+def refused_event(owner: Owner, old: Refusal | None, new: Refusal | None) -> tuple[EventSpec, ...]:
+    if new is None or new == old:
+        return ()
+    message = f"Eviction of pod {new.pod} refused: {new.message}"
+    return (EventSpec(owner.ref, "Warning", REFUSED, message, owner.component),)
+
+
+# ------------------------------------------------------------ its budget
+
+
+def spec(owner: Owner) -> dict[str, Any]:
+    return {
+        "maxUnavailable": MAX_UNAVAILABLE,
+        "selector": {"matchLabels": dict(owner.selector)},
+        "unhealthyPodEvictionPolicy": ALWAYS_ALLOW,
+    }
+
+
+def manifest(owner: Owner) -> dict[str, Any]:
+    return {
+        "apiVersion": PDBS.api_version,
+        "kind": KIND,
+        "metadata": metadata(owner, owner.key.name),
+        "spec": spec(owner),
+    }
+
+
+def drift(owner: Owner, budget: Child) -> dict[str, Any]:
+    """The merge patch that puts back what we set (a minAvailable set by
+    hand is removed: a budget has one or the other)."""
+    patch = labels_patch(owner, budget)
+    want = spec(owner)
+    changed: dict[str, Any] = {k: v for k, v in want.items() if budget.spec.get(k) != v}
+    if "minAvailable" in budget.spec:
+        changed["minAvailable"] = None
+    if "selector" in changed:
+        changed["selector"] = _selector_patch(budget.spec.get("selector"), owner.selector)
+    if changed:
+        patch["spec"] = changed
+    return patch
+
+
+def _selector_patch(stale: Any, labels: Mapping[str, str]) -> dict[str, Any]:
+    """A merge patch merges maps key by key: what we did not set is nulled
+    (matchExpressions, labels added to matchLabels), or it would stay."""
+    stale = stale if isinstance(stale, Mapping) else {}
+    matched = stale.get("matchLabels")
+    extra = {k: None for k in matched if k not in labels} if isinstance(matched, Mapping) else {}
+    others = {k: None for k in stale if k != "matchLabels"}
+    return {**others, "matchLabels": {**extra, **labels}}
+
+
+BudgetWrite = CreateChild | PatchChild | DeleteChild
+
+
+def plan_budget(owner: Owner, found: Child | None, pods: int) -> tuple[BudgetWrite, ...]:
+    """Create, repair or (below two pods) delete our budget; another's of
+    that name is left alone (it still counts: the Eviction API honours it)."""
+    wanted = pods >= MIN_PODS
+    if found is not None and (found.controller_uid != owner.uid or found.terminating):
+        return ()
+    if found is None:
+        return (CreateChild(owner.key, manifest(owner)),) if wanted else ()
+    if not wanted:
+        why = f"fewer than {MIN_PODS} pods: a budget would block every drain"
+        return (DeleteChild(owner.key, found.key, found.uid, why),)
+    patch = drift(owner, found)
+    if not patch:
+        return ()
+    why = f"drift: {what_drifted(patch)} changed by hand"
+    message = f"Restored poddisruptionbudget {owner.key.name}: {why}"
+    event = EventSpec(owner.ref, "Normal", DRIFT, message, owner.component)
+    return (PatchChild(owner.key, found.key, found.resource_version, patch, why, event),)

@@ -1,0 +1,158 @@
+"""Disruptions within a budget: the Redis's PodDisruptionBudget, evictions
+of serving pods, and a refusal said in the status without a failure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from reconciler.actions import (
+    CreateChild,
+    DeleteChild,
+    DeletePod,
+    EvictPod,
+    PatchChild,
+    PatchStatus,
+    Plan,
+)
+from reconciler.backoff import EVICTION_REFUSED, WriteError
+from reconciler.client.kube import EvictionRefused
+from reconciler.engine.apply import Executor
+from reconciler.engine.plan import plan, status_after_failure
+from reconciler.kinds.redis_disruption import REFUSED, REFUSED_FIELD
+from reconciler.result import Result
+
+from .builders import CONFIG, NOW, budget_of, pod, redis, snap
+from .fakes import FakeKube
+
+BUDGET_WHY = "The disruption budget r needs 2 healthy pods and has 2 currently"
+REFUSAL = f"Cannot evict pod as it would violate the pod's disruption budget.; {BUDGET_WHY}"
+
+
+def planned(r, pods, budgets=()):
+    return plan(snap((r,), (), tuple(pods), (), tuple(budgets)), CONFIG, NOW).actions
+
+
+def of(actions, kind):
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def test_a_redis_of_two_pods_or_more_gets_a_budget_of_one():
+    r = redis(num=3)
+    (create,) = [a for a in of(planned(r, []), CreateChild) if a.kind == "PodDisruptionBudget"]
+    assert create.manifest["spec"] == {
+        "maxUnavailable": 1,
+        "selector": {
+            "matchLabels": {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "r"}
+        },
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
+    assert create.manifest["metadata"]["ownerReferences"][0]["uid"] == r.uid
+
+
+def test_a_redis_of_one_pod_gets_none_and_loses_ours():
+    """A budget over one pod would block every drain of its node."""
+    r = redis(num=1)
+    assert not [a for a in of(planned(r, []), CreateChild) if a.kind == "PodDisruptionBudget"]
+    (delete,) = of(planned(r, [pod(r, 0)], [budget_of(r)]), DeleteChild)
+    assert (delete.target.name, delete.uid) == ("r", budget_of(r).uid)
+
+
+def test_a_budget_changed_by_hand_is_put_back_whole():
+    r = redis(num=3)
+    made = budget_of(r)
+    labels = {**made.spec["selector"]["matchLabels"], "extra": "x"}
+    edited = dataclasses.replace(
+        made, spec={"minAvailable": 3, "selector": {"matchLabels": labels}}
+    )
+    pods = [pod(r, i) for i in range(3)]
+    (patch,) = of(planned(r, pods, [edited]), PatchChild)
+    assert patch.body["spec"]["minAvailable"] is None
+    assert patch.body["spec"]["maxUnavailable"] == 1
+    assert patch.body["spec"]["selector"]["matchLabels"]["extra"] is None
+    assert patch.body["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_another_s_budget_of_that_name_is_left_alone():
+    r = redis(num=3)
+    theirs = dataclasses.replace(budget_of(r), controller_uid="someone")
+    actions = planned(r, [pod(r, i) for i in range(3)], [theirs])
+    assert not of(actions, PatchChild) and not of(actions, DeleteChild)
+
+
+def test_serving_pods_are_evicted_and_the_others_deleted():
+    """Ready stale r-0 is evicted; in a second Redis, the crashing stale pod
+    is deleted (no budget counts it) and so is the ended one."""
+    r = redis(num=3, image="redis:6")
+    pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
+    (evict,) = of(planned(r, pods), EvictPod)
+    assert evict.name == "r-0" and evict.event.message == "Evicted pod r-0: spec changed"
+    broken = [pod(r, 0, image="redis:5-alpine", ready=False), pod(r, 1), pod(r, 2)]
+    broken[1] = dataclasses.replace(broken[1], phase="Failed")
+    actions = planned(r, broken)
+    assert sorted(d.name for d in of(actions, DeletePod)) == ["r-0", "r-1"]
+    assert not of(actions, EvictPod)
+
+
+def refused_status(r, pods):
+    """The status the executor writes right after the eviction of r-0 was refused."""
+    status_after = status_after_failure(snap((r,), (), tuple(pods)), CONFIG, NOW)
+    error = WriteError(REFUSAL, EVICTION_REFUSED, "r-0")
+    (patch,) = status_after(r.key, error, [])
+    return patch
+
+
+def test_a_refusal_is_said_in_the_status_without_a_failure():
+    r = redis(num=3, image="redis:6")
+    pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
+    patch = refused_status(r, pods)
+    st = patch.status
+    assert st[REFUSED_FIELD] == {"pod": "r-0", "message": REFUSAL}
+    assert st["replicas"] == 3 and st["updatedReplicas"] == 0  # r-0 stays
+    assert f"eviction of r-0 refused: {REFUSAL}" in st["message"]
+    assert st["state"] == "RollingUpdate"
+    assert "backoff" not in st or st["backoff"] is None
+    assert [(e.type, e.reason) for e in patch.events] == [("Warning", REFUSED)]
+
+
+def test_a_held_rollout_asks_again_and_writes_no_status():
+    """The next pass evicts r-0 again, expecting the same refusal: one
+    request a pass, and no status write while nothing changes."""
+    r = redis(num=3, image="redis:6")
+    pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
+    r = dataclasses.replace(r, status=refused_status(r, pods).status)
+    actions = plan(snap((r,), (), tuple(pods)), CONFIG, NOW).actions
+    assert [type(a).__name__ for a in actions] == ["EvictPod"]
+
+
+def test_the_note_goes_once_the_pod_is_no_longer_evicted():
+    r = redis(num=3, image="redis:6")
+    pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
+    r = dataclasses.replace(r, status=refused_status(r, pods).status)
+    pods[0] = pod(r, 0, image="redis:5-alpine", terminating=True)  # evicted by someone else
+    (patch,) = of(plan(snap((r,), (), tuple(pods)), CONFIG, NOW).actions, PatchStatus)
+    assert patch.status[REFUSED_FIELD] is None
+
+
+class Refusing(FakeKube):
+    def evict(self, namespace, name, uid):
+        self.calls.append(("EVICT", name))
+        raise EvictionRefused(429, "TooManyRequests", REFUSAL.split("; ")[0], None, (BUDGET_WHY,))
+
+
+def test_the_executor_takes_a_refusal_for_the_next_pass_and_writes_the_status():
+    r = redis(num=3, image="redis:6")
+    pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
+    snapshot = snap((r,), (), tuple(pods))
+    the_plan = plan(snapshot, CONFIG, NOW)
+    kube = Refusing()
+    report = Executor(
+        kube,
+        concurrency=1,
+        clock=lambda: NOW,
+        after_failure=status_after_failure(snapshot, CONFIG, NOW),
+    ).run(Plan(the_plan.actions))
+    outcomes = [(o.action.verb, o.result) for o in report.outcomes]
+    assert outcomes[0] == ("evict", Result.REFUSED)
+    assert report.failed() == []
+    (status_write,) = [p for p in kube.patches if p[3] == "status"][-1:]
+    assert status_write[2]["status"][REFUSED_FIELD] == {"pod": "r-0", "message": REFUSAL}
