@@ -92,11 +92,15 @@ DNS:kubernetes.default.svc, IP:10.96.0.1
 """
 
 KWOK_CONFIG = """\
-# Explicit (empty) config so a stray ~/.kwok/kwok.yaml cannot change behaviour;
-# with no Stage objects kwok uses its built-in fast node and pod stages.
+# Explicit config so a stray ~/.kwok/kwok.yaml cannot change behaviour; with
+# no Stage objects kwok uses its built-in fast node and pod stages. Node
+# leases renewed as a kubelet renews them: the node lifecycle controller
+# takes a node whose lease lapses for NotReady (and taints it), and kwok's
+# own status heartbeat comes too seldom for it.
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
-options: {}
+options:
+  nodeLeaseDurationSeconds: 40
 """
 
 

@@ -25,13 +25,13 @@ def test_image_label_and_annotation_changed_by_hand_are_repaired(
     kubectl.run("annotate", "pod", "redis-sample-2", f"{HASH}=0000000000", "--overwrite", "-n", ns)
 
     shown = reconciler.cli("plan", "-n", ns).stdout
-    assert "delete pod" in shown and "redis-sample-0" in shown
+    assert "evict pod" in shown and "redis-sample-0" in shown
     assert "drift (image is redis:6-alpine, want redis:5-alpine)" in shown
     assert f"patch pod {ns}/redis-sample-1 metadata (drift: {MANAGED_BY} changed by hand)" in shown
     assert f"patch pod {ns}/redis-sample-2 metadata (drift: {HASH} changed by hand)" in shown
 
     first = reconciler.sync(ns)
-    assert first.summary["actions"]["Pod/delete/ok"] == 1
+    assert first.summary["actions"]["Pod/evict/ok"] == 1  # Ready: through the Eviction API
     assert first.summary["actions"]["Pod/patch-metadata/ok"] == 2
     now = pods(kubectl, ns)
     assert now["redis-sample-1"]["metadata"]["labels"][MANAGED_BY] == "reconciler"
@@ -49,7 +49,7 @@ def test_image_label_and_annotation_changed_by_hand_are_repaired(
     for e in events["items"]:
         messages[e["reason"]].append(e["message"])
     assert len(messages["Drift"]) == 2
-    assert any("drift (image is redis:6-alpine" in m for m in messages["DeletePod"])
+    assert any("drift (image is redis:6-alpine" in m for m in messages["EvictPod"])
 
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     wait_for(lambda: settled(kubectl, ns), what="pods Ready")

@@ -100,9 +100,9 @@ def test_create_scale_down_recreate_and_events(kubectl: Kubectl, reconciler: Rec
     assert "redis-sample-1" in pods(kubectl, ns)
 
     described = kubectl.run("describe", "redis", "redis-sample", "-n", ns).stdout
-    assert "CreatePod" in described and "DeletePod" in described
+    assert "CreatePod" in described and "EvictPod" in described
     assert "Created pod redis-sample-1: deleted by hand" in described
-    assert "Deleted pod redis-sample-2: scale down to 2" in described
+    assert "Evicted pod redis-sample-2: scale down to 2" in described
     assert "redis-controller" in described
 
 
@@ -123,7 +123,8 @@ def test_port_change_rolls_one_pod_at_a_time(kubectl: Kubectl, reconciler: Recon
     history = []
     for _ in range(30):
         result = reconciler.sync(ns)
-        deleted = result.summary["actions"].get("Pod/delete/ok", 0)
+        actions = result.summary["actions"]
+        deleted = actions.get("Pod/delete/ok", 0) + actions.get("Pod/evict/ok", 0)
         assert deleted <= 1, "more than one pod replaced in one pass"
         wait_for(lambda: settled(kubectl, ns), what="pods Ready")
         history.append(ports())

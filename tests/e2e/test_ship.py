@@ -246,6 +246,9 @@ def test_service_account_is_refused_everything_else(
         ("", "pods", "watch"),
         ("", "pods", "update"),
         ("", "pods/exec", "create"),
+        ("", "services", "delete"),  # the garbage collector deletes a Redis's Service
+        ("", "services", "watch"),
+        ("policy", "poddisruptionbudgets", "watch"),
         ("", "events", "list"),
         ("", "events", "delete"),
         ("", "serviceaccounts/token", "create"),
