@@ -95,42 +95,39 @@ class CreatePod:
 
 
 @dataclass(frozen=True, slots=True)
-class DeletePod:
+class _PodRemoval:
+    """A pod taken away: its name, and its uid as a precondition, so that a
+    new pod of the same name is never hit."""
+
     owner: ObjKey
     namespace: str
     name: str
     uid: str
     why: str
     event: EventSpec | None = None
-    verb: Verb = field(default=Verb.DELETE, init=False)
-    kind: str = field(default=PODS.kind, init=False)
 
     @property
     def target(self) -> ObjKey:
         return ObjKey(PODS.kind, self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePod(_PodRemoval):
+    verb: Verb = field(default=Verb.DELETE, init=False)
+    kind: str = field(default=PODS.kind, init=False)
 
     def describe(self) -> str:
         return f"delete pod {self.target} ({self.why})"
 
 
 @dataclass(frozen=True, slots=True)
-class EvictPod:
+class EvictPod(_PodRemoval):
     """Delete a serving pod through the Eviction API, so that every
     disruption budget that selects it (ours or another's) is honoured. A
     refusal leaves the pod, and a later pass asks again."""
 
-    owner: ObjKey
-    namespace: str
-    name: str
-    uid: str
-    why: str
-    event: EventSpec | None = None
     verb: Verb = field(default=Verb.EVICT, init=False)
     kind: str = field(default=PODS.kind, init=False)
-
-    @property
-    def target(self) -> ObjKey:
-        return ObjKey(PODS.kind, self.namespace, self.name)
 
     def describe(self) -> str:
         return f"evict pod {self.target} ({self.why})"
