@@ -499,15 +499,19 @@ def _list_children(
     before: Snapshot | None,
     sorter: Sorter,
     objects: Mapping[str, tuple[Any, ...] | None],
+    where: Sequence[str] | None,
 ) -> tuple[Child, ...] | None:
     """The child objects of ``kind`` that carry our label, and those holding
     a name our objects want that the LIST does not show (another's, or ours
-    with its labels removed). None if a read failed."""
+    with its labels removed). None if a read failed. Listed where our pods
+    are (``where``, see `pod_namespaces`): one in a namespace new since the
+    last pass is wanted by a new object, and looked up by name."""
     res, decode_one = CHILD_TYPES[kind], decoder(kind)
     reuse = _reuse(None if before is None else before.children.get(kind), decode_one)
     decode = page_of(decode_one, reuse.known if reuse else {})
     selector = MANAGED_POD_SELECTOR
-    listed = lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
+    list_in = full.held(lister.kube, res, selector, decode)
+    listed = lister.list(res, selector, list_in, reuse, where)
     labelled = sorter.children(listed)
     if labelled is None:
         return None
@@ -676,7 +680,8 @@ def observe(
     pods = None if labelled is None else _named(lister, full, labelled, objects, pod_reuse)
     del pod_reuse
     children = {
-        kind: _list_children(lister, full, kind, previous, sorter, objects) for kind in CHILD_TYPES
+        kind: _list_children(lister, full, kind, previous, sorter, objects, where)
+        for kind in CHILD_TYPES
     }
     pods_error = lister.lasting.get(PODS.kind) if pods is None else None
     seen = (
