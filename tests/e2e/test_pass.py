@@ -62,9 +62,9 @@ def test_converged_pass_makes_zero_writes(kubectl: Kubectl, reconciler: Reconcil
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     before = versions(kubectl, ns)
     result = reconciler.sync(ns)
-    # Our own count: three LISTs (Pod, Redis, Xca) and a GET of the namespace
-    # in scope, nothing else.
-    assert result.summary["api_requests"] == 4 and result.writes == 0
+    # Our own count: five LISTs (Pod, Redis, Xca, Service, PodDisruptionBudget)
+    # and a GET of the namespace in scope, nothing else.
+    assert result.summary["api_requests"] == 6 and result.writes == 0
     # The cluster's view: not one object changed, no event was added.
     assert versions(kubectl, ns) == before
 
@@ -74,9 +74,11 @@ def test_paged_lists_see_everything(kubectl: Kubectl, reconciler: Reconciler, ns
         kubectl.apply(redis_yaml(ns, name=f"r{i}", num=2))
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     small = reconciler.sync(ns, env={"RECONCILER_PAGE_SIZE": "2"})
-    assert small.writes == 0 and small.summary["observed"] == {"Pod": 6, "Redis": 3, "Xca": 0}
-    # 6 pods in pages of 2, 3 Redis in pages of 2, 1 empty Xca page, the namespace.
-    assert small.summary["api_requests"] == 3 + 2 + 1 + 1
+    observed = {"Pod": 6, "Redis": 3, "Xca": 0, "Service": 3, "PodDisruptionBudget": 3}
+    assert small.writes == 0 and small.summary["observed"] == observed
+    # 6 pods in pages of 2, 3 Redis in pages of 2, 1 empty Xca page, 3 Services
+    # and 3 budgets in pages of 2, the namespace.
+    assert small.summary["api_requests"] == 3 + 2 + 1 + 2 + 2 + 1
 
 
 def test_pod_report_across_one_shot_runs(

@@ -80,9 +80,9 @@ def test_create_scale_down_recreate_and_events(kubectl: Kubectl, reconciler: Rec
     assert table[0].split() == ["NAME", "DESIRED", "READY", "UP-TO-DATE", "STATUS", "AGE"]
     assert table[1].split()[:5] == ["redis-sample", "3", "3", "3", "Ready"]
     wide = kubectl.run("get", "redis", "-n", ns, "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[-3:] == ["PORT", "MESSAGE", "SHARD"]
-    # Not sharded: the SHARD column is empty.
-    assert wide[1].split()[6:] == ["6379", "3/3", "replicas", "ready"]
+    assert wide[0].split()[-4:] == ["PORT", "MESSAGE", "SERVICE", "SHARD"]
+    # Its Service; not sharded: the SHARD column is empty.
+    assert wide[1].split()[6:] == ["6379", "3/3", "replicas", "ready", "redis-sample"]
 
     # Scale down: the highest index goes, status follows.
     kubectl.run(
