@@ -31,14 +31,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.read(length)
         server.seen.append(f"{self.command} {self.path.split('?')[0]}")
         code, body = (429, THROTTLED) if server.throttle else (200, b"{}")
+        retry_after: str | None = "0" if code == 429 else None
+        if self.command == "POST" and server.eviction is not None:
+            code, body, retry_after = server.eviction
         self.send_response(code)
-        if code == 429:
-            self.send_header("Retry-After", "0")
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    do_GET = do_PATCH = _answer
+    do_GET = do_PATCH = do_POST = _answer
 
 
 class _Throttling(ThreadingHTTPServer):
@@ -48,6 +51,8 @@ class _Throttling(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.throttle = True
         self.seen: list[str] = []
+        # What a POST (an eviction) is answered: code, body, Retry-After.
+        self.eviction: tuple[int, bytes, str | None] | None = None
 
     @property
     def url(self) -> str:
@@ -117,3 +122,43 @@ def test_each_apiserver_warning_is_logged_once(caplog: pytest.LogCaptureFixture)
 def test_only_429_and_503_with_retry_after_are_throttling() -> None:
     assert kube.throttled(429, None) and kube.throttled(503, 1.0)
     assert not kube.throttled(503, None) and not kube.throttled(500, 1.0)
+
+
+BUDGET = (
+    b'{"kind":"Status","reason":"TooManyRequests","message":"Cannot evict pod as it would '
+    b'violate the pod\'s disruption budget.","details":{"causes":[{"reason":'
+    b'"DisruptionBudget","message":"The disruption budget r needs 2 healthy pods and has 2 '
+    b'currently"}]}}'
+)
+SEVERAL = (
+    b'{"kind":"Status","reason":"InternalError","message":"This pod has more than one '
+    b'PodDisruptionBudget, which the eviction subresource does not support."}'
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "raised", "says"),
+    [
+        ((429, BUDGET, None), kube.EvictionRefused, "The disruption budget r needs 2"),
+        ((500, SEVERAL, None), kube.EvictionRefused, "more than one PodDisruptionBudget"),
+        ((429, THROTTLED, "1"), kube.Throttled, "too many requests"),
+    ],
+)
+def test_an_eviction_is_asked_once_and_a_budget_s_refusal_is_told_from_load(
+    server: _Throttling,
+    tmp_path: Path,
+    answer: tuple[int, bytes, str | None],
+    raised: type[Exception],
+    says: str,
+) -> None:
+    """Neither is retried in place: a budget with no room stays so until pods
+    turn Ready, which a later pass sees; APF's 429 is the pass's to handle."""
+    server.eviction = answer
+    c = client(server, tmp_path, max_retries=3)
+    with pytest.raises(raised) as caught:
+        c.evict("ns", "r-0", "uid-0")
+    assert type(caught.value) is raised
+    assert says in (
+        caught.value.why if isinstance(caught.value, kube.EvictionRefused) else str(caught.value)
+    )
+    assert server.seen == ["POST /api/v1/namespaces/ns/pods/r-0/eviction"]
