@@ -28,6 +28,7 @@ from reconciler.model import Child
 KIND = PDBS.kind
 MAX_UNAVAILABLE = 1
 ALWAYS_ALLOW = "AlwaysAllow"
+POLICY_FIELD = "unhealthyPodEvictionPolicy"
 MIN_PODS = 2  # fewer pods get no budget
 REFUSED_FIELD = "evictionRefused"  # status: the last refusal, while it holds
 REFUSED = "EvictionRefused"  # the reason of the Warning event that says so
@@ -79,7 +80,7 @@ def spec(owner: Owner) -> dict[str, Any]:
     return {
         "maxUnavailable": MAX_UNAVAILABLE,
         "selector": {"matchLabels": dict(owner.selector)},
-        "unhealthyPodEvictionPolicy": ALWAYS_ALLOW,
+        POLICY_FIELD: ALWAYS_ALLOW,
     }
 
 
@@ -94,9 +95,13 @@ def manifest(owner: Owner) -> dict[str, Any]:
 
 def drift(owner: Owner, budget: Child) -> dict[str, Any]:
     """The merge patch that puts back what we set (a minAvailable set by
-    hand is removed: a budget has one or the other)."""
+    hand is removed: a budget has one or the other). A policy the apiserver
+    does not keep (before 1.27, or its gate off) is what it made of our
+    create: asked for again, it would be dropped again, every pass."""
     patch = labels_patch(owner, budget)
     want = spec(owner)
+    if POLICY_FIELD not in budget.spec:
+        del want[POLICY_FIELD]
     changed: dict[str, Any] = {k: v for k, v in want.items() if budget.spec.get(k) != v}
     if "minAvailable" in budget.spec:
         changed["minAvailable"] = None

@@ -62,7 +62,12 @@ def test_a_budget_changed_by_hand_is_put_back_whole():
     made = budget_of(r)
     labels = {**made.spec["selector"]["matchLabels"], "extra": "x"}
     edited = dataclasses.replace(
-        made, spec={"minAvailable": 3, "selector": {"matchLabels": labels}}
+        made,
+        spec={
+            "minAvailable": 3,
+            "selector": {"matchLabels": labels},
+            "unhealthyPodEvictionPolicy": "IfHealthyBudget",
+        },
     )
     pods = [pod(r, i) for i in range(3)]
     (patch,) = of(planned(r, pods, [edited]), PatchChild)
@@ -156,3 +161,22 @@ def test_the_executor_takes_a_refusal_for_the_next_pass_and_writes_the_status():
     assert report.failed() == []
     (status_write,) = [p for p in kube.patches if p[3] == "status"][-1:]
     assert status_write[2]["status"][REFUSED_FIELD] == {"pod": "r-0", "message": REFUSAL}
+
+
+def test_a_policy_the_apiserver_does_not_keep_is_not_asked_for_again():
+    """An apiserver without unhealthyPodEvictionPolicy (before 1.27, or the
+    gate off) drops the field from our create: that is what admission made
+    of it, and patching it back every pass would fight the server. A policy
+    changed by hand is still put back."""
+    r = redis(num=3)
+    made = budget_of(r)
+    dropped = dataclasses.replace(
+        made, spec={k: v for k, v in made.spec.items() if k != "unhealthyPodEvictionPolicy"}
+    )
+    pods = [pod(r, i) for i in range(3)]
+    assert not of(planned(r, pods, [dropped]), PatchChild)
+    edited = dataclasses.replace(
+        made, spec={**made.spec, "unhealthyPodEvictionPolicy": "IfHealthyBudget"}
+    )
+    (patch,) = of(planned(r, pods, [edited]), PatchChild)
+    assert patch.body["spec"] == {"unhealthyPodEvictionPolicy": "AlwaysAllow"}
