@@ -24,6 +24,7 @@ from reconciler.engine import state as state_store
 from reconciler.engine.events import FLUSH_SECONDS, EventQueue
 from reconciler.engine.sync import Mode, run_pass
 from reconciler.result import PassOutcome, PassResult
+from reconciler.run.pacing import Schedule
 from reconciler.run.wait import Verdict, WaitResult, wait
 from reconciler.settings import load
 
@@ -294,9 +295,7 @@ def sync(
     if not wait_:
         _finish(one_pass(), output)
     limit = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
-    waited = wait(
-        one_pass, timeout=limit, interval=config.interval, min_interval=config.min_interval
-    )
+    waited = wait(one_pass, timeout=limit, schedule=Schedule.of(config))
     if events is not None:
         _flush(events)
     _finish_wait(waited, output, limit)
@@ -349,7 +348,15 @@ def plan(
     type=float,
     default=None,
     help="Seconds from the start of a pass that wrote or left objects progressing to"
-    " the next; doubled each quiet pass up to --interval (1).",
+    f" the next, at the earliest ({Config.min_interval:g}).",
+)
+@click.option(
+    "--pace-budget",
+    type=float,
+    default=None,
+    help="While objects move, the share of the time passes may take: a pass costing"
+    " 1 s is followed 1/budget s after it started, if that is past --min-interval"
+    f" ({Config.pace_budget:g}).",
 )
 @click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
 @click.option("--state-file", type=click.Path(dir_okay=False), default=None)
@@ -382,6 +389,7 @@ def run(
     interval: float | None,
     jitter: float | None,
     min_interval: float | None,
+    pace_budget: float | None,
     dry_run: bool | None,
     state_file: str | None,
     leader_elect: bool | None,
@@ -410,6 +418,7 @@ def run(
         interval=interval,
         jitter=jitter,
         min_interval=min_interval,
+        pace_budget=pace_budget,
         dry_run=dry_run,
         state_file=state_file,
         leader_elect=leader_elect,
@@ -482,9 +491,8 @@ def run(
 
     daemon = Daemon(
         one_pass,
-        interval=config.interval,
+        schedule=Schedule.of(config),
         jitter=config.jitter,
-        min_interval=config.min_interval,
         elector=elector,
         shard=member,
         metrics=metrics,

@@ -27,8 +27,13 @@ class Config:
     interval: float = 30.0
     jitter: float = 3.0
     # After a pass that wrote or left objects progressing, the next one comes
-    # this soon, then twice as late each time, up to interval (reconciler/run/pacing.py).
+    # this soon at the earliest, counted from that pass's start
+    # (reconciler/run/pacing.py).
     min_interval: float = 1.0
+    # While objects move, the share of the time passes may take: the next
+    # pass waits until the recent passes' cost (wall or client CPU) is this
+    # share of the time since the last one started. 1: back to back.
+    pace_budget: float = 0.5
     # Redis pods.
     image: str = "redis:5-alpine"
     # Seconds a Redis may go with pods not Ready and none of them moving
@@ -98,6 +103,7 @@ _CHOICES = {"log_format": ("text", "json"), "log_level": ("DEBUG", "INFO", "WARN
 _POSITIVE = {
     "interval",
     "min_interval",
+    "pace_budget",
     "progress_deadline",
     "timeout",
     "write_concurrency",
@@ -112,6 +118,7 @@ _POSITIVE = {
     "shard_buckets",
     "healthz_intervals",
 }
+_AT_MOST_ONE = {"pace_budget"}
 _NON_NEGATIVE = {"jitter", "max_retries", "page_size", "metadata_page_size"}
 
 
@@ -157,6 +164,8 @@ def coerce(key: str, value: Any, source: str) -> Any:
             raise ConfigError(f"{where}: must be one of {', '.join(_CHOICES[key])}, got {value!r}")
     if key in _POSITIVE and value <= 0:
         raise ConfigError(f"{where}: must be greater than 0, got {value!r}")
+    if key in _AT_MOST_ONE and value > 1:
+        raise ConfigError(f"{where}: must be at most 1, got {value!r}")
     if key in _NON_NEGATIVE and value < 0:
         raise ConfigError(f"{where}: must not be negative, got {value!r}")
     return value

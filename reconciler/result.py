@@ -78,6 +78,10 @@ class PassResult:
     errors: list[str] = field(default_factory=list)
     unreachable: str | None = None
     duration: float = 0.0
+    # Wall and client CPU seconds of observing and planning: what looking at
+    # the cluster costs, apart from the writes (the daemon's pace budgets it).
+    look_wall: float = 0.0
+    look_cpu: float = 0.0
     requests: int = 0
     writes: int = 0
     bytes_received: int = 0

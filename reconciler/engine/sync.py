@@ -181,7 +181,7 @@ def run_pass(
     ``events``, the pass queues its events there instead of posting them
     itself; the caller flushes the queue before it exits. With ``shard``, the
     pass sees and writes only the objects of the buckets it holds."""
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     before = kube.stats.snapshot()
     p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8], events, shard)
     selector = config.pod_report_selector if config.pod_report else None
@@ -207,6 +207,7 @@ def run_pass(
     snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), clock()
     the_plan = make_plan(snapshot, config, now, state.settled, _holder(p))
     state.seen, state.settled = snapshot, the_plan.settled
+    look_wall, look_cpu = time.monotonic() - started, time.process_time() - cpu
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
     planned = plural(len(the_plan.actions), "action")
     log.info("pass %s: %s planned over %s", p.pass_id, planned, observed)
@@ -227,6 +228,8 @@ def run_pass(
         errors,
         obs.unreachable,
         duration=time.monotonic() - started,
+        look_wall=look_wall,
+        look_cpu=look_cpu,
         requests=used.total,
         by_code=used.by_code(),
         writes=used.writes,

@@ -30,7 +30,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from reconciler.result import PassResult, plural
 from reconciler.run import sdnotify
 from reconciler.run.leader import LeaderElector
-from reconciler.run.pacing import Pace, next_pace
+from reconciler.run.pacing import Pace, Schedule, explain, next_pace
 from reconciler.run.shard import ShardMember
 
 if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are served
@@ -44,9 +44,8 @@ class Daemon:
         self,
         one_pass: Callable[[], PassResult],
         *,
-        interval: float,
+        schedule: Schedule,
         jitter: float,
-        min_interval: float | None = None,
         elector: LeaderElector | None = None,
         shard: ShardMember | None = None,
         metrics: Metrics | None = None,
@@ -54,9 +53,9 @@ class Daemon:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.one_pass = one_pass
-        self.interval = interval
+        self.schedule = schedule
+        self.interval = schedule.interval
         self.jitter = jitter
-        self.min_interval = interval if min_interval is None else min_interval
         self.pace: Pace | None = None
         # When the next pass comes early: set by a pass, handed to the
         # scheduler once that pass's job has ended (a job may not run twice at
@@ -77,7 +76,7 @@ class Daemon:
             job_defaults={
                 "max_instances": 1,
                 "coalesce": True,
-                "misfire_grace_time": max(1, int(interval)),
+                "misfire_grace_time": max(1, int(schedule.interval)),
             },
         )
 
@@ -109,17 +108,18 @@ class Daemon:
             self._pace(result, started)
 
     def _pace(self, result: PassResult, started: datetime) -> None:
-        """Bring the next pass forward when this one left work in motion; the
-        delay counts from this pass's start, so a long pass is followed at once."""
-        self.pace = next_pace(
-            result, self.pace, interval=self.interval, min_interval=self.min_interval
-        )
+        """Bring the next pass forward when this one left work in motion, as
+        soon as the pace's budget allows; the delay counts from this pass's
+        start, so a pass longer than min_interval is followed sooner."""
+        self.pace = next_pace(result, self.pace, self.schedule)
+        if self.metrics is not None:
+            self.metrics.record_pace(self.pace)
         if not self.pace.early or self.pace.delay >= self.interval or self.stopping.is_set():
             return
         now = self.clock()
         when = max(started + timedelta(seconds=self.pace.delay), now)
         wait = round((when - now).total_seconds(), 1)
-        log.info("next pass in %gs: %s (%s)", wait, self.pace.why, self.pace.detail)
+        log.info("next pass in %gs: %s", wait, explain(self.pace, self.schedule))
         if self.metrics is not None:
             self.metrics.early.labels(str(self.pace.why)).inc()
         self.early_at = when

@@ -30,6 +30,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.model import PODS
 from reconciler.result import PassOutcome, PassResult
+from reconciler.run.pacing import Pace
 
 log = logging.getLogger(__name__)
 CONDITIONS = ("Ready", "Degraded", "Progressing")
@@ -111,6 +112,23 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.next_pass = Gauge(
+            "reconciler_next_pass_delay_seconds",
+            "Seconds from the start of the last pass to the start of the next.",
+            registry=r,
+        )
+        self.look = Gauge(
+            "reconciler_pass_look_seconds",
+            "What observing and planning took in the last pass (wall or client CPU,"
+            " whichever is larger): the cost the pace budget counts.",
+            registry=r,
+        )
+        self.budgeted = Counter(
+            "reconciler_budget_paced_passes_total",
+            "Early passes that waited past --min-interval for the pace budget "
+            "(the recent passes' looking over --pace-budget).",
+            registry=r,
+        )
         self.leader = Gauge(
             "reconciler_leader",
             "1 if this instance may write: it holds the Lease, or runs without leader election.",
@@ -149,6 +167,13 @@ class Metrics:
         if given:
             self.bucket_changes.labels("given-up").inc(given)
         self.leader.set(1 if held else 0)
+
+    def record_pace(self, pace: Pace) -> None:
+        self.next_pass.set(pace.delay)
+        if pace.costs:
+            self.look.set(pace.costs[-1])
+        if pace.budgeted:
+            self.budgeted.inc()
 
     def record_pass(self, result: PassResult, requests: dict[tuple[str, str], int]) -> None:
         self.pass_duration.observe(result.duration)

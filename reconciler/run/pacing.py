@@ -1,21 +1,30 @@
 """When the daemon's next pass comes: early while objects move, at the
-interval once the cluster is quiet.
+interval once the cluster is quiet, and never more often than a pass's cost
+allows.
 
 Polling pays for reaction time with the interval. A pass that wrote, or that
 left objects progressing (pods not yet Ready, a rolling update, a deletion
-waiting for its pods), is followed ``min_interval`` after it started, or at
-once if it took longer; while nothing it wrote changes the picture, the delay
-doubles up to the interval. Delays count from the start of a pass, as the
-interval does: a long pass has already given its first writes that long to
-take effect, and waiting again after it only delays what it set in motion. Once the
-picture is still, the delay keeps doubling from where it was until it reaches
-the interval: changes come in bursts (a rollout, a drain, a person at
-kubectl), and a pass that finds nothing costs little. So each write buys at
+waiting for its pods), is followed as soon as the polling stays within its
+budget: the share of the time the daemon may spend looking (``budget``).
+Looking is what polling adds to the work: observing and planning, in wall
+time (the apiserver's LISTs are inside it) or client CPU, whichever is
+larger; the recent passes' mean stands in for the next one's. Writes are not
+counted: they are the work itself, which a watch-based controller does too,
+and what they set in motion is worth seeing soon. So a pass that looked for
+20 ms is followed ``min_interval`` after it started, and one that looked for
+1.5 s, at a budget of a half, 3 s after it started: the reaction is as quick
+as the machine and the apiserver can afford, at any size, and a pod that
+turns Ready just after a pass waits one such delay, not a doubling one.
+Delays count from the start of a pass, as the interval does.
+
+Once the picture is still, the delay doubles from where it was until it
+reaches the interval: changes come in bursts (a rollout, a drain, a person
+at kubectl), and a pass that finds nothing costs little. So a write buys at
 most log2(interval / min_interval) passes more, never a loop. Objects in
 backoff and Degraded objects (an invalid spec, a pod conflict that only a
 person can resolve) never make a pass early, so a stuck object costs no more
 than a quiet one; nor does a pass the apiserver throttled (429), which is
-followed at the interval while the throttling lasts. Pure: the daemon hands
+followed at the interval while the throttling lasts. Pure: the caller hands
 in the pass and the previous pace.
 """
 
@@ -24,7 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from reconciler.config import Config
 from reconciler.result import PassOutcome, PassResult, Result, plural
+
+# How many recent passes' costs stand in for the next pass's.
+RECENT = 3
 
 
 class Why(StrEnum):
@@ -37,10 +50,25 @@ class Why(StrEnum):
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """The pace's settings, from the config (reconciler/config.py)."""
+
+    interval: float  # the regular pace, when nothing moves
+    min_interval: float  # the earliest a pass follows the start of the one before
+    budget: float  # the share of the time passes may spend looking while objects move (0, 1]
+
+    @classmethod
+    def of(cls, config: Config) -> Schedule:
+        return cls(config.interval, config.min_interval, config.pace_budget)
+
+
+@dataclass(frozen=True)
 class Pace:
     delay: float  # seconds from the start of this pass to the start of the next
     why: Why | None = None  # None: the regular interval
     detail: str = ""  # for the log: what moved
+    costs: tuple[float, ...] = ()  # the recent passes' costs of looking, newest last
+    budgeted: bool = False  # the budget, not min_interval, set this early delay
 
     @property
     def early(self) -> bool:
@@ -75,30 +103,62 @@ def motion(result: PassResult) -> Motion | None:
     return None
 
 
-def next_pace(
-    result: PassResult | None, previous: Pace | None, *, interval: float, min_interval: float
-) -> Pace:
+def earliest(costs: tuple[float, ...], schedule: Schedule) -> float:
+    """The earliest delay the budget allows after the newest of ``costs``:
+    that pass's cost, or the recent mean if larger, over the budget, and
+    never below min_interval. Each pass is thereby followed no sooner than
+    its own cost over the budget: the share of time spent in passes stays
+    within the budget, pass by pass."""
+    if not costs:
+        return schedule.min_interval
+    basis = max(costs[-1], sum(costs) / len(costs))
+    return max(schedule.min_interval, basis / schedule.budget)
+
+
+def cost(result: PassResult) -> float:
+    """What looking cost this pass: wall or client CPU, whichever is larger."""
+    return max(result.look_wall, result.look_cpu)
+
+
+def next_pace(result: PassResult | None, previous: Pace | None, schedule: Schedule) -> Pace:
     """The pace after ``result`` (None: a standby's tick)."""
-    regular = Pace(interval)
-    if result is None or result.outcome is PassOutcome.UNREACHABLE or min_interval >= interval:
+    costs = _recent(previous, result)
+    regular = Pace(schedule.interval, costs=costs)
+    if result is None or result.outcome is PassOutcome.UNREACHABLE:
         return regular
-    if result.applied.throttled():
-        return regular  # the apiserver asked us to slow down: no early pass while it does
+    if schedule.min_interval >= schedule.interval or result.applied.throttled():
+        return regular  # early passes off, or the apiserver asked us to slow down
+    soonest = earliest(costs, schedule)
+    if soonest >= schedule.interval:
+        return regular
     moved = motion(result)
     if moved is None:
-        return _settling(previous, interval)
-    if moved.why is Why.WROTE:
-        return Pace(min_interval, moved.why, moved.detail)
-    # Capped at the interval, a long wait stays there rather than restarting at
-    # min_interval: only a write (above) resets the pace.
-    grown = previous.delay * 2 if previous is not None and previous.early else min_interval
-    return Pace(min(grown, interval), moved.why, moved.detail)
+        return _settling(previous, soonest, regular)
+    budgeted = soonest > schedule.min_interval
+    return Pace(soonest, moved.why, moved.detail, costs, budgeted)
 
 
-def _settling(previous: Pace | None, interval: float) -> Pace:
+def _recent(previous: Pace | None, result: PassResult | None) -> tuple[float, ...]:
+    before = previous.costs if previous is not None else ()
+    return before if result is None else (*before, cost(result))[-RECENT:]
+
+
+def _settling(previous: Pace | None, soonest: float, regular: Pace) -> Pace:
     """The pace once nothing moves: back to the interval by doubling from the
     last early delay, so a change right after a burst is seen in seconds."""
-    if previous is None or not previous.early or previous.delay * 2 >= interval:
-        return Pace(interval)
-    delay = previous.delay * 2
-    return Pace(delay, Why.SETTLING, "nothing moved since the last change")
+    if previous is None or not previous.early:
+        return regular
+    delay = max(previous.delay * 2, soonest)
+    if delay >= regular.delay:
+        return regular
+    return Pace(delay, Why.SETTLING, "nothing moved since the last change", regular.costs)
+
+
+def explain(pace: Pace, schedule: Schedule) -> str:
+    """For the log: why the next pass comes when it does."""
+    said = f"{pace.why} ({pace.detail})"
+    if not pace.budgeted or not pace.costs:
+        return said
+    share = f"{schedule.budget:.0%}"
+    looked = pace.costs[-1]
+    return f"{said}; paced by the budget: a pass looks for {looked:.2f}s, {share} of the time"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.result import PassOutcome, PassResult, plural
-from reconciler.run.pacing import Pace, motion, next_pace
+from reconciler.run.pacing import Pace, Schedule, explain, motion, next_pace
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,7 @@ def wait(
     one_pass: Callable[[], PassResult],
     *,
     timeout: float,
-    interval: float,
-    min_interval: float,
+    schedule: Schedule,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> WaitResult:
@@ -94,13 +93,12 @@ def wait(
             ended = Verdict.TIMEOUT
         if ended is not None:
             return WaitResult(ended, result, passes, clock() - start)
-        moved = motion(result)
-        pace = next_pace(result, pace, interval=interval, min_interval=min_interval)
+        pace = next_pace(result, pace, schedule)
         now = clock()
         delay = max(min(began + pace.delay, deadline) - now, 0.0)
-        if moved is not None:
-            log.info("next pass in %gs: %s (%s)", round(delay, 1), moved.why, moved.detail)
+        why = explain(pace, schedule) if pace.early else "the interval"
+        log.info("next pass in %gs: %s", round(delay, 1), why)
         # Free this pass's plan and outcomes before the next pass builds its
         # own: at scale they are the larger part of the peak memory.
-        del result, moved
+        del result
         sleep(delay)

@@ -77,3 +77,88 @@ def test_a_new_redis_is_ready_long_before_the_interval(
     assert back_after < 10, f"the pod deleted by hand was back after {back_after:.1f}s"
     assert re.search(r"next pass in 2s: settling \(nothing moved", out), out[-3000:]
     assert early_passes(metrics, "wrote") >= 1, metrics
+
+
+PENDING_REDIS = """
+apiVersion: myapp.demo.kubebuilder.io/v1
+kind: Redis
+metadata: {{name: pending, namespace: {ns}}}
+spec: {{port: 6379, num: 2, nodeSelector: {{no-such-node: "true"}}}}
+"""
+
+
+def budget_paced(metrics: str) -> float:
+    found = re.search(r"^reconciler_budget_paced_passes_total (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def run_while_pending(
+    reconciler: Reconciler, ns: str, budget: str, seconds: float
+) -> tuple[str, str]:
+    """The daemon's output and metrics over ``seconds`` of a Redis whose pods
+    no node can take: progressing, never Ready, so every pass is early."""
+    port = free_port()
+    proc = reconciler.daemon(
+        ns,
+        "--interval",
+        "30",
+        "--min-interval",
+        "0.2",
+        "--pace-budget",
+        budget,
+        "--metrics-address",
+        f"127.0.0.1:{port}",
+    )
+    try:
+        wait_for(lambda: probe(port, "/readyz") == 200, what="the first pass")
+        time.sleep(seconds)
+        metrics = scrape(port)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out[-3000:]
+    return out, metrics
+
+
+LOOKED = re.compile(
+    r"next pass in ([0-9.]+)s: progressing \(1 object progressing\); paced by the budget:"
+    r" a pass looks for ([0-9.]+)s, 2% of the time"
+)
+
+
+PASS_LINE = re.compile(r"pass \w+ ok in ([0-9.]+)s")
+
+
+def honoured(out: str, budget: float) -> list[float]:
+    """The waits the budget set, each checked against the pass before it: the
+    pass's own time plus the wait is at least what it looked for over the
+    budget (less the rounding of the logged figures)."""
+    took, waits = None, []
+    for line in out.splitlines():
+        if (ran := PASS_LINE.search(line)) is not None:
+            took = float(ran.group(1))
+        elif (paced := LOOKED.search(line)) is not None and took is not None:
+            wait, looked = float(paced.group(1)), float(paced.group(2))
+            assert took + wait >= (looked - 0.005) / budget - 0.1, line
+            waits.append(wait)
+    return waits
+
+
+def test_while_objects_progress_the_budget_spaces_the_passes_by_what_they_cost(
+    reconciler: Reconciler, kubectl: Kubectl, ns: str
+) -> None:
+    """At a budget of 2%, a pass that looks for tens of milliseconds waits
+    past the 0.2 s --min-interval, and the log and the metric say so; at a
+    budget of 1 the same passes come every --min-interval, unpaced."""
+    kubectl.apply(PENDING_REDIS.format(ns=ns))
+    tight, tight_metrics = run_while_pending(reconciler, ns, "0.02", 6)
+    loose, loose_metrics = run_while_pending(reconciler, ns, "1", 3)
+    paced = honoured(tight, budget=0.02)
+    assert len(paced) >= 2, tight[-3000:]
+    assert budget_paced(tight_metrics) >= len(paced), tight_metrics
+    assert "paced by the budget" not in loose, loose[-3000:]
+    assert budget_paced(loose_metrics) == 0
+    # Unpaced, the same passes come several times as often.
+    passes = len(re.findall(r"pass \w+ ok in", tight)) / 6
+    unpaced = len(re.findall(r"pass \w+ ok in", loose)) / 3
+    assert unpaced > 2 * passes, (passes, unpaced)

@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -17,11 +18,12 @@ from reconciler.actions import PatchStatus, Plan
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
 from reconciler.run.daemon import Daemon
-from reconciler.run.pacing import Pace, Why
+from reconciler.run.pacing import Pace, Schedule, Why
 
 from .imports import loaded_after
 
 KEY = ObjKey("Redis", "ns", "r")
+SCHEDULE = Schedule(interval=30, min_interval=1, budget=0.5)
 
 
 def crash() -> PassResult:
@@ -29,7 +31,7 @@ def crash() -> PassResult:
 
 
 def daemon(**kw: Any) -> Daemon:
-    d = Daemon(crash, interval=30, jitter=0, min_interval=1, **kw)
+    d = Daemon(crash, schedule=SCHEDULE, jitter=0, **kw)
     d.pace = Pace(8, Why.SETTLING, "nothing moved since the last change")
     return d
 
@@ -82,9 +84,9 @@ def quiet() -> PassResult:
     return PassResult("p", Plan(), ApplyReport())
 
 
-def run_until_second_pass(pass_seconds: float) -> float:
+def run_until_second_pass(pass_seconds: float, budget: float) -> float:
     """Run the daemon on its real scheduler; seconds from the end of a first
-    pass that wrote (and took ``pass_seconds``) to the start of the second."""
+    pass that wrote (and spent ``pass_seconds`` looking) to the start of the second."""
     times: list[float] = []
 
     def one_pass() -> PassResult:
@@ -92,12 +94,12 @@ def run_until_second_pass(pass_seconds: float) -> float:
         if len(times) == 1:
             time.sleep(pass_seconds)
             times.append(time.monotonic())
-            return wrote()
+            return replace(wrote(), look_wall=pass_seconds)
         d.stopping.set()
         d.scheduler.shutdown(wait=False)
         return quiet()
 
-    d = Daemon(one_pass, interval=30, jitter=0, min_interval=0.5)
+    d = Daemon(one_pass, schedule=Schedule(30, 0.5, budget), jitter=0)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     guard = threading.Timer(10, lambda: d.scheduler.shutdown(wait=False))
     guard.start()
@@ -112,16 +114,17 @@ def run_until_second_pass(pass_seconds: float) -> float:
 
 
 @pytest.mark.parametrize(
-    ("pass_seconds", "least", "most"),
+    ("pass_seconds", "budget", "least", "most"),
     [
-        (0.1, 0.3, 5.0),  # min_interval (0.5 s) after the pass's start, not at once
-        (1.0, 0.0, 5.0),  # a pass longer than min_interval: the next comes at once
+        (0.1, 0.5, 0.3, 5.0),  # min_interval (0.5 s) after the pass's start, not at once
+        (1.0, 1.0, 0.0, 0.9),  # budget 1: a pass longer than min_interval is followed at once
+        (1.0, 0.5, 0.8, 5.0),  # budget 1/2: 2 s after its start, 1 s after its end
     ],
 )
-def test_the_pass_after_a_write_starts_min_interval_after_its_start(
-    pass_seconds: float, least: float, most: float
+def test_the_pass_after_a_write_starts_when_min_interval_and_the_budget_allow(
+    pass_seconds: float, budget: float, least: float, most: float
 ) -> None:
-    gap = run_until_second_pass(pass_seconds)
+    gap = run_until_second_pass(pass_seconds, budget)
     assert least <= gap <= most
 
 
@@ -130,7 +133,7 @@ def test_an_early_pass_is_handed_to_the_scheduler_only_once_the_job_has_ended() 
     1): a time already past, set from inside a long pass, meant the next pass
     came a whole interval later."""
     calls: list[tuple[datetime, bool]] = []
-    d = Daemon(wrote, interval=30, jitter=0, min_interval=1)
+    d = Daemon(wrote, schedule=SCHEDULE, jitter=0)
     d.scheduler = SimpleNamespace(  # type: ignore[assignment]
         modify_job=lambda _id, next_run_time: calls.append((next_run_time, d.pass_lock.locked()))
     )

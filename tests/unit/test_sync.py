@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from typing import Any
 
@@ -41,3 +42,25 @@ def test_objects_the_pass_before_saw_and_this_one_did_not_reuse_are_freed_before
     run_pass(kube, config, state, mode=Mode.DRY_RUN)  # type: ignore[arg-type]
     assert alive_while_planning == [False]
     assert state.seen is not None and state.seen.of("Redis")[0].resource_version == "2"
+
+
+def test_a_pass_says_what_looking_cost_apart_from_its_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The daemon's pace budgets the looking (observe and plan), not the
+    writes: a pass whose writes are slow still looked for no longer than it
+    took to plan."""
+    kube, state, config = FakeKube(), State(), Config()
+    kube.lists["Redis"] = [redis_obj("r0")]
+    apply = sync._apply
+
+    def slow_writes(*args: Any) -> Any:
+        spent = time.process_time()
+        while time.process_time() - spent < 0.05:  # writes that cost CPU, too
+            pass
+        return apply(*args)
+
+    monkeypatch.setattr(sync, "_apply", slow_writes)
+    result = run_pass(kube, config, state)  # type: ignore[arg-type]
+    assert 0 < result.look_wall < result.duration - 0.05
+    assert 0 < result.look_cpu < 0.05

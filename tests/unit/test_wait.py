@@ -12,6 +12,7 @@ from reconciler.actions import PatchStatus, Plan
 from reconciler.health import READY, Health
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
+from reconciler.run.pacing import Schedule
 from reconciler.run.wait import Verdict, WaitResult, verdict, wait
 
 KEY = ObjKey("Redis", "ns", "r")
@@ -19,6 +20,7 @@ WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progr
 CONFLICT = Health("PodConflict", "pods not owned by this Redis hold r-0", degraded=True)
 DONE = Health(READY, "3/3 replicas ready")
 PATCH = PatchStatus(KEY, "1", {})
+SCHEDULE = Schedule(interval=30, min_interval=1, budget=0.5)
 
 
 def result(
@@ -28,6 +30,7 @@ def result(
     errors: tuple[str, ...] = (),
     backing_off: bool = False,
     unreachable: str | None = None,
+    looked: float = 0.0,
 ) -> PassResult:
     """A pass; it planned what it wrote unless ``planned`` says otherwise."""
     plans = bool(written) if planned is None else planned
@@ -41,6 +44,7 @@ def result(
         errors=list(errors),
         unreachable=unreachable,
         health={KEY: health},
+        look_wall=looked,
     )
 
 
@@ -95,7 +99,11 @@ def run(passes: list[PassResult], clock: Clock, timeout: float = 60.0) -> WaitRe
         return next(it)
 
     return wait(
-        one_pass, timeout=timeout, interval=30, min_interval=1, clock=clock, sleep=clock.sleep
+        one_pass,
+        timeout=timeout,
+        schedule=SCHEDULE,
+        clock=clock,
+        sleep=clock.sleep,
     )
 
 
@@ -113,35 +121,33 @@ def test_writes_then_pods_then_an_empty_plan_converge_at_the_daemons_pace() -> N
     )
     assert waited.verdict is Verdict.CONVERGED
     assert waited.passes == 5
-    assert clock.slept == [1, 2, 4, 1]  # after a write 1 s; doubling while pods start
-    assert waited.elapsed == 8
-    assert waited.one_line() == "converged after 5 passes in 8.0s"
+    # Passes that cost nothing: min_interval after each, while pods start too.
+    assert clock.slept == [1, 1, 1, 1]
+    assert waited.elapsed == 4
+    assert waited.one_line() == "converged after 5 passes in 4.0s"
 
 
 def test_timeout_lists_what_is_pending_and_never_sleeps_past_the_deadline() -> None:
     clock = Clock(pass_seconds=0.5)
     waited = run([result(health=WAITING)] * 10, clock, timeout=5)
     assert waited.verdict is Verdict.TIMEOUT
-    # Passes start at 0, 1 and 3 s and take 0.5 s each; each delay counts
-    # from its pass's start, and the third (4 s, to 7 s) is cut to the
-    # deadline at 5 s, where the last pass starts.
-    assert clock.slept == [0.5, 1.5, 1.5]
-    assert waited.passes == 4
+    # Passes of 0.5 s that cost nothing to look start a second apart
+    # (min_interval, counted from each start); the last starts at the deadline.
+    assert clock.slept == [0.5] * 5
+    assert waited.passes == 6
     assert waited.last.pending == {KEY: WAITING}
-    assert waited.one_line() == "timed out after 4 passes in 5.5s: 1 object not Ready"
+    assert waited.one_line() == "timed out after 6 passes in 5.5s: 1 object not Ready"
 
 
-def test_a_pass_longer_than_its_delay_is_followed_at_once() -> None:
-    """Delays count from a pass's start: the pods the first writes of a long
-    pass created have had the whole pass to start."""
+def test_a_long_pass_is_followed_once_its_cost_fits_the_budget() -> None:
+    """Delays count from a pass's start, and a pass that looked for 3 s is
+    followed, at a budget of a half, 6 s after it started: 3 s after it ended."""
     clock = Clock(pass_seconds=3)
-    passes = [result(Result.OK, health=WAITING), result(health=WAITING)]
-    waited = run([*passes, result(health=WAITING), result()], clock)
+    passes = [result(Result.OK, health=WAITING, looked=3), result(health=WAITING, looked=3)]
+    waited = run([*passes, result(health=WAITING, looked=3), result()], clock)
     assert waited.verdict is Verdict.CONVERGED
-    # Delays of 1, 2 and 4 s from starts at 0, 3 and 6 s: the third pass
-    # waits until 10 s.
-    assert clock.slept == [0, 0, 1]
-    assert waited.elapsed == 13
+    assert clock.slept == [3, 3, 3]
+    assert waited.elapsed == 21
 
 
 def test_a_still_but_unconverged_scope_ends_at_once() -> None:
@@ -162,8 +168,7 @@ def test_min_interval_at_the_interval_still_waits_for_motion() -> None:
     waited = wait(
         iter(passes).__next__,
         timeout=300,
-        interval=5,
-        min_interval=5,
+        schedule=Schedule(interval=5, min_interval=5, budget=0.5),
         clock=clock,
         sleep=clock.sleep,
     )
@@ -187,6 +192,6 @@ def test_a_pass_runs_without_the_result_of_the_pass_before() -> None:
         return res
 
     clock = Clock()
-    waited = wait(one_pass, timeout=60, interval=30, min_interval=1, clock=clock, sleep=clock.sleep)
+    waited = wait(one_pass, timeout=60, schedule=SCHEDULE, clock=clock, sleep=clock.sleep)
     assert waited.verdict is Verdict.CONVERGED and waited.passes == 3
     assert alive_during == [False, False]
