@@ -354,9 +354,9 @@ def plan(
     "--pace-budget",
     type=float,
     default=None,
-    help="While objects move, the share of the time passes may take: a pass costing"
-    " 1 s is followed 1/budget s after it started, if that is past --min-interval"
-    f" ({Config.pace_budget:g}).",
+    help="While objects move, the share of the time passes may spend looking (observe"
+    " and plan, not the writes): a pass that looked for 1 s is followed 1/budget s"
+    f" after it started, if that is past --min-interval ({Config.pace_budget:g}).",
 )
 @click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
 @click.option("--state-file", type=click.Path(dir_okay=False), default=None)

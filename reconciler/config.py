@@ -30,9 +30,10 @@ class Config:
     # this soon at the earliest, counted from that pass's start
     # (reconciler/run/pacing.py).
     min_interval: float = 1.0
-    # While objects move, the share of the time passes may take: the next
-    # pass waits until the recent passes' cost (wall or client CPU) is this
-    # share of the time since the last one started. 1: back to back.
+    # While objects move, the share of the time passes may spend looking:
+    # the next pass waits until what the recent passes spent observing and
+    # planning (wall or client CPU; writes not counted) is this share of the
+    # time since the last one started. 1: back to back.
     pace_budget: float = 0.5
     # Redis pods.
     image: str = "redis:5-alpine"

@@ -107,7 +107,7 @@ def earliest(costs: tuple[float, ...], schedule: Schedule) -> float:
     """The earliest delay the budget allows after the newest of ``costs``:
     that pass's cost, or the recent mean if larger, over the budget, and
     never below min_interval. Each pass is thereby followed no sooner than
-    its own cost over the budget: the share of time spent in passes stays
+    its own cost over the budget: the share of time spent looking stays
     within the budget, pass by pass."""
     if not costs:
         return schedule.min_interval
