@@ -22,7 +22,8 @@ from reconciler.config import Config
 from reconciler.engine import report as pod_report
 from reconciler.engine.apply import Executor, pruned_field
 from reconciler.engine.events import EventQueue, post_event
-from reconciler.engine.observe import observe
+from reconciler.engine.heap import collector_held
+from reconciler.engine.observe import Observation, observe
 from reconciler.engine.plan import health_after, status_after_failure
 from reconciler.engine.plan import plan as make_plan
 from reconciler.engine.state import State
@@ -165,6 +166,33 @@ def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyRepo
     return executor.run(plan)
 
 
+def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Plan, datetime]:
+    """Observe and plan; ``state`` keeps the new snapshot and what it settled."""
+    config, shard = p.config, p.shard
+    obs = observe(
+        p.kube,
+        config.namespaces,
+        selector,
+        protobuf=config.protobuf,
+        page_size=config.page_size,
+        metadata_page_size=config.metadata_page_size,
+        previous=state.seen,
+        scope=shard.scope() if shard is not None else None,
+    )
+    if shard is not None:
+        shard.report(obs.mislabelled)
+    # What observe reused is in the new snapshot; free the rest of the old
+    # one before the plan is built (at scale, the two together set the peak).
+    state.seen = None
+    if obs.unreachable is None:
+        for err in obs.errors:
+            log.error("%s", err)
+    snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), p.clock()
+    the_plan = make_plan(snapshot, config, now, state.settled, _holder(p))
+    state.seen, state.settled = snapshot, the_plan.settled
+    return replace(obs, snapshot=snapshot), the_plan, now
+
+
 def run_pass(
     kube: Kube,
     config: Config,
@@ -186,27 +214,9 @@ def run_pass(
     p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8], events, shard)
     selector = config.pod_report_selector if config.pod_report else None
 
-    obs = observe(
-        kube,
-        config.namespaces,
-        selector,
-        protobuf=config.protobuf,
-        page_size=config.page_size,
-        metadata_page_size=config.metadata_page_size,
-        previous=state.seen,
-        scope=shard.scope() if shard is not None else None,
-    )
-    if shard is not None:
-        shard.report(obs.mislabelled)
-    # What observe reused is in the new snapshot; free the rest of the old
-    # one before the plan is built (at scale, the two together set the peak).
-    state.seen = None
-    if obs.unreachable is None:
-        for err in obs.errors:
-            log.error("%s", err)
-    snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), clock()
-    the_plan = make_plan(snapshot, config, now, state.settled, _holder(p))
-    state.seen, state.settled = snapshot, the_plan.settled
+    with collector_held():
+        obs, the_plan, now = _look(p, state, selector)
+    snapshot = obs.snapshot
     look_wall, look_cpu = time.monotonic() - started, time.process_time() - cpu
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
     planned = plural(len(the_plan.actions), "action")

@@ -64,3 +64,29 @@ def test_a_pass_says_what_looking_cost_apart_from_its_writes(
     result = run_pass(kube, config, state)  # type: ignore[arg-type]
     assert 0 < result.look_wall < result.duration - 0.05
     assert 0 < result.look_cpu < 0.05
+
+
+def test_the_cyclic_collector_is_held_off_while_a_pass_looks_and_on_for_its_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At scale, collections inside observe and plan walk the whole snapshot
+    again and again (`reconciler.engine.heap`)."""
+    kube, state, config = FakeKube(), State(), Config()
+    kube.lists["Redis"] = [redis_obj("r0")]
+    seen: dict[str, bool] = {}
+    make_plan, apply = sync.make_plan, sync._apply
+
+    def planning(*args: Any, **kwargs: Any) -> Any:
+        seen["plan"] = gc.isenabled()
+        return make_plan(*args, **kwargs)
+
+    def writing(*args: Any) -> Any:
+        seen["apply"] = gc.isenabled()
+        return apply(*args)
+
+    monkeypatch.setattr(sync, "make_plan", planning)
+    monkeypatch.setattr(sync, "_apply", writing)
+    assert gc.isenabled()
+    run_pass(kube, config, state)  # type: ignore[arg-type]
+    assert seen == {"plan": False, "apply": True}
+    assert gc.isenabled()
