@@ -1,8 +1,9 @@
 """The objects our kinds make besides pods (a Redis's Service), as observed.
 
 Decoded once, at the edge, like pods: what the planner compares (labels, the
-controller, the spec as stored) and nothing else. The spec is kept as the
-apiserver returned it, since each kind's rules read a different part of it.
+controller, the fields of the spec its rules read) and nothing else. The
+rest of a spec (a Service's cluster IPs, IP families, traffic policies) is
+never read, and kept for 20,000 children it cost about 56 MB of RSS.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ SERVICES = ResourceType("", "v1", "Service", "services")
 PDBS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 CHILD_TYPES: Mapping[str, ResourceType] = {r.kind: r for r in (SERVICES, PDBS)}
 
+# A budget's policy for unhealthy pods: dropped by an apiserver that does not
+# keep it (before 1.27, or its gate off).
+POLICY_FIELD = "unhealthyPodEvictionPolicy"
+# The fields of each kind's spec that its rules read: the rest is not kept.
+SPEC_READ: Mapping[str, tuple[str, ...]] = {
+    SERVICES.kind: ("selector", "ports"),
+    PDBS.kind: ("selector", "maxUnavailable", "minAvailable", POLICY_FIELD),
+}
+
 
 def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
     """``kind`` is given: the items of a LIST carry none."""
@@ -38,9 +48,13 @@ def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
         labels={str(k): str(v) for k, v in labels.items()},
         controller_uid=controller_of(meta).uid,
         owner_refs=owner_refs_of(meta),
-        spec=mapping(obj.get("spec")),
+        spec=_read(kind, mapping(obj.get("spec"))),
         deletion_timestamp=meta.get("deletionTimestamp"),
     )
+
+
+def _read(kind: str, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {k: spec[k] for k in SPEC_READ[kind] if k in spec}
 
 
 def decoder(kind: str) -> Callable[[Mapping[str, Any]], Child]:

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.actions import CreateChild, DeleteChild, EventSpec, PatchChild
-from reconciler.children import PDBS
+from reconciler.children import PDBS, POLICY_FIELD
 from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_drifted
 from reconciler.model import Child
 
 KIND = PDBS.kind
 MAX_UNAVAILABLE = 1
 ALWAYS_ALLOW = "AlwaysAllow"
-POLICY_FIELD = "unhealthyPodEvictionPolicy"
 MIN_PODS = 2  # fewer pods get no budget
 REFUSED_FIELD = "evictionRefused"  # status: the last refusal, while it holds
 REFUSED = "EvictionRefused"  # the reason of the Warning event that says so

@@ -564,7 +564,11 @@ def test_across_all_namespaces_a_later_pass_lists_pods_where_ours_were_seen():
     second = one_pass(kube, previous=first.snapshot)
     assert [s for s in kube.scopes if s[0] == "Pod"] == [("Pod", "a")]
     assert names(second.snapshot.pods) == ["r-0"]
-    assert [s for s in kube.scopes if s[0] == "Service"] == [("Service", "a")]  # theirs too
+    # Services and budgets are few: one LIST across the cluster, as before.
+    assert [s for s in kube.scopes if s[0] == "Service"] == [("Service", None)]
+    assert [s for s in kube.scopes if s[0] == "PodDisruptionBudget"] == [
+        ("PodDisruptionBudget", None)
+    ]
 
 
 def test_a_pod_in_a_namespace_new_since_the_last_pass_is_found_by_name():

@@ -1,0 +1,52 @@
+"""Children are decoded to what their rules read, and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.children import child_from_api
+from reconciler.kinds.redis import owner_of
+from reconciler.kinds.redis_disruption import drift as budget_drift
+from reconciler.kinds.redis_disruption import manifest as budget_manifest
+from reconciler.kinds.redis_service import drift as service_drift
+from reconciler.kinds.redis_service import manifest as service_manifest
+
+from .builders import redis
+
+
+def stored(manifest: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """As the apiserver returns it: with what it defaults and allocates."""
+    meta = {**manifest["metadata"], "uid": "u1", "resourceVersion": "7"}
+    return {**manifest, "metadata": meta, "spec": {**manifest["spec"], **spec}}
+
+
+def test_a_service_keeps_its_selector_and_ports_and_drops_what_the_apiserver_added() -> None:
+    owner = owner_of(redis(num=3))
+    obj = stored(
+        service_manifest(owner, 6379),
+        clusterIPs=["None"],
+        ipFamilies=["IPv4"],
+        ipFamilyPolicy="SingleStack",
+        sessionAffinity="None",
+        type="ClusterIP",
+        internalTrafficPolicy="Cluster",
+    )
+    child = child_from_api("Service", obj)
+    assert sorted(child.spec) == ["ports", "selector"]
+    assert service_drift(owner, child, 6379) == {}
+    assert service_drift(owner, child, 7000) == {
+        "spec": {"ports": service_manifest(owner, 7000)["spec"]["ports"]}
+    }
+
+
+def test_a_budget_keeps_every_field_its_rules_compare() -> None:
+    owner = owner_of(redis(num=3))
+    obj = stored(budget_manifest(owner), minAvailable=2)
+    child = child_from_api("PodDisruptionBudget", obj)
+    assert sorted(child.spec) == [
+        "maxUnavailable",
+        "minAvailable",
+        "selector",
+        "unhealthyPodEvictionPolicy",
+    ]
+    assert budget_drift(owner, child) == {"spec": {"minAvailable": None}}
