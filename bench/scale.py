@@ -157,6 +157,27 @@ def idle_rate(
             return {"rate": rate, "settled_after": waited, "quiet": rate < quiet}
 
 
+BUDGETS_PATH = "/apis/policy/v1/poddisruptionbudgets"
+BUDGETS_LIMIT = 600.0  # the disruption controller forgets an eviction after 2 minutes
+
+
+def budgets_settled(api: Api, limit: float = BUDGETS_LIMIT) -> dict[str, Any]:
+    """Wait until no budget remembers an eviction. After a rollout, the
+    disruption controller keeps each evicted pod in its budget's
+    status.disruptedPods until it sees the pod gone or two minutes pass, then
+    writes the budget again: measured before that, a steady pass would fetch
+    budgets that changed because of the rollout, not because of the pass."""
+    started = time.monotonic()
+    while True:
+        found = api.call(Request("GET", BUDGETS_PATH))["items"]
+        holding = sum(1 for b in found if (b.get("status") or {}).get("disruptedPods"))
+        waited = time.monotonic() - started
+        if not holding or waited > limit:
+            log.info("budgets: %d of %d hold evictions after %.0fs", holding, len(found), waited)
+            return {"waited": waited, "holding": holding, "budgets": len(found)}
+        time.sleep(10.0)
+
+
 def one_shot(setup: Setup, code_dir: Path, label: str) -> dict[str, Any]:
     """One ``sync -A -o json`` over the converged population: requests and bytes."""
     argv = [sys.executable, "-m", "reconciler", "sync", *_cluster_args(setup), "-o", "json"]
@@ -331,6 +352,7 @@ def measure_size(
         if name == "today":
             row["upgrade"] = converge(setup, codes[name], f"upgrade-{n}", timeout=3600.0)
             log.info("N=%d: today's code rolled the pods in %.0fs", n, row["upgrade"]["wall"])
+            row["budgets_settled"] = budgets_settled(setup.api)
         row[name] = steady(setup, codes[name], f"steady-{n}-{name}", passes)
         log.info(
             "N=%d %s: steady pass %.2fs wall, %.2fs client CPU, %.2fs apiserver+etcd CPU;"
