@@ -27,7 +27,7 @@ from bench.kubeapi import Api, populate
 from bench.watch import Board, namespace_board, pods_settled
 from bench.writes import fire, first_pass_requests
 from reconciler.config import Config
-from reconciler.kinds.redis import FINALIZER
+from reconciler.kinds.redis.identity import FINALIZER
 
 log = logging.getLogger(__name__)
 

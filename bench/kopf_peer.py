@@ -33,9 +33,11 @@ import pykube
 import requests
 
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY
-from reconciler.kinds.redis import GROUP as REDIS_GROUP
-from reconciler.kinds.redis import VERSION as REDIS_VERSION
-from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
+from reconciler.kinds.redis.identity import GROUP as REDIS_GROUP
+from reconciler.kinds.redis.identity import VERSION as REDIS_VERSION
+from reconciler.kinds.redis.identity import from_api
+from reconciler.kinds.redis.pods import pod_manifest
+from reconciler.kinds.redis.spec import validate_spec
 
 REDIS = ("myapp.demo.kubebuilder.io", "v1", "redis")
 XCA = ("apps.xca.k8s.kb.cx", "v1beta1", "xcas")

@@ -52,7 +52,9 @@ from reconciler.client.protowire import (
     version_page,
 )
 from reconciler.config import Config
-from reconciler.kinds.redis import from_api, pod_manifest, validate_spec
+from reconciler.kinds.redis.identity import from_api
+from reconciler.kinds.redis.pods import pod_manifest
+from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import PODS, Incremental, Page, pod_from_api, pod_page
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -40,7 +40,7 @@ from bench.cpu import process_cpu
 from bench.daemon import _rss_mb
 from bench.kubeapi import CORE_PATH, Api, Request
 from bench.watch import Board, namespace_board
-from reconciler.kinds.redis import FINALIZER
+from reconciler.kinds.redis.identity import FINALIZER
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.kinds.redis import GROUP as REDIS_GROUP
+from reconciler.kinds.redis.identity import GROUP as REDIS_GROUP
 from reconciler.kinds.xca import GROUP as XCA_GROUP
 
 from ..unit.test_manifests import (

@@ -12,24 +12,28 @@ from reconciler.backoff import STATUS_FIELD, Failure, gate, to_status
 from reconciler.children import child_from_api
 from reconciler.config import Config
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
-from reconciler.kinds import redis as redis_kind
-from reconciler.kinds import redis_placement
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.base import PlanInput
-from reconciler.kinds.redis import (
+from reconciler.kinds.redis import disruption, service
+from reconciler.kinds.redis import kind as redis_kind
+from reconciler.kinds.redis import placement as redis_placement
+from reconciler.kinds.redis.identity import (
     FIELDS_HASH_ANNOTATION,
     FINALIZER,
+    RESOURCE,
     TEMPLATE_HASH_ANNOTATION,
     Redis,
-    RedisSpec,
+    owner_of,
 )
+from reconciler.kinds.redis.pods import template_hash
+from reconciler.kinds.redis.spec import RedisSpec
 from reconciler.kinds.xca import Xca
 from reconciler.model import Child, Container, OwnerRef, Pod, PodCondition, PodIndex
 from reconciler.snapshot import Snapshot
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 CONFIG = Config()
-REDIS_API = redis_kind.RESOURCE.api_version
+REDIS_API = RESOURCE.api_version
 
 
 def redis(
@@ -63,7 +67,7 @@ def redis(
 
 
 def current_hash(port: int = 6379, image: str = "redis:5-alpine") -> str:
-    return redis_kind.template_hash(RedisSpec(port=port, num=0, image=image))
+    return template_hash(RedisSpec(port=port, num=0, image=image))
 
 
 def pod(
@@ -138,7 +142,7 @@ def snap(
     budgets are not listed unless given, so a test of pods sees no write of
     theirs)."""
     objects = {
-        redis_kind.RESOURCE.kind: None if redis is None else tuple(redis),
+        RESOURCE.kind: None if redis is None else tuple(redis),
         xca_kind.RESOURCE.kind: None if xcas is None else tuple(xcas),
     }
     children = {
@@ -150,16 +154,14 @@ def snap(
 
 def service_of(r: Redis, **changes: Any) -> Child:
     """The Service a pass made for ``r``, as the apiserver stores it."""
-    plan = redis_kind.service.plan_service(redis_kind.owner_of(r), None, 6379)
+    plan = service.plan_service(owner_of(r), None, 6379)
     made = child_from_api("Service", plan.actions[0].manifest)
     return dataclasses.replace(made, uid=f"svc-{r.uid}", resource_version="1", **changes)
 
 
 def budget_of(r: Redis, **changes: Any) -> Child:
     """The budget a pass made for ``r``, as the apiserver stores it."""
-    made = child_from_api(
-        "PodDisruptionBudget", redis_kind.disruption.manifest(redis_kind.owner_of(r))
-    )
+    made = child_from_api("PodDisruptionBudget", disruption.manifest(owner_of(r)))
     return dataclasses.replace(made, uid=f"pdb-{r.uid}", resource_version="1", **changes)
 
 

@@ -26,7 +26,7 @@ from reconciler.actions import (
 )
 from reconciler.backoff import from_status
 from reconciler.children import child_from_api
-from reconciler.kinds.redis import Redis
+from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.xca import Xca
 from reconciler.model import (
     LABEL_BUCKET,

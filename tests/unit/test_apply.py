@@ -12,7 +12,7 @@ from reconciler.actions import PatchStatus, Plan
 from reconciler.client.kube import ApiError, Unreachable
 from reconciler.engine.apply import Executor, merge_pod_events
 from reconciler.engine.plan import plan
-from reconciler.kinds.redis import FINALIZER
+from reconciler.kinds.redis.identity import FINALIZER
 from reconciler.model import ObjKey
 from reconciler.result import Result
 

@@ -21,8 +21,8 @@ from reconciler.backoff import (
 from reconciler.client.kube import ApiError
 from reconciler.engine.apply import Executor
 from reconciler.engine.plan import plan, status_after_failure
-from reconciler.kinds.redis import Redis
-from reconciler.kinds.redis import from_api as redis_from_api
+from reconciler.kinds.redis.identity import Redis
+from reconciler.kinds.redis.identity import from_api as redis_from_api
 
 from .builders import CONFIG, NOW, redis, snap
 from .fakes import FakeKube
@@ -205,8 +205,8 @@ def test_an_xca_keeps_its_record_in_status_and_clears_it():
 
 def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
     from reconciler.backoff import Gate
-    from reconciler.kinds import redis as redis_kind
     from reconciler.kinds.base import PlanInput
+    from reconciler.kinds.redis import kind as redis_kind
     from reconciler.model import ObjKey, PodIndex
 
     from .builders import current_hash, pod
@@ -232,8 +232,8 @@ def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
 
 def test_a_landed_create_is_counted_not_planned_again():
     from reconciler.backoff import Gate
-    from reconciler.kinds import redis as redis_kind
     from reconciler.kinds.base import PlanInput
+    from reconciler.kinds.redis import kind as redis_kind
     from reconciler.model import ObjKey, PodIndex
 
     fail = Failure(1, "boom", "ReconcileError", 0.0)

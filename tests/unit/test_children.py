@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.children import child_from_api
-from reconciler.kinds.redis import owner_of
-from reconciler.kinds.redis_disruption import drift as budget_drift
-from reconciler.kinds.redis_disruption import manifest as budget_manifest
-from reconciler.kinds.redis_service import drift as service_drift
-from reconciler.kinds.redis_service import manifest as service_manifest
+from reconciler.kinds.redis.disruption import drift as budget_drift
+from reconciler.kinds.redis.disruption import manifest as budget_manifest
+from reconciler.kinds.redis.identity import owner_of
+from reconciler.kinds.redis.service import drift as service_drift
+from reconciler.kinds.redis.service import manifest as service_manifest
 
 from .builders import redis
 

@@ -13,9 +13,9 @@ from reconciler.backoff import Failure, WriteError
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.plan import plan, status_after_failure
 from reconciler.health import READY, Health
-from reconciler.kinds import redis as redis_kind
 from reconciler.kinds import xca as xca_kind
-from reconciler.kinds.redis import PODS_UNKNOWN
+from reconciler.kinds.redis import kind as redis_kind
+from reconciler.kinds.redis.kind import PODS_UNKNOWN
 from reconciler.model import ObjKey
 from reconciler.render import plan_json, plan_text
 from reconciler.result import PassResult, plural

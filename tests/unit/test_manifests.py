@@ -21,7 +21,8 @@ import yaml
 
 from reconciler.cli import cli
 from reconciler.config import Config
-from reconciler.kinds import redis, xca
+from reconciler.kinds import xca
+from reconciler.kinds.redis import identity as redis
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"

@@ -10,8 +10,8 @@ import pytest
 
 from reconciler.actions import CreatePod, DeletePod, EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.backoff import Failure
-from reconciler.kinds import redis as redis_kind
 from reconciler.kinds import xca as xca_kind
+from reconciler.kinds.redis import identity as redis_kind
 from reconciler.model import (
     PODS,
     Condition,

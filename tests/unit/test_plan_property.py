@@ -15,15 +15,12 @@ from reconciler.actions import PatchPodMetadata, PatchStatus
 from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan
-from reconciler.kinds import redis_disruption, redis_service
-from reconciler.kinds.redis import (
-    FINALIZER,
-    TEMPLATE_HASH_ANNOTATION,
-    metadata_repair,
-    owner_of,
-    spec_drift,
-    validate_spec,
-)
+from reconciler.kinds.redis import disruption as redis_disruption
+from reconciler.kinds.redis import service as redis_service
+from reconciler.kinds.redis.identity import FINALIZER, TEMPLATE_HASH_ANNOTATION, owner_of
+from reconciler.kinds.redis.pods import spec_drift
+from reconciler.kinds.redis.repair import metadata_repair
+from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import LABEL_BUCKET, Container, ObjKey, PodCondition
 from reconciler.snapshot import Snapshot
 

@@ -18,14 +18,14 @@ from reconciler.actions import (
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
 from reconciler.engine.plan import plan
-from reconciler.kinds.redis import (
+from reconciler.kinds.redis.changes import why_ended
+from reconciler.kinds.redis.identity import (
     ADMITTED_IMAGE_ANNOTATION,
     FINALIZER,
-    PODS_UNKNOWN,
     TEMPLATE_HASH_ANNOTATION,
     controller_ref,
-    why_ended,
 )
+from reconciler.kinds.redis.kind import PODS_UNKNOWN
 from reconciler.model import Container, ContainerState, OwnerRef, PodCondition, rfc3339
 
 from . import sim
@@ -617,8 +617,8 @@ def test_pods_are_matched_within_their_namespace():
 def held(r, failure, pods=(), now=NOW):
     """The Redis rules right after a failed write: status only, failure counted."""
     from reconciler.backoff import Gate
-    from reconciler.kinds import redis as redis_kind
     from reconciler.kinds.base import PlanInput
+    from reconciler.kinds.redis import kind as redis_kind
     from reconciler.model import PodIndex
 
     gate = Gate(failure, True, failure.count >= CONFIG.failure_threshold)
@@ -684,7 +684,7 @@ def test_backing_off_object_gets_no_pod_writes_until_retry_time():
     ],
 )
 def test_pod_index_parsing(pod_name, index):
-    from reconciler.kinds.redis import pod_index
+    from reconciler.kinds.redis.identity import pod_index
 
     assert pod_index("r", pod_name) == index
 
@@ -694,7 +694,8 @@ def test_pod_index_parsing(pod_name, index):
 
 def test_template_hash_is_pinned():
     """Pods carry this hash; a new value would roll every pod on upgrade."""
-    from reconciler.kinds.redis import RedisSpec, template_hash
+    from reconciler.kinds.redis.pods import template_hash
+    from reconciler.kinds.redis.spec import RedisSpec
 
     assert template_hash(RedisSpec(port=6379, num=3, image="redis:5-alpine")) == "f89818275d"
     assert template_hash(RedisSpec(port=6380, num=1, image="redis:7")) == "0e3ffb7eec"
@@ -703,7 +704,7 @@ def test_template_hash_is_pinned():
 
 
 def test_pod_index_needs_the_dash_right_after_the_name():
-    from reconciler.kinds.redis import pod_index
+    from reconciler.kinds.redis.identity import pod_index
 
     assert pod_index("r", "rx1") is None
     assert pod_index("ab", "a-1") is None

@@ -18,7 +18,7 @@ from reconciler.backoff import EVICTION_REFUSED, WriteError
 from reconciler.client.kube import EvictionRefused
 from reconciler.engine.apply import Executor
 from reconciler.engine.plan import plan, status_after_failure
-from reconciler.kinds.redis_disruption import REFUSED, REFUSED_FIELD
+from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
 from reconciler.result import Result
 
 from .builders import CONFIG, NOW, budget_of, pod, redis, snap

@@ -6,7 +6,8 @@ import dataclasses
 
 from reconciler.actions import PatchStatus, Plan
 from reconciler.health import PAUSED, Health
-from reconciler.kinds.redis import health, validate_spec
+from reconciler.kinds.redis.kind import health
+from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import ObjKey
 from reconciler.render import plan_text
 

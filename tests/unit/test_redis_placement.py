@@ -8,13 +8,10 @@ import dataclasses
 import pytest
 
 from reconciler.actions import CreatePod, DeletePod, PatchPodMetadata
-from reconciler.kinds import redis_placement as placement
-from reconciler.kinds.redis import (
-    FIELDS_HASH_ANNOTATION,
-    TEMPLATE_HASH_ANNOTATION,
-    spec_drift,
-    validate_spec,
-)
+from reconciler.kinds.redis import placement as placement
+from reconciler.kinds.redis.identity import FIELDS_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION
+from reconciler.kinds.redis.pods import spec_drift
+from reconciler.kinds.redis.spec import validate_spec
 
 from .builders import CONFIG, NOW, plan_redis, pod, redis, removed
 

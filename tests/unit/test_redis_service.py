@@ -6,8 +6,8 @@ import dataclasses
 
 from reconciler.actions import CreateChild, PatchChild, PatchStatus
 from reconciler.engine.plan import plan
-from reconciler.kinds.redis import owner_of
-from reconciler.kinds.redis_service import CONFLICT, drift
+from reconciler.kinds.redis.identity import owner_of
+from reconciler.kinds.redis.service import CONFLICT, drift
 
 from .builders import CONFIG, NOW, pod, redis, service_of, snap
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from reconciler.kinds.redis import validate_spec
+from reconciler.kinds.redis.spec import validate_spec
 
 
 def validate_redis_spec(spec, default_image):

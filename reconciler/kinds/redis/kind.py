@@ -1,0 +1,310 @@
+"""The planner of one Redis, in the order a pass applies the rules, and the
+`Kind` value that joins them:
+  1. being deleted: deletes its pods, then drops the finalizer once none remain;
+  2. no finalizer yet: adds it before any pod exists;
+  3. invalid spec: touches no pod, and names the field in status and an event;
+  4. pod changes (`changes`), its Service and its budget, none of it while
+     ``spec.paused`` is true (its deletion still deletes its pods);
+  5. the status (`status`), written only when it differs from what is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from reconciler.actions import (
+    Action,
+    EvictPod,
+    PatchFinalizers,
+)
+from reconciler.health import Health
+from reconciler.kinds.base import Kind, PlanInput
+from reconciler.kinds.conditions import (
+    Verdict,
+    condition,
+    is_true,
+    observed_conditions,
+    status_after,
+)
+from reconciler.kinds.redis import disruption, service
+from reconciler.kinds.redis.changes import Missing, PodChanges, pod_changes
+from reconciler.kinds.redis.identity import (
+    COMPONENT,
+    FINALIZER,
+    RESOURCE,
+    Redis,
+    from_api,
+    owner_of,
+)
+from reconciler.kinds.redis.pods import PodSet, desired_pod_names, pods_of
+from reconciler.kinds.redis.removal import Removal, delete
+from reconciler.kinds.redis.rollout import Rollout
+from reconciler.kinds.redis.spec import FieldError, RedisSpec, num_error, validate
+from reconciler.kinds.redis.status import (
+    DEADLINE_EXCEEDED,
+    PROGRESS_FIELD,
+    DesiredStatus,
+    counts_after,
+    deadline_verdicts,
+    degraded_verdict,
+    paused_verdict,
+    pods_detail,
+    progress_of,
+    progressing_verdict,
+    ready_verdict,
+    status_of,
+    status_patch,
+    with_detail,
+)
+from reconciler.model import (
+    ObjKey,
+    rfc3339,
+)
+
+DELETING = "Deleting"  # the state shown while its pods go
+
+
+PODS_UNKNOWN = "PodsUnknown"  # the Degraded reason while the pod LIST is refused
+
+
+SERVICE_FIELD = "service"  # status: the name of its Service, once it exists
+
+
+def plan_deletion(redis: Redis, podset: PodSet) -> list[Action]:
+    """Delete every pod it owns; release the finalizer once none is left."""
+    actions: list[Action] = [
+        delete(redis, pod, "Redis deleted", "Redis deleted")
+        for pod in podset.owned
+        if not pod.terminating
+    ]
+    if not podset.owned and FINALIZER in redis.finalizers:
+        remaining = tuple(f for f in redis.finalizers if f != FINALIZER)
+        actions.append(
+            PatchFinalizers(redis.key, redis.resource_version, remaining, "all pods gone")
+        )
+    return actions
+
+
+def finalizer_patch(redis: Redis) -> list[Action]:
+    """Our finalizer first, so that no pod can exist unguarded."""
+    if FINALIZER in redis.finalizers:
+        return []
+    finalizers = (*redis.finalizers, FINALIZER)
+    why = "guard pods before creating them"
+    return [PatchFinalizers(redis.key, redis.resource_version, finalizers, why)]
+
+
+def plan_invalid(
+    redis: Redis, errors: tuple[FieldError, ...], podset: PodSet, inp: PlanInput
+) -> list[Action]:
+    """Leave the pods alone; say which field is wrong, once."""
+    message = "invalid spec: " + "; ".join(str(e) for e in errors)
+    invalid = Verdict(False, "InvalidSpec", message)
+    verdicts = {
+        "Ready": invalid,
+        "Progressing": invalid,
+        "Degraded": Verdict(True, "InvalidSpec", message),
+    }
+    live = [p for p in podset.by_index.values() if not p.terminating]
+    counts = {"replicas": len(live), "readyReplicas": sum(1 for p in live if p.ready)}
+    return status_patch(redis, status_of(redis, counts, verdicts, inp))
+
+
+def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> list[Action]:
+    """Rules 4 and 5. While held (backing off, or after a failed write), only
+    the status is written, counting the pods as they are."""
+    changes = pod_changes(redis, spec, podset)
+    if inp.gate.hold:
+        changes = _landed(changes, inp.landed)
+    elif spec.paused:
+        changes = _paused(changes)
+    elif inp.namespace_terminating:
+        changes = _nothing_created(changes)
+    refusal = refusal_now(redis, changes, inp)
+    counted = changes if refusal is None else _kept(changes, refusal.pod)
+    counts = counts_after(spec, counted)
+    progressing = progressing_verdict(redis, spec, podset, counted, counts)
+    if spec.paused:
+        progressing = paused_verdict(spec, counts)
+    progress = progress_of(redis, counts, counted, inp)
+    svc = service_plan(redis, spec, inp)
+    held = redis.name if svc.held_by_another else None
+    detail = "; ".join(
+        d for d in (refusal.note if refusal else "", pods_detail(podset, counted, inp.now)) if d
+    )
+    verdicts = {
+        "Ready": ready_verdict(spec, counts),
+        "Progressing": with_detail(progressing, detail),
+        "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate, held),
+    }
+    verdicts = deadline_verdicts(verdicts, progress, inp.config.progress_deadline)
+    fields = {
+        "replicas": counts.replicas,
+        "readyReplicas": counts.ready,
+        "updatedReplicas": counts.updated,
+        PROGRESS_FIELD: rfc3339(progress.at),
+        SERVICE_FIELD: svc.shown,
+        disruption.REFUSED_FIELD: refusal.to_status() if refusal else None,
+    }
+    stored = disruption.refusal_of(redis.status)
+    said = disruption.refused_event(owner_of(redis), stored, refusal)
+    status = status_patch(redis, status_of(redis, fields, verdicts, inp), said)
+    if inp.gate.hold:
+        return status
+    budget = budget_plan(redis, spec, inp)
+    return changes.actions + list(svc.actions) + list(budget) + status + list(changes.repairs)
+
+
+def refusal_now(redis: Redis, changes: PodChanges, inp: PlanInput) -> disruption.Refusal | None:
+    """The eviction a budget refused: just now (the status written after
+    it), or in an earlier pass, while this one asks for the same pod again."""
+    if inp.refused is not None:
+        return disruption.Refusal(*inp.refused)
+    evicting = frozenset(a.name for a in changes.actions if isinstance(a, EvictPod))
+    return disruption.expected(disruption.refusal_of(redis.status), evicting)
+
+
+def _kept(changes: PodChanges, pod: str) -> PodChanges:
+    """The changes as they will land when the eviction of ``pod`` is refused."""
+
+    def kept(removals: tuple[Removal, ...]) -> tuple[Removal, ...]:
+        return tuple(r for r in removals if not (isinstance(r, EvictPod) and r.name == pod))
+
+    rollout = Rollout(changes.rollout.stale, kept(changes.rollout.replace))
+    return replace(changes, surplus=kept(changes.surplus), rollout=rollout)
+
+
+def budget_plan(
+    redis: Redis, spec: RedisSpec, inp: PlanInput
+) -> tuple[disruption.BudgetWrite, ...]:
+    """Its budget's writes: none while the budgets could not all be listed,
+    while paused, or in a namespace being deleted."""
+    if disruption.KIND not in inp.children or spec.paused or inp.namespace_terminating:
+        return ()
+    found = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
+    return disruption.plan_budget(owner_of(redis), found, spec.num)
+
+
+def service_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> service.ServicePlan:
+    """Its Service's write, if any. Nothing while the Services could not all
+    be listed (the status keeps the name it shows), while held after a
+    failure, or while paused (the Service stays as it is)."""
+    if service.KIND not in inp.children:
+        stored = redis.status.get(SERVICE_FIELD)
+        return service.ServicePlan((), stored if isinstance(stored, str) else None)
+    found = inp.pods.child(service.KIND, redis.namespace, redis.name)
+    planned = service.plan_service(owner_of(redis), found, spec.port)
+    if spec.paused or inp.gate.hold or inp.namespace_terminating:
+        return service.ServicePlan(
+            (), None if found is None else planned.shown, planned.held_by_another
+        )
+    return planned
+
+
+def _paused(changes: PodChanges) -> PodChanges:
+    """spec.paused: no pod is created, deleted, replaced or repaired; what
+    would have been done is still counted (the stale pods) for the status."""
+    return PodChanges(
+        changes.desired,
+        (),
+        Missing((), changes.missing.conflicts),
+        Rollout(changes.rollout.stale, ()),
+    )
+
+
+def _nothing_created(changes: PodChanges) -> PodChanges:
+    """In a namespace being deleted: deletes only (a rollout would need a create)."""
+    missing = Missing((), changes.missing.conflicts)
+    rollout = Rollout(changes.rollout.stale, ())
+    return replace(changes, missing=missing, rollout=rollout)
+
+
+def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodChanges:
+    """The pod changes that already happened this pass: counted, not planned."""
+
+    def done(action: Action | None) -> bool:
+        return action is not None and (action.verb, action.target) in landed
+
+    creates = tuple(c for c in changes.missing.creates if done(c))
+    replaced = tuple(d for d in changes.rollout.replace if done(d))
+    return PodChanges(
+        changes.desired,
+        tuple(d for d in changes.surplus if done(d)),
+        Missing(creates, changes.missing.conflicts),
+        Rollout(changes.rollout.stale, replaced),
+        tuple(r for r in changes.repairs if done(r)),
+        tuple(d for d in changes.ended if done(d)),
+    )
+
+
+def plan(redis: Redis, inp: PlanInput) -> list[Action]:
+    podset = pods_of(redis, inp.pods)
+    if redis.deletion_timestamp:
+        return plan_deletion(redis, podset)
+    check = validate(redis, inp.config.image)
+    guard = [] if inp.namespace_terminating else finalizer_patch(redis)
+    if check.spec is None:
+        return guard + plan_invalid(redis, check.errors, podset, inp)
+    return guard + plan_live(redis, check.spec, podset, inp)
+
+
+def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
+    """The pod LIST was refused: no pod is created or deleted on a partial
+    view, and the status says so rather than stand as the last pass left it.
+    Only Degraded changes (for this generation): the counts, Ready and
+    Progressing are the last ones seen, and observedGeneration stays, since
+    this generation was not acted on. An invalid spec keeps its InvalidSpec,
+    which needs no pods to be true, and a Redis being deleted says Deleting."""
+    if redis.deletion_timestamp or validate(redis, inp.config.image).spec is None:
+        return []
+    message = f"pods could not be listed, so none are created or deleted: {why}"
+    observed = observed_conditions(redis.status)
+    degraded = condition(
+        "Degraded", Verdict(True, PODS_UNKNOWN, message), redis.generation, observed, inp.now
+    )
+    others = [c for t, c in observed.items() if t != "Degraded"]
+    body = {
+        "state": PODS_UNKNOWN,
+        "message": message,
+        "conditions": [*others, degraded.to_dict()],
+    }
+    return status_patch(redis, DesiredStatus(body, degraded))
+
+
+def child_names(redis: Redis) -> tuple[tuple[str, str], ...]:
+    """Its Service, and its budget while it has two pods or more."""
+    names = [(service.KIND, redis.name)]
+    num = redis.spec.get("num", 0)
+    if num_error(num) is None and num >= disruption.MIN_PODS:
+        names.append((disruption.KIND, redis.name))
+    return tuple(names)
+
+
+def health(redis: Redis, actions: Sequence[Action]) -> Health:
+    """Read from the status as it will be stored: the planner wrote its
+    summary there."""
+    if redis.deletion_timestamp:
+        return Health(DELETING, "deleting its pods, then releasing the finalizer", False, True)
+    status = status_after(redis.status, actions, redis.key)
+    conds = observed_conditions(status)
+    return Health(
+        str(status.get("state") or "Unknown"),
+        str(status.get("message") or "no status written yet"),
+        is_true(conds, "Degraded"),
+        is_true(conds, "Progressing"),
+        (conds.get("Progressing") or {}).get("reason") == DEADLINE_EXCEEDED,
+    )
+
+
+KIND: Kind[Redis] = Kind(
+    RESOURCE,
+    COMPONENT,
+    from_api,
+    plan,
+    health,
+    plan_unseen=plan_unseen,
+    owns_pods=True,
+    pod_names=desired_pod_names,
+    child_names=child_names,
+)

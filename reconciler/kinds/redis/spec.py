@@ -1,0 +1,138 @@
+"""The spec and its validation: every field the rules rely on is checked again
+here, apart from the CRD schema (objects can bypass it), so that a bad
+object gets a message naming its field rather than pods the apiserver
+would refuse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.constants import LABEL_INSTANCE
+from reconciler.kinds.redis import placement
+from reconciler.kinds.redis.identity import Redis
+
+PORT_MIN = 6370
+
+
+PORT_MAX = 6380
+
+
+PORT_DEFAULT = 6379
+
+
+NUM_MAX = 100
+
+
+NAME_MAX = 63  # the name is each pod's app.kubernetes.io/instance label value
+
+
+# A conservative image reference: [registry[:port]/]path[:tag][@digest].
+IMAGE_PATTERN = (
+    r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9._-]+)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+)
+
+
+_IMAGE_RE = re.compile(IMAGE_PATTERN)
+
+
+@dataclass(frozen=True)
+class RedisSpec:
+    port: int
+    num: int
+    image: str
+    paused: bool = False  # spec.paused: its pods are left as they are
+    placement: placement.Placement = placement.NONE
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class SpecCheck:
+    """The typed spec, or the errors naming each bad field (then ``spec`` is None)."""
+
+    spec: RedisSpec | None
+    errors: tuple[FieldError, ...]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _port_error(port: Any) -> FieldError | None:
+    if not _is_int(port):
+        return FieldError("spec.port", f"must be an integer, got {port!r}")
+    if not PORT_MIN <= port <= PORT_MAX:
+        return FieldError("spec.port", f"must be between {PORT_MIN} and {PORT_MAX}, got {port}")
+    return None
+
+
+def num_error(num: Any) -> FieldError | None:
+    if not _is_int(num):
+        return FieldError("spec.num", f"must be an integer, got {num!r}")
+    if not 0 <= num <= NUM_MAX:
+        return FieldError("spec.num", f"must be between 0 and {NUM_MAX}, got {num}")
+    return None
+
+
+def _image_error(image: Any) -> FieldError | None:
+    if not isinstance(image, str):
+        return FieldError("spec.image", f"must be a string, got {image!r}")
+    if not _IMAGE_RE.match(image):
+        return FieldError("spec.image", f"is not a valid image reference: {image!r}")
+    return None
+
+
+def _paused_error(paused: Any) -> FieldError | None:
+    if isinstance(paused, bool):
+        return None
+    return FieldError("spec.paused", f"must be true or false, got {paused!r}")
+
+
+def _name_error(name: str) -> FieldError | None:
+    if len(name) <= NAME_MAX:
+        return None
+    return FieldError(
+        "metadata.name",
+        f"must be at most {NAME_MAX} characters, got {len(name)}: it is the "
+        f"{LABEL_INSTANCE} label value of each pod",
+    )
+
+
+def validate(redis: Redis, default_image: str) -> SpecCheck:
+    """The spec's check, and the name's: the CRD refuses a name too long for a
+    label value, but an object created before that rule can still exist."""
+    check = validate_spec(redis.spec, default_image)
+    name_error = _name_error(redis.name)
+    if name_error is None:
+        return check
+    return SpecCheck(None, (name_error, *check.errors))
+
+
+def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
+    """Re-check every field the rules rely on, independent of the CRD schema,
+    so a bad object gets a message naming its field instead of pods the
+    apiserver would reject."""
+    port = spec.get("port", PORT_DEFAULT)
+    num = spec.get("num", 0)
+    image = spec.get("image") or default_image
+    paused = spec.get("paused", False)
+    found = (_port_error(port), num_error(num), _image_error(image), _paused_error(paused))
+    errors = tuple(e for e in found if e is not None) + tuple(
+        FieldError(path, message) for path, message in placement.field_errors(spec)
+    )
+    if errors:
+        return SpecCheck(None, errors)
+    fields = placement.placement_of(spec)
+    return SpecCheck(RedisSpec(port, num, image, paused, fields), ())
