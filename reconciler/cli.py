@@ -17,7 +17,8 @@ from typing import Any, NoReturn
 import click
 
 from reconciler import __version__, logs, render
-from reconciler.client.kube import ConfigMissing, Kube
+from reconciler.client.errors import ConfigMissing
+from reconciler.client.kube import Kube
 from reconciler.config import Config, ConfigError
 from reconciler.engine import crd_release
 from reconciler.engine import state as state_store

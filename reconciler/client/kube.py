@@ -35,6 +35,14 @@ import msgspec
 
 from reconciler.client import kubeconfig
 from reconciler.client.credentials import Credentials
+from reconciler.client.errors import (
+    ApiError,
+    ConfigMissing,
+    EvictionRefused,
+    Gone,
+    NoCredentials,
+    Unreachable,
+)
 from reconciler.client.exec_plugin import CredentialError
 from reconciler.client.protowire import status_of
 from reconciler.client.proxy import proxy_for
@@ -56,57 +64,6 @@ USER_AGENT = "reconciler"
 FIELD_MANAGER = "reconciler"
 _MANAGED = frozenset({"POST", "PUT", "PATCH"})
 LEASES = ResourceType("coordination.k8s.io", "v1", "Lease", "leases")
-
-
-class KubeError(Exception):
-    """Base of the client's errors."""
-
-
-class ConfigMissing(KubeError):
-    """No kubeconfig and not running in a pod."""
-
-
-class Unreachable(KubeError):
-    """The API server could not be reached at all (connection or TLS error)."""
-
-
-class NoCredentials(Unreachable):
-    """The exec plugin gave no credential, so nothing could be asked."""
-
-
-class ApiError(KubeError):
-    """The API server answered with an error status."""
-
-    def __init__(
-        self,
-        status: int,
-        reason: str,
-        message: str,
-        retry_after: float | None = None,
-        causes: tuple[str, ...] = (),
-    ):
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.retry_after = retry_after
-        self.causes = causes  # details.causes[].message: which budget refused an eviction
-
-
-class Throttled(ApiError):
-    """429, or 503 with Retry-After, past the retries: the cluster's load
-    (API Priority and Fairness), not a fault of the object written."""
-
-
-class EvictionRefused(ApiError):
-    """An eviction a disruption budget does not allow now (429 without
-    Retry-After), or that the apiserver cannot judge (a pod more than one
-    budget selects): the pod stays, and a later pass asks again."""
-
-    @property
-    def why(self) -> str:
-        """The apiserver's own words, the budget's name among them when it gives it."""
-        return "; ".join((self.message, *self.causes))
 
 
 class RateLimiter:
@@ -249,9 +206,8 @@ def _retry_after(resp: Response) -> float | None:
 def _api_error(resp: Response) -> ApiError:
     reason, message = resp.reason or "", resp.body[:500].decode("utf-8", "replace").strip()
     retry_after = _retry_after(resp)
-    error = Throttled if throttled(resp.status, retry_after) else ApiError
     if status := status_of(resp.body):  # a request that asked for protobuf
-        return error(resp.status, status.reason or reason, status.message or reason, retry_after)
+        return ApiError(resp.status, status.reason or reason, status.message or reason, retry_after)
     causes: tuple[str, ...] = ()
     try:
         body = msgspec.json.decode(resp.body)
@@ -261,19 +217,13 @@ def _api_error(resp: Response) -> ApiError:
             causes = _causes(body)
     except msgspec.DecodeError:
         pass
-    return error(resp.status, reason, message, retry_after, causes)
+    return ApiError(resp.status, reason, message, retry_after, causes)
 
 
 def _causes(status: Mapping[str, Any]) -> tuple[str, ...]:
     details = status.get("details")
     found = details.get("causes") if isinstance(details, dict) else None
     return tuple(str(c["message"]) for c in found or () if isinstance(c, dict) and c.get("message"))
-
-
-def throttled(status: int, retry_after: float | None) -> bool:
-    """The apiserver asks us to come back later: API Priority and Fairness
-    answers 429, and an overloaded server 503 with Retry-After."""
-    return status == 429 or (status == 503 and retry_after is not None)
 
 
 class Transport(Protocol):
@@ -630,7 +580,7 @@ class Kube:
                             return items
                         params["continue"] = page.continue_token
                 except ApiError as exc:
-                    if exc.status == 410 and "continue" in params:
+                    if isinstance(exc, Gone) and "continue" in params:
                         log.info("LIST %s: continue token expired, restarting", res.kind)
                         continue
                     raise

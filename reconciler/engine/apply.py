@@ -40,7 +40,17 @@ from reconciler.actions import (
 )
 from reconciler.backoff import DEFAULT_REASON, EVICTION_REFUSED, WriteError
 from reconciler.children import CHILD_TYPES
-from reconciler.client.kube import ApiError, EvictionRefused, Kube, KubeError, Throttled
+from reconciler.client.errors import (
+    ApiError,
+    Conflict,
+    EvictionRefused,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    Throttled,
+)
+from reconciler.client.kube import Kube
 from reconciler.engine.events import post_event
 from reconciler.kinds.registry import kind_of
 from reconciler.model import PODS, ObjKey, ResourceType
@@ -76,9 +86,9 @@ def _reason(exc: Exception) -> str:
 
 def failure_reason(exc: ApiError) -> str:
     """The Degraded reason for a refused write: what a user must act on."""
-    if exc.status == 422:
+    if isinstance(exc, Invalid):
         return INVALID_OBJECT
-    if exc.status == 403:
+    if isinstance(exc, Forbidden):
         return QUOTA_EXCEEDED if "exceeded quota" in exc.message else FORBIDDEN
     return DEFAULT_REASON
 
@@ -404,9 +414,7 @@ class Executor:
         target = action.target
         try:
             self.kube.create(PODS, target.namespace, action.manifest)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
+        except Conflict:
             return self._already_exists(action)
         if action.event:
             run.pod_events.append(action.event)
@@ -418,10 +426,8 @@ class Executor:
         res = PODS if isinstance(action, CreatePod) else CHILD_TYPES[action.kind]
         try:
             found = self.kube.get(res, target.namespace, target.name)
-        except ApiError as exc:
-            if exc.status == 404:
-                return Result.CONFLICT  # deleted meanwhile; the next pass creates it
-            raise
+        except NotFound:
+            return Result.CONFLICT  # deleted meanwhile; the next pass creates it
         refs = (found.get("metadata") or {}).get("ownerReferences") or []
         if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
             return Result.OK
@@ -435,9 +441,7 @@ class Executor:
         target = action.target
         try:
             self.kube.create(CHILD_TYPES[action.kind], target.namespace, action.manifest)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
+        except Conflict:
             return self._already_exists(action)
         if action.event:
             self._events([action.event])
@@ -456,10 +460,8 @@ class Executor:
     def _delete_pod(self, action: DeletePod, run: _ObjectRun) -> Result:
         try:
             self.kube.delete(PODS, action.namespace, action.name, action.uid)
-        except ApiError as exc:
-            if exc.status == 404:
-                return Result.GONE
-            raise
+        except NotFound:
+            return Result.GONE
         if action.event:
             run.pod_events.append(action.event)
         return Result.OK
@@ -467,12 +469,10 @@ class Executor:
     def _evict_pod(self, action: EvictPod, run: _ObjectRun) -> Result:
         try:
             self.kube.evict(action.namespace, action.name, action.uid)
-        except ApiError as exc:
-            if exc.status == 404:
-                return Result.GONE
-            if exc.status == 409:
-                return Result.CONFLICT  # the uid precondition: a new pod of that name
-            raise
+        except NotFound:
+            return Result.GONE
+        except Conflict:
+            return Result.CONFLICT  # the uid precondition: a new pod of that name
         if action.event:
             run.pod_events.append(action.event)
         return Result.OK
@@ -481,10 +481,8 @@ class Executor:
         target = action.target
         try:
             self.kube.delete(CHILD_TYPES[action.kind], target.namespace, target.name, action.uid)
-        except ApiError as exc:
-            if exc.status in (404, 409):
-                return Result.GONE  # gone, or replaced: the next pass sees which
-            raise
+        except (NotFound, Conflict):
+            return Result.GONE  # gone, or replaced: the next pass sees which
         return Result.OK
 
     def _patch_finalizers(self, action: PatchFinalizers, run: _ObjectRun) -> Result:
@@ -547,14 +545,12 @@ class Executor:
         res = res or _resource(key)
         try:
             answer = self.kube.merge_patch(res, key.namespace, key.name, body, sub)
-        except ApiError as exc:
-            if exc.status == 404 and sub == "status" and self._exists(res, key):
+        except NotFound:
+            if sub == "status" and self._exists(res, key):
                 raise _Failed(no_status_subresource(res), NO_STATUS_SUBRESOURCE) from None
-            if exc.status == 404:
-                return Result.GONE
-            if exc.status == 409:
-                return Result.CONFLICT
-            raise
+            return Result.GONE
+        except Conflict:
+            return Result.CONFLICT
         if out is not None:
             out.update(answer)
         sent_rv = body["metadata"]["resourceVersion"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 
 from reconciler import __version__
-from reconciler.client.kube import ApiError, Kube, KubeError
+from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
+from reconciler.client.kube import Kube
 from reconciler.constants import LABEL_VERSION
 from reconciler.kinds.registry import KINDS
 from reconciler.model import ResourceType
@@ -32,7 +33,7 @@ def lagging(kube: Kube) -> list[str]:
         try:
             crd = kube.get(CRDS, "", name)
         except ApiError as exc:
-            if exc.status not in (403, 404):
+            if not isinstance(exc, Forbidden | NotFound):
                 log.debug("CRD %s: %s", name, exc)
             continue
         except KubeError:

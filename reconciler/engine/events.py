@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.actions import EventSpec
-from reconciler.client.kube import EVENTS, ApiError, Kube, KubeError
+from reconciler.client.errors import Conflict, KubeError
+from reconciler.client.kube import EVENTS, Kube
 from reconciler.model import rfc3339
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,7 @@ def post_event(kube: Kube, spec: EventSpec, now: datetime) -> bool:
     try:
         try:
             kube.create(EVENTS, ns, body)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
+        except Conflict:
             old = kube.get(EVENTS, ns, name)
             kube.merge_patch(
                 EVENTS,

@@ -23,7 +23,15 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from reconciler.buckets import Scope, bucket_of
 from reconciler.children import CHILD_TYPES, decoder
-from reconciler.client.kube import ApiError, Kube, NoCredentials, Unreachable
+from reconciler.client.errors import (
+    ApiError,
+    Forbidden,
+    NoCredentials,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+)
+from reconciler.client.kube import Kube
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
 from reconciler.client.protowire import (
     META_ACCEPT,
@@ -92,15 +100,9 @@ def _across(namespaces: Sequence[str], list_in: Callable[[str | None], list[T]])
 ListIn = Callable[[str | None], list[Any]]
 
 
-# Refusals the next pass will meet again (credentials, RBAC, a missing
-# resource, a request the server rejects): unlike a timeout, a 429 or a 5xx,
-# worth a status write on every object they leave unplanned.
-LASTING = frozenset({400, 401, 403, 404, 406, 410, 415, 422})
-
-
 def _why(res: ResourceType, exc: Exception) -> str:
     kind = res.kind
-    if isinstance(exc, ApiError) and exc.status == 404 and res.group:
+    if isinstance(exc, NotFound) and res.group:
         return f"LIST {kind}: the {kind} CRD is not installed (404); apply crds/ (`make install`)"
     return f"LIST {kind}: {exc}"
 
@@ -111,9 +113,9 @@ def _refused(res: ResourceType, exc: ApiError | Unreachable) -> str | None:
         return f"unauthorized: no credentials: {exc}"
     if isinstance(exc, Unreachable):
         return f"cannot reach the cluster: {exc}"
-    if exc.status == 401:
+    if isinstance(exc, Unauthorized):
         return f"unauthorized: the cluster does not accept these credentials ({exc})"
-    if exc.status == 403:
+    if isinstance(exc, Forbidden):
         return f"forbidden: these credentials may not list {res.plural} ({exc})"
     return None
 
@@ -232,10 +234,8 @@ def _get(
     """One object as it is now; None if there is none (or no longer)."""
     try:
         return decode(kube.get(res, namespace, name))
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    except NotFound:
+        return None
 
 
 # What a failed read raises: refused, unreachable, or an answer that cannot be read.
@@ -282,7 +282,7 @@ class _Lister:
         unreachable cluster apart."""
         if isinstance(exc, ApiError | Unreachable):
             self.errors.append(_why(res, exc))
-            if isinstance(exc, ApiError) and exc.status in LASTING:
+            if isinstance(exc, ApiError) and exc.lasting:
                 self.lasting[res.kind] = f"LIST {res.kind}: {exc}"
             refused = _refused(res, exc)
             if refused is not None:
@@ -348,9 +348,7 @@ def _namespaces(kube: Kube, scope: Sequence[str]) -> Namespaces:
             try:
                 if _terminating(kube.get(NAMESPACES, "", ns)):
                     terminating.add(ns)
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
+            except NotFound:
                 missing.append(f"namespace {ns} does not exist (is it a typo in the scope?)")
         return Namespaces(frozenset(terminating), tuple(missing))
     except (ApiError, Unreachable) as exc:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
+from reconciler.client.errors import KubeError, NotFound
+from reconciler.client.kube import LEASES, Kube
 from reconciler.config import Config
 
 log = logging.getLogger(__name__)
@@ -160,11 +161,7 @@ class LeaderElector:
         now = micro_time(self.wallclock())
         try:
             lease = self.kube.get(LEASES, cfg.namespace, cfg.name)
-        except ApiError as exc:
-            if exc.status != 404:
-                log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)
-                self.sighting.failed(exc)
-                return self._renew_failed()
+        except NotFound:
             return self._create(now)
         except KubeError as exc:
             log.warning("lease %s/%s: %s", cfg.namespace, cfg.name, exc)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
+from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
+from reconciler.client.kube import LEASES, Kube
 
 # What each mode does with Leases (reconciler/run/leader.py, shard.py), and
 # how the shipped manifests grant it.
@@ -39,12 +40,12 @@ def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str, grant: st
     try:
         _dry_run_create(kube, namespace)
     except ApiError as exc:
-        if exc.status == 404:
+        if isinstance(exc, NotFound):
             raise LeaseAccessError(
                 f"{mode}: the Lease namespace {namespace} does not exist: create it "
                 f"(kubectl create namespace {namespace}) or set {NAMESPACE_KEY}"
             ) from None
-        if exc.status != 403:
+        if not isinstance(exc, Forbidden):
             return  # 409 (it exists) and the rest: the create itself was allowed
     except KubeError:
         return

@@ -42,7 +42,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.buckets import Scope, assign, bucket_of
-from reconciler.client.kube import LEASES, ApiError, Kube, KubeError
+from reconciler.client.errors import ApiError, Conflict, KubeError, NotFound
+from reconciler.client.kube import LEASES, Kube
 from reconciler.config import Config
 from reconciler.constants import LABEL_COMPONENT, LABEL_NAME, LABEL_PART_OF, MANAGED_BY
 from reconciler.run.leader import LeaseConfig, Sighting, default_identity, micro_time
@@ -233,9 +234,9 @@ class ShardMember:
             self.member = self.kube.replace(LEASES, self.config.namespace, _name(self.member), body)
             return True
         except ApiError as exc:
-            if exc.status == 409 and self._still_ours():
+            if isinstance(exc, Conflict) and self._still_ours():
                 return False  # our last renewal landed unanswered; renew again next round
-            if exc.status not in (404, 409):
+            if not isinstance(exc, NotFound | Conflict):
                 log.warning("shard: renew %s: %s", _name(self.member), exc)
                 self.sighting.failed(exc)
                 return False
@@ -321,9 +322,9 @@ class ShardMember:
             self.kube.delete(
                 LEASES, self.config.namespace, _name(lease), resource_version=_version(lease)
             )
+        except NotFound:
+            return True
         except ApiError as exc:
-            if exc.status == 404:
-                return True
             log.info("shard: could not delete member lease %s: %s", _name(lease), exc)
             return False
         except KubeError as exc:

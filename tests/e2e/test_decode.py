@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from reconciler.client.kube import ApiError, Kube
+from reconciler.client.errors import ApiError
+from reconciler.client.kube import Kube
 from reconciler.client.protowire import (
     ACCEPT,
     MAGIC,

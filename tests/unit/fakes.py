@@ -10,7 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.client.kube import ApiError, Stats
+from reconciler.client.errors import ApiError
+from reconciler.client.kube import Stats
 from reconciler.model import ResourceType
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from reconciler.actions import PatchStatus, Plan
-from reconciler.client.kube import ApiError, Unreachable
+from reconciler.client.errors import ApiError, Unreachable
 from reconciler.engine.apply import Executor, merge_pod_events
 from reconciler.engine.plan import plan
 from reconciler.kinds.redis.identity import FINALIZER
@@ -612,7 +612,7 @@ def test_a_pod_written_meanwhile_does_not_hold_back_the_status():
 
 def test_throttling_past_the_retries_is_not_the_objects_failure():
     from reconciler.actions import ObjRef
-    from reconciler.client.kube import Throttled
+    from reconciler.client.errors import Throttled
 
     r = redis(num=2)
     ref = ObjRef("v1", "Redis", "default", "r", r.uid)
@@ -634,7 +634,7 @@ def test_throttling_past_the_retries_is_not_the_objects_failure():
 
 
 def test_a_throttled_write_stops_the_passes_other_writes():
-    from reconciler.client.kube import Throttled
+    from reconciler.client.errors import Throttled
 
     kube = FakeKube()
     kube.errors[("POST", "a-0")] = Throttled(429, "TooManyRequests", "too many requests")

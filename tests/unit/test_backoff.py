@@ -18,7 +18,7 @@ from reconciler.backoff import (
     gate,
     to_status,
 )
-from reconciler.client.kube import ApiError
+from reconciler.client.errors import ApiError
 from reconciler.engine.apply import Executor
 from reconciler.engine.plan import plan, status_after_failure
 from reconciler.kinds.redis.identity import Redis

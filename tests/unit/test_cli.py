@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler import cli as cli_mod
-from reconciler.client.kube import ApiError, Unreachable
+from reconciler.client.errors import ApiError, Unreachable
 
 from .fakes import FakeKube
 from .test_events import hanging_events

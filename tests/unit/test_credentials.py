@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import kube, kubeconfig
+from reconciler.client import errors, kube, kubeconfig
 from reconciler.client.credentials import CHECK_EVERY, Credentials
 from reconciler.config import Config
 
@@ -91,7 +91,7 @@ def test_a_401_with_nothing_new_to_send_is_the_callers_at_once(
 ) -> None:
     path = tmp_path / "config"
     client = kube.Kube(Config(kubeconfig=_kubeconfig(path, server.url, {"token": "old"})))
-    with pytest.raises(kube.ApiError) as refused:
+    with pytest.raises(errors.ApiError) as refused:
         client.version()
     assert refused.value.status == 401 and server.seen == ["Bearer old"]
 
@@ -119,10 +119,12 @@ def test_a_failing_exec_plugin_is_no_credentials_naming_it(
     monkeypatch.setenv("MODE", "fail")
     exec_ = {"exec": {"apiVersion": V1, "command": str(script), "interactiveMode": "Never"}}
     client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path / "config", server.url, exec_)))
-    with pytest.raises(kube.NoCredentials, match=r"^exec plugin get-token exited 255: Error: the"):
+    with pytest.raises(
+        errors.NoCredentials, match=r"^exec plugin get-token exited 255: Error: the"
+    ):
         client.version()
     assert server.seen == []
-    assert isinstance(kube.NoCredentials("x"), kube.Unreachable)  # the pass reached nothing
+    assert isinstance(errors.NoCredentials("x"), errors.Unreachable)  # the pass reached nothing
 
 
 def _client_cert(tmp_path: Path, name: str) -> tuple[Path, Path]:

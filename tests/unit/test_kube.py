@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import kube
+from reconciler.client import errors, kube
 from reconciler.config import Config
 
 from .loopback import serving
@@ -79,7 +79,7 @@ def test_a_429_past_the_retries_is_throttled_not_a_plain_api_error(
     server: _Throttling, tmp_path: Path
 ) -> None:
     c = client(server, tmp_path, max_retries=2)
-    with pytest.raises(kube.Throttled) as raised:
+    with pytest.raises(errors.Throttled) as raised:
         c.merge_patch(kube.LEASES, "ns", "x", {})
     assert raised.value.status == 429 and len(server.seen) == 3
 
@@ -89,7 +89,7 @@ def test_a_write_stops_retrying_once_it_is_no_longer_ours(
 ) -> None:
     c = client(server, tmp_path, max_retries=5)
     c.still_writing = lambda: False
-    with pytest.raises(kube.Throttled):
+    with pytest.raises(errors.Throttled):
         c.merge_patch(kube.LEASES, "ns", "x", {})
     assert len(server.seen) == 1
 
@@ -120,8 +120,8 @@ def test_each_apiserver_warning_is_logged_once(caplog: pytest.LogCaptureFixture)
 
 
 def test_only_429_and_503_with_retry_after_are_throttling() -> None:
-    assert kube.throttled(429, None) and kube.throttled(503, 1.0)
-    assert not kube.throttled(503, None) and not kube.throttled(500, 1.0)
+    assert errors.throttled(429, None) and errors.throttled(503, 1.0)
+    assert not errors.throttled(503, None) and not errors.throttled(500, 1.0)
 
 
 BUDGET = (
@@ -139,9 +139,9 @@ SEVERAL = (
 @pytest.mark.parametrize(
     ("answer", "raised", "says"),
     [
-        ((429, BUDGET, None), kube.EvictionRefused, "The disruption budget r needs 2"),
-        ((500, SEVERAL, None), kube.EvictionRefused, "more than one PodDisruptionBudget"),
-        ((429, THROTTLED, "1"), kube.Throttled, "too many requests"),
+        ((429, BUDGET, None), errors.EvictionRefused, "The disruption budget r needs 2"),
+        ((500, SEVERAL, None), errors.EvictionRefused, "more than one PodDisruptionBudget"),
+        ((429, THROTTLED, "1"), errors.Throttled, "too many requests"),
     ],
 )
 def test_an_eviction_is_asked_once_and_a_budget_s_refusal_is_told_from_load(
@@ -159,6 +159,6 @@ def test_an_eviction_is_asked_once_and_a_budget_s_refusal_is_told_from_load(
         c.evict("ns", "r-0", "uid-0")
     assert type(caught.value) is raised
     assert says in (
-        caught.value.why if isinstance(caught.value, kube.EvictionRefused) else str(caught.value)
+        caught.value.why if isinstance(caught.value, errors.EvictionRefused) else str(caught.value)
     )
     assert server.seen == ["POST /api/v1/namespaces/ns/pods/r-0/eviction"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime
 
-from reconciler.client.kube import ApiError, Unreachable
+from reconciler.client.errors import ApiError, Unreachable
 from reconciler.run.leader import LeaderElector, LeaseConfig
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.buckets import Scope, bucket_of
-from reconciler.client.kube import ApiError, Unreachable
+from reconciler.client.errors import ApiError, Unreachable
 from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR

@@ -15,7 +15,7 @@ from reconciler.actions import (
     Plan,
 )
 from reconciler.backoff import EVICTION_REFUSED, WriteError
-from reconciler.client.kube import EvictionRefused
+from reconciler.client.errors import EvictionRefused
 from reconciler.engine.apply import Executor
 from reconciler.engine.plan import plan, status_after_failure
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.client.kube import ApiError, Unreachable
+from reconciler.client.errors import ApiError, Unreachable
 from reconciler.run.shard import ShardConfig, ShardMember
 
 CFG = ShardConfig(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import kube, transport
+from reconciler.client import errors, kube, transport
 from reconciler.client.protowire import META_ACCEPT, VersionStream
 from reconciler.client.transport import Direct, TransportError
 from reconciler.config import Config
@@ -425,7 +425,7 @@ def test_the_environments_proxy_is_used_as_go_uses_it(
         assert kube.Kube(Config(kubeconfig=loopback)).send("GET", "/l") == b"GET /l"
         assert proxy.tunnels == [f"apiserver.test:{port}"]
         monkeypatch.setenv("NO_PROXY", "example.com,.test")
-        with pytest.raises(kube.Unreachable):  # dialled directly: the name does not resolve here
+        with pytest.raises(errors.Unreachable):  # dialled directly: the name does not resolve here
             kube.Kube(Config(kubeconfig=named, max_retries=0)).send("GET", "/n")
         assert len(proxy.tunnels) == 1
 
@@ -443,7 +443,7 @@ def test_a_tls_file_that_is_not_there_is_a_config_error_naming_it(
     else:
         doc["clusters"][0]["cluster"][field] = str(tmp_path / "gone.crt")
     Path(path).write_text(yaml.safe_dump(doc))
-    with pytest.raises(kube.ConfigMissing, match=rf"{field} \S*gone\.crt: no such file"):
+    with pytest.raises(errors.ConfigMissing, match=rf"{field} \S*gone\.crt: no such file"):
         kube.Kube(Config(kubeconfig=path))
 
 
