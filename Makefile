@@ -84,6 +84,7 @@ lint: venv ## ruff, mypy (strict) and import-linter (the layers in docs/architec
 	ruff check reconciler tests hack bench
 	ruff format --check reconciler tests hack bench
 	mypy reconciler
+	mypy tests/unit/fakes.py  # the unit tests' fake, against the client's Protocol
 	lint-imports
 
 .PHONY: test-unit

@@ -50,7 +50,7 @@ from reconciler.client.errors import (
     NotFound,
     Throttled,
 )
-from reconciler.client.kube import Kube
+from reconciler.client.interface import Client
 from reconciler.engine.events import post_event
 from reconciler.kinds.registry import kind_of
 from reconciler.model import PODS, ObjKey, ResourceType
@@ -180,7 +180,7 @@ def _resource(key: ObjKey) -> ResourceType:
 class Executor:
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         *,
         concurrency: int,
         clock: Callable[[], datetime],

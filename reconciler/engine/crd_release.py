@@ -11,7 +11,7 @@ import logging
 
 from reconciler import __version__
 from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
-from reconciler.client.kube import Kube
+from reconciler.client.interface import Client
 from reconciler.constants import LABEL_VERSION
 from reconciler.kinds.registry import KINDS
 from reconciler.model import ResourceType
@@ -23,7 +23,7 @@ CRDS = ResourceType(
 )
 
 
-def lagging(kube: Kube) -> list[str]:
+def lagging(kube: Client) -> list[str]:
     """A line for each installed CRD of ours that another release shipped.
     A CRD that is missing is the pass's to report; one we may not read
     (RBAC older than this release) is passed over."""

@@ -18,7 +18,8 @@ from typing import Any
 
 from reconciler.actions import EventSpec
 from reconciler.client.errors import Conflict, KubeError
-from reconciler.client.kube import EVENTS, Kube
+from reconciler.client.interface import Client
+from reconciler.client.kube import EVENTS
 from reconciler.model import rfc3339
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def event_body(spec: EventSpec, now: datetime) -> dict[str, Any]:
     }
 
 
-def post_event(kube: Kube, spec: EventSpec, now: datetime) -> bool:
+def post_event(kube: Client, spec: EventSpec, now: datetime) -> bool:
     """Best effort: an event that cannot be posted is logged, never fatal."""
     body = event_body(spec, now)
     ns, name = spec.involved.namespace, body["metadata"]["name"]
@@ -105,7 +106,7 @@ class EventQueue:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         limit: int = QUEUE_LIMIT,
     ) -> None:

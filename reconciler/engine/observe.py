@@ -31,7 +31,7 @@ from reconciler.client.errors import (
     Unauthorized,
     Unreachable,
 )
-from reconciler.client.kube import Kube
+from reconciler.client.interface import Client
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
 from reconciler.client.protowire import (
     META_ACCEPT,
@@ -149,7 +149,7 @@ class FullList:
     protobuf: bool
     page_size: int
 
-    def pods(self, kube: Kube, selector: str | None, known: Known[Pod]) -> ListIn:
+    def pods(self, kube: Client, selector: str | None, known: Known[Pod]) -> ListIn:
         if self.protobuf:
             size = self.page_size
             return lambda ns: kube.list_streamed(
@@ -159,7 +159,7 @@ class FullList:
 
     def held(
         self,
-        kube: Kube,
+        kube: Client,
         res: ResourceType,
         selector: str | None,
         decode: Callable[[bytes], Page[Any]],
@@ -179,7 +179,7 @@ class MetaList:
 
 
 def _unchanged_or_fetched(
-    kube: Kube,
+    kube: Client,
     res: ResourceType,
     namespaces: Sequence[str],
     reuse: Reuse[T],
@@ -225,7 +225,7 @@ def _unchanged_or_fetched(
 
 
 def _get(
-    kube: Kube,
+    kube: Client,
     res: ResourceType,
     namespace: str,
     name: str,
@@ -246,7 +246,7 @@ class _Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
     def __init__(
-        self, kube: Kube, namespaces: Sequence[str], meta: MetaList, sorter: Sorter
+        self, kube: Client, namespaces: Sequence[str], meta: MetaList, sorter: Sorter
     ) -> None:
         self.kube, self.namespaces, self.meta, self.sorter = kube, namespaces, meta, sorter
         self.errors: list[str] = []
@@ -329,7 +329,7 @@ def _terminating(obj: Mapping[str, Any]) -> bool:
     return phase == "Terminating" or bool(meta_of(obj).get("deletionTimestamp"))
 
 
-def _namespaces(kube: Kube, scope: Sequence[str]) -> Namespaces:
+def _namespaces(kube: Client, scope: Sequence[str]) -> Namespaces:
     """Which namespaces are being deleted (nothing can be created there), and
     which configured ones do not exist (a typo must not pass in silence).
 
@@ -635,7 +635,7 @@ class Sorter:
 
 
 def observe(
-    kube: Kube,
+    kube: Client,
     namespaces: Sequence[str],
     report_selector: str | None,
     *,

@@ -17,7 +17,7 @@ from enum import Enum
 from reconciler import backoff
 from reconciler.actions import EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.buckets import Holder
-from reconciler.client.kube import Kube
+from reconciler.client.interface import Client
 from reconciler.config import Config
 from reconciler.engine import report as pod_report
 from reconciler.engine.apply import Executor, pruned_field
@@ -107,7 +107,7 @@ def _report_pods(state: State, pods: tuple[Pod, ...], pass_id: str, *, update: b
 class _Pass:
     """What the steps of one pass share."""
 
-    kube: Kube
+    kube: Client
     config: Config
     mode: Mode
     clock: Callable[[], datetime]
@@ -194,7 +194,7 @@ def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Pl
 
 
 def run_pass(
-    kube: Kube,
+    kube: Client,
     config: Config,
     state: State,
     *,
