@@ -1,0 +1,54 @@
+"""docs/architecture.md names every module of the package where a reader
+looks for it: a module added without a line there fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "reconciler"
+DOC = (ROOT / "docs" / "architecture.md").read_text()
+SKIP = {"__init__", "__main__"}
+
+
+def modules(folder: Path) -> set[str]:
+    return {p.stem for p in folder.glob("*.py") if p.stem not in SKIP}
+
+
+def row(folder: str) -> str:
+    """The folder's row of the table of modules."""
+    found = re.search(rf"^\| `{re.escape(folder)}/` \|(.*)\|$", DOC, re.MULTILINE)
+    assert found, f"docs/architecture.md has no row for {folder}/"
+    return found.group(1)
+
+
+def named(text: str) -> set[str]:
+    return set(re.findall(r"`([a-z_]+)`", text))
+
+
+def test_each_module_of_a_folder_is_named_in_its_row() -> None:
+    unnamed = {
+        f"{folder.name}/{m}.py"
+        for folder in PACKAGE.iterdir()
+        if folder.is_dir() and (folder / "__init__.py").exists()
+        for m in modules(folder) - named(row(folder.name))
+    }
+    assert not unnamed, f"not in docs/architecture.md's table of modules: {sorted(unnamed)}"
+
+
+def test_each_module_of_a_kind_package_is_named_in_the_kinds_row() -> None:
+    kinds = row("kinds")
+    unnamed = {
+        f"kinds/{pkg.name}/{m}.py"
+        for pkg in (PACKAGE / "kinds").iterdir()
+        if pkg.is_dir() and (pkg / "__init__.py").exists()
+        for m in modules(pkg) - named(kinds)
+    }
+    assert not unnamed, f"not in docs/architecture.md's kinds row: {sorted(unnamed)}"
+
+
+def test_each_module_at_the_root_is_in_the_tree() -> None:
+    tree = DOC[DOC.index("```\nreconciler/") : DOC.index("```", DOC.index("```\nreconciler/") + 3)]
+    unnamed = {m for m in modules(PACKAGE) if f"{m}.py" not in tree}
+    assert not unnamed, f"not in docs/architecture.md's tree: {sorted(unnamed)}"
