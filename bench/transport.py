@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             "the bench cluster's credentials are static"
         )
         session = kube.Kube(opts)
-        session.transport = kube._Session(session.config, opts)
+        session.transport = kube._Session(session.kube_config, opts, None)
         paths: dict[str, Callable[[], None]] = {
             "direct": lambda: direct.send("GET", PATH) and None,
             "session": lambda: session.send("GET", PATH) and None,

@@ -26,7 +26,7 @@ from reconciler.engine.events import FLUSH_SECONDS, EventQueue
 from reconciler.engine.sync import Mode, run_pass
 from reconciler.result import PassOutcome, PassResult
 from reconciler.run.pacing import Schedule
-from reconciler.run.wait import Verdict, WaitResult, wait
+from reconciler.run.wait import WaitEnd, WaitResult, wait
 from reconciler.settings import load
 
 log = logging.getLogger("reconciler")
@@ -38,10 +38,10 @@ EXIT_CODES = {
     PassOutcome.UNREACHABLE: EXIT_UNREACHABLE,
 }
 WAIT_EXIT_CODES = {
-    Verdict.CONVERGED: EXIT_OK,
-    Verdict.STUCK: EXIT_FAILED,
-    Verdict.TIMEOUT: EXIT_TIMEOUT,
-    Verdict.UNREACHABLE: EXIT_UNREACHABLE,
+    WaitEnd.CONVERGED: EXIT_OK,
+    WaitEnd.STUCK: EXIT_FAILED,
+    WaitEnd.TIMEOUT: EXIT_TIMEOUT,
+    WaitEnd.UNREACHABLE: EXIT_UNREACHABLE,
 }
 DEFAULT_WAIT_TIMEOUT = 300.0  # seconds, as `helm --wait`
 COMPLETE_VAR = "_RECONCILER_COMPLETE"  # click's variable for the program name "reconciler"
@@ -203,13 +203,13 @@ def _finish(result: PassResult, output: str) -> None:
 
 
 def _finish_wait(waited: WaitResult, output: str, timeout: float) -> None:
-    code = WAIT_EXIT_CODES[waited.verdict]
+    code = WAIT_EXIT_CODES[waited.end]
     result = waited.last
     if result.unreachable:
         _fail(EXIT_UNREACHABLE, result.unreachable)
     if output == "json":
         wait_summary = {
-            "result": str(waited.verdict),
+            "result": str(waited.end),
             "passes": waited.passes,
             "seconds": round(waited.elapsed, 3),
             "timeout_seconds": timeout,

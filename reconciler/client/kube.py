@@ -44,7 +44,7 @@ from reconciler.client.errors import (
     Unreachable,
 )
 from reconciler.client.exec_plugin import CredentialError
-from reconciler.client.protowire import status_of
+from reconciler.client.protowire import error_status_of
 from reconciler.client.proxy import proxy_for
 from reconciler.client.transport import PIECE, Direct, Response, Sink, TransportError
 from reconciler.config import Config
@@ -165,15 +165,15 @@ def _home_kubeconfig() -> str | None:
     return str(default) if default.is_file() else None
 
 
-def _load_config(opts: Config) -> kubeconfig.KubeConfig:
+def _load_config(settings: Config) -> kubeconfig.KubeConfig:
     """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
-    path = opts.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
+    path = settings.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
     if path and not Path(path).is_file():
-        source = "--kubeconfig" if opts.kubeconfig else "$KUBECONFIG"
+        source = "--kubeconfig" if settings.kubeconfig else "$KUBECONFIG"
         raise ConfigMissing(f"{source} {path}: no such file")
     try:
         if path:
-            return kubeconfig.from_file(Path(path), opts.context)
+            return kubeconfig.from_file(Path(path), settings.context)
         if pod := kubeconfig.in_cluster():
             return pod
     except (kubeconfig.KubeconfigError, OSError) as exc:
@@ -185,13 +185,13 @@ def _load_config(opts: Config) -> kubeconfig.KubeConfig:
 
 
 def _reloader(
-    opts: Config, config: kubeconfig.KubeConfig
+    settings: Config, kube_config: kubeconfig.KubeConfig
 ) -> Callable[[], kubeconfig.KubeConfig] | None:
     """Reads the same kubeconfig context again (after a 401); None in a pod."""
-    path = config.file
+    path = kube_config.file
     if path is None:
         return None
-    return lambda: kubeconfig.from_file(path, opts.context)
+    return lambda: kubeconfig.from_file(path, settings.context)
 
 
 def _retry_after(resp: Response) -> float | None:
@@ -206,7 +206,7 @@ def _retry_after(resp: Response) -> float | None:
 def _api_error(resp: Response) -> ApiError:
     reason, message = resp.reason or "", resp.body[:500].decode("utf-8", "replace").strip()
     retry_after = _retry_after(resp)
-    if status := status_of(resp.body):  # a request that asked for protobuf
+    if status := error_status_of(resp.body):  # a request that asked for protobuf
         return ApiError(resp.status, status.reason or reason, status.message or reason, retry_after)
     causes: tuple[str, ...] = ()
     try:
@@ -243,17 +243,19 @@ class _Session:
     CPU per request of ``transport.Direct``. pykube is imported here, only
     when it is needed."""
 
-    def __init__(self, config: kubeconfig.KubeConfig, opts: Config, proxy: str | None) -> None:
+    def __init__(
+        self, kube_config: kubeconfig.KubeConfig, settings: Config, proxy: str | None
+    ) -> None:
         import pykube
 
-        if config.file is None:
-            self.config = pykube.KubeConfig.from_service_account(config.source)
+        if kube_config.file is None:
+            self.pykube_config = pykube.KubeConfig.from_service_account(kube_config.source)
         else:
-            self.config = pykube.KubeConfig.from_file(str(config.file))
-            self.config.set_current_context(config.context)
-        self.server = config.server.rstrip("/")
-        self.opts = opts
-        self.gzip = _compression(opts, config)
+            self.pykube_config = pykube.KubeConfig.from_file(str(kube_config.file))
+            self.pykube_config.set_current_context(kube_config.context)
+        self.server = kube_config.server.rstrip("/")
+        self.settings = settings
+        self.gzip = _compression(settings, kube_config)
         self.proxies = {"http": proxy, "https": proxy} if proxy else {}
         self.local = threading.local()
 
@@ -262,7 +264,7 @@ class _Session:
 
         api = getattr(self.local, "api", None)
         if api is None:
-            api = pykube.HTTPClient(self.config, timeout=self.opts.timeout)
+            api = pykube.HTTPClient(self.pykube_config, timeout=self.settings.timeout)
             api.session.headers["Accept-Encoding"] = "gzip" if self.gzip else "identity"
             # With trust_env on, requests re-reads the proxy variables and looks
             # for ~/.netrc on every request; the proxy is chosen once, as kubectl does.
@@ -287,7 +289,7 @@ class _Session:
                 self.server + target,
                 data=body,
                 headers=headers,
-                timeout=self.opts.timeout,
+                timeout=self.settings.timeout,
                 stream=sink is not None,
             )
             with resp:
@@ -323,25 +325,25 @@ def _wire(resp: Any, fallback: int) -> int:
         return fallback
 
 
-def _compression(opts: Config, config: kubeconfig.KubeConfig) -> bool:
+def _compression(settings: Config, kube_config: kubeconfig.KubeConfig) -> bool:
     """Ask for gzip unless the settings or the kubeconfig's cluster turn it
     off: a cluster entry with ``disable-compression: true`` means it for
     kubectl too."""
-    return opts.compression and not config.disable_compression
+    return settings.compression and not kube_config.disable_compression
 
 
 class Kube:
     """A small, thread-safe client: one transport, a shared rate limiter,
     retries, and the verbs the rest of the package uses."""
 
-    def __init__(self, opts: Config) -> None:
-        """Connect with the client settings of ``opts`` (kubeconfig, context,
+    def __init__(self, settings: Config) -> None:
+        """Connect with the client settings of ``settings`` (kubeconfig, context,
         timeout, qps, burst, max_retries, page_size)."""
-        self.opts = opts
-        self.config = _load_config(opts)
-        self.credentials = Credentials(self.config, _reloader(opts, self.config))
-        self.server = self.config.server.rstrip("/")
-        self.limiter = RateLimiter(opts.qps, opts.burst)
+        self.settings = settings
+        self.kube_config = _load_config(settings)
+        self.credentials = Credentials(self.kube_config, _reloader(settings, self.kube_config))
+        self.server = self.kube_config.server.rstrip("/")
+        self.limiter = RateLimiter(settings.qps, settings.burst)
         self.stats = Stats()
         self.warnings = Warnings()
         # Names this process in the apiserver's audit log (a sharded replica adds its identity).
@@ -355,39 +357,39 @@ class Kube:
         """The same connection and credentials with a rate limit and retries
         of their own: Lease renewals must never wait behind a pass's writes."""
         other = copy.copy(self)
-        other.opts = replace(self.opts, qps=qps, burst=burst, max_retries=max_retries)
+        other.settings = replace(self.settings, qps=qps, burst=burst, max_retries=max_retries)
         other.limiter = RateLimiter(qps, burst)
         other.still_writing = None
         return other
 
     @property
     def default_namespace(self) -> str:
-        return self.config.namespace or "default"
+        return self.kube_config.namespace or "default"
 
     def _choose_transport(self) -> Transport:
         """``Direct`` when it can send these credentials; else pykube's session."""
-        config = self.config
-        proxy = proxy_for(self.server, config.proxy_url, os.environ)
+        kube_config = self.kube_config
+        proxy = proxy_for(self.server, kube_config.proxy_url, os.environ)
         try:
-            if config.only_pykube or (proxy or "").startswith("https:"):
+            if kube_config.only_pykube or (proxy or "").startswith("https:"):
                 log.debug("sending through pykube's session (an auth provider or an https proxy)")
-                return _Session(config, self.opts, proxy)
+                return _Session(kube_config, self.settings, proxy)
             direct = Direct(
                 self.server,
                 None,
-                self.opts.timeout,
-                _compression(self.opts, config),
+                self.settings.timeout,
+                _compression(self.settings, kube_config),
                 contexts=self.credentials.context,
                 proxy=proxy,
-                server_name=config.tls_server_name,
+                server_name=kube_config.tls_server_name,
             )
-            if direct.https and not config.exec:
+            if direct.https and not kube_config.exec:
                 self.credentials.context()  # a TLS file unreadable or not PEM: say so now
             return direct
         except OSError as exc:  # ssl.SSLError too
-            raise ConfigMissing(f"kubeconfig {config.source}: TLS files: {exc}") from None
+            raise ConfigMissing(f"kubeconfig {kube_config.source}: TLS files: {exc}") from None
         except ValueError as exc:  # a proxy URL we cannot speak
-            raise ConfigMissing(f"kubeconfig {config.source}: {exc}") from None
+            raise ConfigMissing(f"kubeconfig {kube_config.source}: {exc}") from None
 
     @staticmethod
     def path(
@@ -477,7 +479,7 @@ class Kube:
                 return resp.body
             err = _api_error(resp)
             retryable = resp.status == 429 or resp.status >= 500
-            if not retryable or not retry or attempt >= self.opts.max_retries:
+            if not retryable or not retry or attempt >= self.settings.max_retries:
                 raise err
             if method != "GET" and self.still_writing is not None and not self.still_writing():
                 raise err  # no longer ours to write: the wait would end in a stale write
@@ -492,7 +494,7 @@ class Kube:
                 path,
                 err.status,
                 attempt,
-                self.opts.max_retries,
+                self.settings.max_retries,
                 delay,
             )
             time.sleep(delay)
@@ -565,7 +567,7 @@ class Kube:
         # cyclic collector would scan them again and again.
         was_enabled = gc.isenabled()
         gc.disable()
-        limit = self.opts.page_size if page_size is None else page_size
+        limit = self.settings.page_size if page_size is None else page_size
         try:
             while True:
                 items: builtins.list[T] = []

@@ -519,7 +519,7 @@ class ErrorStatus:
     message: str
 
 
-def status_of(body: bytes) -> ErrorStatus | None:
+def error_status_of(body: bytes) -> ErrorStatus | None:
     """The reason and message of an error Status sent as protobuf, else None:
     a request that asked for protobuf gets its errors as protobuf too."""
     if not body.startswith(MAGIC):

@@ -3,7 +3,7 @@
 A pipeline that applies Redis objects wants to block until they are served,
 as `kubectl rollout status` and `helm --wait` do. The passes come at the
 daemon's pace (reconciler.run.pacing), so a wait costs what the daemon would.
-The wait ends on one of four verdicts:
+The wait ends in one of four ways:
 
 - converged: a pass planned nothing, had no errors, and every object is Ready;
 - stuck: nothing is in motion (no write, no conflict, nothing progressing)
@@ -27,7 +27,7 @@ from reconciler.run.pacing import Pace, Schedule, explain, motion, next_pace
 log = logging.getLogger(__name__)
 
 
-class Verdict(StrEnum):
+class WaitEnd(StrEnum):
     """How a wait ended; the value is the ``wait.result`` of `sync -o json`."""
 
     CONVERGED = "converged"
@@ -38,7 +38,7 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class WaitResult:
-    verdict: Verdict
+    end: WaitEnd
     last: PassResult  # the final pass: its not-Ready objects are what is pending
     passes: int
     elapsed: float  # seconds from the first pass's start to the last one's end
@@ -46,11 +46,11 @@ class WaitResult:
     def one_line(self) -> str:
         took = f"after {plural(self.passes, 'pass', 'passes')} in {self.elapsed:.1f}s"
         pending = plural(len(self.last.pending), "object")
-        if self.verdict is Verdict.CONVERGED:
+        if self.end is WaitEnd.CONVERGED:
             return f"converged {took}"
-        if self.verdict is Verdict.STUCK:
+        if self.end is WaitEnd.STUCK:
             return f"not converging {took}: nothing is in motion and {pending} not Ready"
-        if self.verdict is Verdict.TIMEOUT:
+        if self.end is WaitEnd.TIMEOUT:
             return f"timed out {took}: {pending} not Ready"
         return f"stopped {took}: the cluster is unreachable"
 
@@ -59,14 +59,14 @@ def converged(result: PassResult) -> bool:
     return result.outcome is PassOutcome.OK and not result.plan.actions and not result.pending
 
 
-def verdict(result: PassResult) -> Verdict | None:
-    """The verdict after ``result``, or None to keep waiting."""
+def end_of(result: PassResult) -> WaitEnd | None:
+    """How the wait ends after ``result``, or None to keep waiting."""
     if result.outcome is PassOutcome.UNREACHABLE:
-        return Verdict.UNREACHABLE
+        return WaitEnd.UNREACHABLE
     if converged(result):
-        return Verdict.CONVERGED
+        return WaitEnd.CONVERGED
     if motion(result) is None:
-        return Verdict.STUCK
+        return WaitEnd.STUCK
     return None
 
 
@@ -78,7 +78,7 @@ def wait(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> WaitResult:
-    """Run passes until a verdict. The last pass starts by the deadline at the
+    """Run passes until the wait ends. The last pass starts by the deadline at the
     latest, so a wait lasts at most ``timeout`` plus one pass."""
     start = clock()
     deadline = start + timeout
@@ -88,9 +88,9 @@ def wait(
         began = clock()
         result = one_pass()
         passes += 1
-        ended = verdict(result)
+        ended = end_of(result)
         if ended is None and clock() >= deadline:
-            ended = Verdict.TIMEOUT
+            ended = WaitEnd.TIMEOUT
         if ended is not None:
             return WaitResult(ended, result, passes, clock() - start)
         pace = next_pace(result, pace, schedule)

@@ -104,7 +104,7 @@ def test_lease_requests_do_not_wait_behind_the_passes_budget(
     started = time.monotonic()
     leases.get(kube.LEASES, "ns", "reconciler")
     assert time.monotonic() - started < 1.0
-    assert leases.opts.max_retries == 0 and passes.opts.max_retries == 0
+    assert leases.settings.max_retries == 0 and passes.settings.max_retries == 0
     assert leases.stats is passes.stats  # one count of requests per process
 
 

@@ -27,9 +27,9 @@ from reconciler.client.protowire import (
     PodStream,
     VersionStream,
     _unwrap,
+    error_status_of,
     pod_page_any,
     pod_page_reusing,
-    status_of,
     version_page,
 )
 from reconciler.model import LABEL_BUCKET, Version, pod_from_api
@@ -193,11 +193,11 @@ def test_a_json_answer_goes_to_the_json_decoder():
 def test_an_error_status_sent_as_protobuf_gives_its_reason_and_message():
     status = MESSAGES["Status"](reason="Expired", message="the continue token is too old", code=410)
     body = MAGIC + MESSAGES["Unknown"](raw=status.SerializeToString()).SerializeToString()
-    found = status_of(body)
+    found = error_status_of(body)
     assert found is not None
     assert (found.reason, found.message) == ("Expired", "the continue token is too old")
-    assert status_of(b'{"kind":"Status"}') is None
-    assert status_of(MAGIC + b"\xff\xff") is None  # not a message: the caller keeps the text
+    assert error_status_of(b'{"kind":"Status"}') is None
+    assert error_status_of(MAGIC + b"\xff\xff") is None  # not a message: the caller keeps the text
 
 
 def metadata_page(items: list[dict[str, Any]], token: str) -> bytes:
@@ -250,7 +250,7 @@ def test_the_envelope_is_read_whatever_surrounds_the_object():
     raw = MESSAGES["Status"](reason="NotFound", message="gone").SerializeToString()
     type_meta = b"\x0a\x05" + b"\x0a\x03" + b"v1x"  # field 1, 5 bytes: a nested message
     body = envelope(type_meta, b"\x12" + bytes([len(raw)]) + raw, b"\x1a\x00", b"\x22\x00")
-    assert status_of(body) == ErrorStatus("NotFound", "gone")
+    assert error_status_of(body) == ErrorStatus("NotFound", "gone")
     assert version_page(envelope(b"\x1a\x00")).items == []  # no object: an empty list
 
 
@@ -266,7 +266,7 @@ def test_the_envelope_is_read_whatever_surrounds_the_object():
 def test_a_broken_envelope_is_a_decode_error(body):
     with pytest.raises(DecodeError):
         version_page(body)
-    assert status_of(body) is None
+    assert error_status_of(body) is None
 
 
 def _varint_bytes(value: int) -> bytes:

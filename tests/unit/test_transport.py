@@ -452,7 +452,7 @@ def _client(tmp_path: Path, url: str, session: bool) -> kube.Kube:
     auth providers and https proxies)."""
     client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, url, {"token": "t"})))
     if session:
-        client.transport = kube._Session(client.config, client.opts, None)
+        client.transport = kube._Session(client.kube_config, client.settings, None)
     return client
 
 

@@ -1,4 +1,4 @@
-"""reconciler/run/wait.py: `sync --wait` runs passes until a verdict."""
+"""reconciler/run/wait.py: `sync --wait` runs passes until the wait ends."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from reconciler.health import READY, Health
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
 from reconciler.run.pacing import Schedule
-from reconciler.run.wait import Verdict, WaitResult, verdict, wait
+from reconciler.run.wait import WaitEnd, WaitResult, end_of, wait
 
 KEY = ObjKey("Redis", "ns", "r")
 WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progressing=True)
@@ -52,7 +52,7 @@ def result(
     ("res", "want"),
     [
         # Nothing planned, nothing failed, every object Ready.
-        (result(), Verdict.CONVERGED),
+        (result(), WaitEnd.CONVERGED),
         # Wrote: the next pass must confirm with an empty plan.
         (result(Result.OK), None),
         # Pods not Ready yet: they may become Ready by themselves.
@@ -60,19 +60,19 @@ def result(
         # Someone else wrote first: the next pass sees what they did.
         (result(Result.CONFLICT), None),
         # A foreign pod holds a desired name: only a person can fix it.
-        (result(health=CONFLICT), Verdict.STUCK),
+        (result(health=CONFLICT), WaitEnd.STUCK),
         # Backing off after failed writes: still, and failing.
         (
             result(health=WAITING, errors=("[ns/r] backing off",), backing_off=True),
-            Verdict.STUCK,
+            WaitEnd.STUCK,
         ),
         # A LIST failed: the view is partial, nothing written.
-        (result(errors=("cannot list pods",)), Verdict.STUCK),
-        (result(unreachable="cannot reach the cluster"), Verdict.UNREACHABLE),
+        (result(errors=("cannot list pods",)), WaitEnd.STUCK),
+        (result(unreachable="cannot reach the cluster"), WaitEnd.UNREACHABLE),
     ],
 )
-def test_verdict(res: PassResult, want: Verdict | None) -> None:
-    assert verdict(res) == want
+def test_end_of(res: PassResult, want: WaitEnd | None) -> None:
+    assert end_of(res) == want
 
 
 class Clock:
@@ -119,7 +119,7 @@ def test_writes_then_pods_then_an_empty_plan_converge_at_the_daemons_pace() -> N
         ],
         clock,
     )
-    assert waited.verdict is Verdict.CONVERGED
+    assert waited.end is WaitEnd.CONVERGED
     assert waited.passes == 5
     # Passes that cost nothing: min_interval after each, while pods start too.
     assert clock.slept == [1, 1, 1, 1]
@@ -130,7 +130,7 @@ def test_writes_then_pods_then_an_empty_plan_converge_at_the_daemons_pace() -> N
 def test_timeout_lists_what_is_pending_and_never_sleeps_past_the_deadline() -> None:
     clock = Clock(pass_seconds=0.5)
     waited = run([result(health=WAITING)] * 10, clock, timeout=5)
-    assert waited.verdict is Verdict.TIMEOUT
+    assert waited.end is WaitEnd.TIMEOUT
     # Passes of 0.5 s that cost nothing to look start a second apart
     # (min_interval, counted from each start); the last starts at the deadline.
     assert clock.slept == [0.5] * 5
@@ -145,7 +145,7 @@ def test_a_long_pass_is_followed_once_its_cost_fits_the_budget() -> None:
     clock = Clock(pass_seconds=3)
     passes = [result(Result.OK, health=WAITING, looked=3), result(health=WAITING, looked=3)]
     waited = run([*passes, result(health=WAITING, looked=3), result()], clock)
-    assert waited.verdict is Verdict.CONVERGED
+    assert waited.end is WaitEnd.CONVERGED
     assert clock.slept == [3, 3, 3]
     assert waited.elapsed == 21
 
@@ -153,7 +153,7 @@ def test_a_long_pass_is_followed_once_its_cost_fits_the_budget() -> None:
 def test_a_still_but_unconverged_scope_ends_at_once() -> None:
     clock = Clock()
     waited = run([result(Result.OK, health=WAITING), result(health=CONFLICT)], clock)
-    assert waited.verdict is Verdict.STUCK
+    assert waited.end is WaitEnd.STUCK
     assert clock.slept == [1]
     assert waited.one_line() == (
         "not converging after 2 passes in 1.0s: nothing is in motion and 1 object not Ready"
@@ -172,7 +172,7 @@ def test_min_interval_at_the_interval_still_waits_for_motion() -> None:
         clock=clock,
         sleep=clock.sleep,
     )
-    assert waited.verdict is Verdict.CONVERGED
+    assert waited.end is WaitEnd.CONVERGED
     assert clock.slept == [5, 5]
 
 
@@ -193,5 +193,5 @@ def test_a_pass_runs_without_the_result_of_the_pass_before() -> None:
 
     clock = Clock()
     waited = wait(one_pass, timeout=60, schedule=SCHEDULE, clock=clock, sleep=clock.sleep)
-    assert waited.verdict is Verdict.CONVERGED and waited.passes == 3
+    assert waited.end is WaitEnd.CONVERGED and waited.passes == 3
     assert alive_during == [False, False]

@@ -48,12 +48,12 @@ from reconciler.kinds.redis.status import (
     counts_after,
     deadline_verdicts,
     degraded_verdict,
+    desired_status,
     paused_verdict,
     pods_detail,
     progress_of,
     progressing_verdict,
     ready_verdict,
-    status_of,
     status_patch,
     with_detail,
 )
@@ -108,7 +108,7 @@ def plan_invalid(
     }
     live = [p for p in podset.by_index.values() if not p.terminating]
     counts = {"replicas": len(live), "readyReplicas": sum(1 for p in live if p.ready)}
-    return status_patch(redis, status_of(redis, counts, verdicts, inp))
+    return status_patch(redis, desired_status(redis, counts, verdicts, inp))
 
 
 def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> list[Action]:
@@ -149,7 +149,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     }
     stored = disruption.refusal_of(redis.status)
     said = disruption.refused_event(owner_of(redis), stored, refusal)
-    status = status_patch(redis, status_of(redis, fields, verdicts, inp), said)
+    status = status_patch(redis, desired_status(redis, fields, verdicts, inp), said)
     if inp.gate.hold:
         return status
     budget = budget_plan(redis, spec, inp)

@@ -274,7 +274,7 @@ class DesiredStatus:
     degraded: Condition
 
 
-def status_of(
+def desired_status(
     redis: Redis, fields: Mapping[str, object], verdicts: Mapping[str, Verdict], inp: PlanInput
 ) -> DesiredStatus:
     """The status to store: counts and other fields, one condition per verdict, and the failure
