@@ -28,7 +28,7 @@ from reconciler.actions import Plan
 from reconciler.client.kube import Kube
 from reconciler.config import Config
 from reconciler.engine.apply import Executor
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import plan_pass
 from reconciler.engine.sync import object_refs
 from reconciler.kinds.registry import KINDS
 from reconciler.model import ResourceType
@@ -88,7 +88,7 @@ def first_pass_requests(
     raw = {"Redis": redis, "Xca": xcas}
     objects = {kind.name: tuple(map(kind.decode, raw[kind.name])) for kind in KINDS}
     snapshot = Snapshot(objects, pods=())
-    the_plan = plan(snapshot, Config(), now)
+    the_plan = plan_pass(snapshot, Config(), now)
     groups: list[list[Request]] = []
     for actions in the_plan.by_owner().values():
         recorder = Recorder()

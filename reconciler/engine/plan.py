@@ -55,7 +55,7 @@ def orphan_pods(kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod])
     ]
 
 
-def plan(
+def plan_pass(
     snapshot: Snapshot,
     config: Config,
     now: datetime,

@@ -24,8 +24,7 @@ from reconciler.engine.apply import Executor, pruned_field
 from reconciler.engine.events import EventQueue, post_event
 from reconciler.engine.heap import collector_held
 from reconciler.engine.observe import Observation, observe
-from reconciler.engine.plan import health_after, status_after_failure
-from reconciler.engine.plan import plan as make_plan
+from reconciler.engine.plan import health_after, plan_pass, status_after_failure
 from reconciler.engine.state import State
 from reconciler.health import Health
 from reconciler.kinds.registry import KINDS
@@ -188,9 +187,9 @@ def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Pl
         for err in obs.errors:
             log.error("%s", err)
     snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), p.clock()
-    the_plan = make_plan(snapshot, config, now, state.settled, _holder(p))
-    state.seen, state.settled = snapshot, the_plan.settled
-    return replace(obs, snapshot=snapshot), the_plan, now
+    plan = plan_pass(snapshot, config, now, state.settled, _holder(p))
+    state.seen, state.settled = snapshot, plan.settled
+    return replace(obs, snapshot=snapshot), plan, now
 
 
 def run_pass(
@@ -215,16 +214,16 @@ def run_pass(
     selector = config.pod_report_selector if config.pod_report else None
 
     with collector_held():
-        obs, the_plan, now = _look(p, state, selector)
+        obs, plan, now = _look(p, state, selector)
     snapshot = obs.snapshot
     look_wall, look_cpu = time.monotonic() - started, time.process_time() - cpu
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
-    planned = plural(len(the_plan.actions), "action")
+    planned = plural(len(plan.actions), "action")
     log.info("pass %s: %s planned over %s", p.pass_id, planned, observed)
 
-    applied = _apply(p, the_plan, snapshot, now)
-    _say_pruned(p, state, applied, object_refs(snapshot, the_plan))
-    errors = list(obs.errors) + _backing_off(snapshot, the_plan)
+    applied = _apply(p, plan, snapshot, now)
+    _say_pruned(p, state, applied, object_refs(snapshot, plan))
+    errors = list(obs.errors) + _backing_off(snapshot, plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
     if config.pod_report and obs.report_pods is not None:
@@ -233,7 +232,7 @@ def run_pass(
     used = kube.stats.snapshot() - before
     return PassResult(
         p.pass_id,
-        the_plan,
+        plan,
         applied,
         errors,
         obs.unreachable,
@@ -246,7 +245,7 @@ def run_pass(
         bytes_received=used.bytes_received,
         observed=dict(obs.counts),
         warnings=list(obs.warnings),
-        health=_health(snapshot, the_plan, applied),
+        health=_health(snapshot, plan, applied),
     )
 
 
@@ -279,10 +278,10 @@ def _poster(p: _Pass) -> Callable[[EventSpec], None]:
     return post
 
 
-def _health(snapshot: Snapshot, the_plan: Plan, applied: ApplyReport) -> dict[ObjKey, Health]:
+def _health(snapshot: Snapshot, plan: Plan, applied: ApplyReport) -> dict[ObjKey, Health]:
     """As planned, except where a write failed: then as the status written
     after the failure says."""
-    planned = {id(a) for a in the_plan.actions}
+    planned = {id(a) for a in plan.actions}
     after = [
         o.action
         for o in applied.outcomes
@@ -290,4 +289,4 @@ def _health(snapshot: Snapshot, the_plan: Plan, applied: ApplyReport) -> dict[Ob
         and isinstance(o.action, PatchStatus)
         and id(o.action) not in planned
     ]
-    return {**the_plan.health, **health_after(snapshot, after)}
+    return {**plan.health, **health_after(snapshot, after)}

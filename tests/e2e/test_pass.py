@@ -14,7 +14,7 @@ from reconciler.client.kube import Kube
 from reconciler.config import Config
 from reconciler.engine.apply import Executor
 from reconciler.engine.observe import observe
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import plan_pass
 from reconciler.result import Result
 
 from .conftest import ROOT, Kubectl, Reconciler, gated_pod, wait_for
@@ -131,7 +131,7 @@ def test_conflicting_writer_means_see_it_next_pass(
         page_size=config.page_size,
         metadata_page_size=config.metadata_page_size,
     )
-    the_plan = plan(obs.snapshot, config, datetime.now(UTC))
+    the_plan = plan_pass(obs.snapshot, config, datetime.now(UTC))
     kubectl.run("label", "redis", "redis-sample", "-n", ns, "racer=1")  # bumps resourceVersion
     report = Executor(kube, concurrency=2, clock=lambda: datetime.now(UTC)).run(the_plan)
     results = {(o.action.verb, o.result) for o in report.outcomes}

@@ -11,7 +11,7 @@ import pytest
 from reconciler.actions import PatchStatus, Plan
 from reconciler.client.errors import ApiError, Unreachable
 from reconciler.engine.apply import Executor, merge_pod_events
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.identity import FINALIZER
 from reconciler.model import ObjKey
 from reconciler.result import Result
@@ -115,7 +115,7 @@ def test_delete_of_a_gone_pod_is_not_an_error():
 def test_unreachable_is_a_failure():
     kube = FakeKube()
     kube.errors[("PATCH/status", "x")] = Unreachable("connection refused")
-    report = run(kube, plan(snap((), (xca(),), ()), CONFIG, NOW).actions)
+    report = run(kube, plan_pass(snap((), (xca(),), ()), CONFIG, NOW).actions)
     assert [o.result for o in report.outcomes] == [FAILED]
 
 
@@ -316,7 +316,7 @@ def test_failure_events_carry_the_kind_of_the_object():
     kube.errors[("PATCH/status", "x")] = ApiError(422, "Invalid", "status.active: bad")
     refs = {x.key: ObjRef("apps.xca.k8s.kb.cx/v1beta1", "Xca", "default", "x", x.uid)}
     report = Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
-        plan(snap((), (x,), ()), CONFIG, NOW)
+        plan_pass(snap((), (x,), ()), CONFIG, NOW)
     )
     assert report.failed()[0].reason == "InvalidObject"
     (event,) = events_in(kube)

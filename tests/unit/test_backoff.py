@@ -20,7 +20,7 @@ from reconciler.backoff import (
 )
 from reconciler.client.errors import ApiError
 from reconciler.engine.apply import Executor
-from reconciler.engine.plan import plan, status_after_failure
+from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.redis.identity import from_api as redis_from_api
 
@@ -91,7 +91,7 @@ def land(r: Redis, kube: FakeKube) -> Redis:
 def one_pass(r: Redis, kube: FakeKube, t: float) -> tuple[Plan, Redis]:
     now = datetime.fromtimestamp(t, UTC)
     snapshot = snap((r,), (), ())
-    p = plan(snapshot, CONFIG, now)
+    p = plan_pass(snapshot, CONFIG, now)
     Executor(
         kube,
         concurrency=1,

@@ -11,7 +11,7 @@ import pytest
 from reconciler.actions import Plan
 from reconciler.backoff import Failure, WriteError
 from reconciler.engine.apply import ApplyReport
-from reconciler.engine.plan import plan, status_after_failure
+from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.health import READY, Health
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.redis import kind as redis_kind
@@ -69,7 +69,7 @@ def foreign(r, i):
 )
 def test_the_state_and_message_say_why_an_object_is_not_ready(setup, state, message):
     r, pods = setup(redis())
-    result = plan(snap((r,), (), pods), CONFIG, NOW)
+    result = plan_pass(snap((r,), (), pods), CONFIG, NOW)
     health = result.health[r.key]
     assert (health.state, health.message) == (state, message)
     (patch,) = [a for a in result.actions if a.verb == "patch-status"]
@@ -83,7 +83,7 @@ def test_the_state_and_message_say_why_an_object_is_not_ready(setup, state, mess
 def test_a_converged_object_with_pods_not_ready_plans_nothing_and_says_why():
     r = redis()
     pods = [pod(r, 0), pod(r, 1), pod(r, 2, ready=False)]
-    result = plan(snap((converged(r, pods),), (), pods), CONFIG, NOW)
+    result = plan_pass(snap((converged(r, pods),), (), pods), CONFIG, NOW)
     assert result.actions == ()
     assert plan_text(result).splitlines() == [
         "No changes to make now.",
@@ -98,7 +98,7 @@ def test_a_fully_converged_cluster_says_so():
     r = redis()
     pods = [pod(r, i) for i in range(3)]
     x = dataclasses.replace(xca(active=True))
-    result = plan(snap((converged(r, pods),), (x,), pods), CONFIG, NOW)
+    result = plan_pass(snap((converged(r, pods),), (x,), pods), CONFIG, NOW)
     assert result.actions == () and set(result.health) == {r.key, x.key}
     assert plan_text(result) == "No changes. The cluster matches the desired state."
 
@@ -106,7 +106,7 @@ def test_a_fully_converged_cluster_says_so():
 def test_a_redis_being_deleted_and_an_xca_not_yet_active():
     r = redis(deleting=True)
     x = xca(active=None)
-    result = plan(snap((r,), (x,), [pod(r, 0)]), CONFIG, NOW)
+    result = plan_pass(snap((r,), (x,), [pod(r, 0)]), CONFIG, NOW)
     assert result.health[r.key] == Health(
         "Deleting", "deleting its pods, then releasing the finalizer", False, True
     )
@@ -117,7 +117,7 @@ def test_a_redis_being_deleted_and_an_xca_not_yet_active():
 
 def test_health_reads_the_status_a_failure_wrote_not_the_plan():
     r = redis()
-    assert plan(snap((r,), (), []), CONFIG, NOW).health[r.key].state == "WaitingForReady"
+    assert plan_pass(snap((r,), (), []), CONFIG, NOW).health[r.key].state == "WaitingForReady"
     after = status_after_failure(snap((r,), (), []), CONFIG, NOW)
     written = after(r.key, WriteError("403 Forbidden: quota", "QuotaExceeded"), [])
     health = redis_kind.health(r, written)
@@ -133,8 +133,8 @@ def test_with_its_pods_unseen_a_failed_write_plans_no_status_counted_from_nothin
     count no pods at all: none is planned, and the PodsUnknown one stands."""
     r = redis()
     blind = dataclasses.replace(snap((r,), (), None), pods_error="LIST Pod: 403")
-    (written,) = plan(blind, CONFIG, NOW).actions
-    assert plan(blind, CONFIG, NOW).health[r.key].state == PODS_UNKNOWN
+    (written,) = plan_pass(blind, CONFIG, NOW).actions
+    assert plan_pass(blind, CONFIG, NOW).health[r.key].state == PODS_UNKNOWN
     after = status_after_failure(blind, CONFIG, NOW)
     assert after(r.key, WriteError("409 Conflict: changed", "Conflict"), []) == []
     assert written.status["state"] == PODS_UNKNOWN
@@ -187,7 +187,9 @@ def test_a_rollout_past_its_deadline_is_stalled_in_its_health():
         False,
         True,
     )
-    assert "ProgressDeadlineExceeded" in plan_text(plan(snap([seen], [], [waiting]), CONFIG, late))
+    assert "ProgressDeadlineExceeded" in plan_text(
+        plan_pass(snap([seen], [], [waiting]), CONFIG, late)
+    )
 
 
 def test_plural():

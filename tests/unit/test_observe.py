@@ -19,7 +19,7 @@ from reconciler.engine.observe import (
     PER_NAMESPACE_MAX,
     observe,
 )
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import plan_pass
 from reconciler.model import LABEL_BUCKET
 
 from .fakes import FakeKube
@@ -482,7 +482,7 @@ def test_the_pod_of_an_object_whose_label_was_changed_by_hand_is_no_orphan():
     held = frozenset({true["r6"]})
     seen = sharded_pass(kube, Scope(4, held, select=True))
     assert "r6-0" not in names(seen.snapshot.pods)
-    the_plan = plan(seen.snapshot, Config(), datetime(2026, 11, 25, tzinfo=UTC))
+    the_plan = plan_pass(seen.snapshot, Config(), datetime(2026, 11, 25, tzinfo=UTC))
     assert not [a for a in the_plan.actions if getattr(a, "why", "") == "owner gone"]
 
 

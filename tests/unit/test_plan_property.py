@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from reconciler.actions import PatchPodMetadata, PatchStatus
 from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
-from reconciler.engine.plan import BUCKET_LABEL_WHY, plan
+from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
 from reconciler.kinds.redis import disruption as redis_disruption
 from reconciler.kinds.redis import service as redis_service
 from reconciler.kinds.redis.identity import FINALIZER, TEMPLATE_HASH_ANNOTATION, owner_of
@@ -267,9 +267,9 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
     So any action in the second plan is one the first plan should have taken,
     or a repeat of a write the planner did not see (status too: it is planned
     as it will be once the pass's writes land)."""
-    first = plan(snap, CONFIG, NOW, holder=holder)
+    first = plan_pass(snap, CONFIG, NOW, holder=holder)
     after = sim.apply(snap, first.actions, admit)
-    second = plan(after, CONFIG, NOW, holder=holder)
+    second = plan_pass(after, CONFIG, NOW, holder=holder)
     # What admission made of a create is seen, at the earliest, in the pass
     # after it: a rewritten image is recorded on the pod once, and then the
     # plan is empty. Nothing else is planned (a sidecar is not even that).
@@ -277,7 +277,7 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
     assert all(admit is mirror and a.verb == "patch-metadata" for a in recorded)
     if recorded:
         after = sim.apply(after, recorded)
-        second = plan(after, CONFIG, NOW, holder=holder)
+        second = plan_pass(after, CONFIG, NOW, holder=holder)
     done = {(a.verb, a.target) for a in first.actions}
     lines = [
         a.describe() + (" (again)" if (a.verb, a.target) in done else "") for a in second.actions
@@ -306,7 +306,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
     seen = []
     kept = paused_pods(snap)
     for _ in range(40):
-        result = plan(snap, CONFIG, now, holder=holder)
+        result = plan_pass(snap, CONFIG, now, holder=holder)
         # Converged: nothing to do, and nothing left for the kubelet either.
         if not result.actions and not any(p.terminating for p in snap.pods):
             break
@@ -373,12 +373,12 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
 
 @given(snapshots())
 def test_plan_is_deterministic_and_pure(snap):
-    assert plan(snap, CONFIG, NOW) == plan(snap, CONFIG, NOW)
+    assert plan_pass(snap, CONFIG, NOW) == plan_pass(snap, CONFIG, NOW)
 
 
 def test_a_failed_list_of_one_kind_leaves_the_others_planned():
     x = xca(active=False)
-    assert [a.owner for a in plan(snap(None, (x,), ()), CONFIG, NOW).actions] == [x.key]
+    assert [a.owner for a in plan_pass(snap(None, (x,), ()), CONFIG, NOW).actions] == [x.key]
 
 
 def test_pods_controlled_by_a_kind_that_owns_none_are_never_orphans():
@@ -386,13 +386,13 @@ def test_pods_controlled_by_a_kind_that_owns_none_are_never_orphans():
     r = redis(num=0)
     stray = pod(None, 0, name="stray", owner_uid="gone")
     stray = dataclasses.replace(stray, controller_kind="Xca")
-    actions = plan(snap((sim_converged(r),), (), (stray,)), CONFIG, NOW).actions
+    actions = plan_pass(snap((sim_converged(r),), (), (stray,)), CONFIG, NOW).actions
     assert actions == ()
 
 
 def sim_converged(r):
     """r with the status the planner wants when it has no pods."""
-    first = plan(snap((r,), (), ()), CONFIG, NOW)
+    first = plan_pass(snap((r,), (), ()), CONFIG, NOW)
     return sim.redis_named(sim.apply(snap((r,), (), ()), first.actions), r.name)
 
 

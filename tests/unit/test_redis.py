@@ -17,7 +17,7 @@ from reconciler.actions import (
 )
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.changes import why_ended
 from reconciler.kinds.redis.identity import (
     ADMITTED_IMAGE_ANNOTATION,
@@ -552,10 +552,10 @@ def test_orphans_deleted_only_with_complete_views():
     orphan = pod(None, 0, name="gone-0", owner_uid="uid-of-deleted-redis")
     pods = (pod(r, 0), orphan)
     snapshot = snap((converged(r, [pods[0]]),), (), pods)
-    (action,) = plan(snapshot, CONFIG, NOW).actions
+    (action,) = plan_pass(snapshot, CONFIG, NOW).actions
     assert isinstance(action, DeletePod) and action.name == "gone-0" and action.why == "owner gone"
     # Redis LIST failed: an orphan cannot be told apart from a pod of an unseen Redis.
-    assert plan(snap(None, (), pods), CONFIG, NOW).actions == ()
+    assert plan_pass(snap(None, (), pods), CONFIG, NOW).actions == ()
 
 
 def test_a_failed_pod_list_creates_and_deletes_nothing_and_the_status_says_why():
@@ -565,7 +565,7 @@ def test_a_failed_pod_list_creates_and_deletes_nothing_and_the_status_says_why()
     r = converged(r, pods)
     why = "LIST Pod: 403 Forbidden: pods is forbidden"
     blind = dataclasses.replace(snap((r,), (), None), pods_error=why)
-    (patch,) = plan(blind, CONFIG, NOW).actions
+    (patch,) = plan_pass(blind, CONFIG, NOW).actions
     assert isinstance(patch, PatchStatus) and patch.owner == r.key
     assert set(patch.status) == {"state", "message", "conditions"}  # counts, generation kept
     assert patch.status["state"] == PODS_UNKNOWN and why in patch.status["message"]
@@ -578,8 +578,8 @@ def test_a_failed_pod_list_creates_and_deletes_nothing_and_the_status_says_why()
     written = dataclasses.replace(r, status={**r.status, **patch.status})
     again = dataclasses.replace(snap((written,), (), None), pods_error=why)
     later = NOW + timedelta(minutes=1)
-    assert plan(again, CONFIG, later).actions == ()  # said once, not every pass
-    (healed,) = plan(snap((written,), (), pods), CONFIG, later).actions
+    assert plan_pass(again, CONFIG, later).actions == ()  # said once, not every pass
+    (healed,) = plan_pass(snap((written,), (), pods), CONFIG, later).actions
     old, new = ({c["type"]: c for c in s["conditions"]} for s in (r.status, healed.status))
     assert new["Degraded"]["status"] == "False"
     assert new["Degraded"]["lastTransitionTime"] == rfc3339(later)  # it flipped back
@@ -595,19 +595,19 @@ def test_with_its_pods_unseen_an_invalid_or_deleted_redis_keeps_its_status():
     invalid = redis(port=1)
     deleting = redis("d", deleting=True)
     blind = dataclasses.replace(snap((invalid, deleting), (), None), pods_error=why)
-    assert plan(blind, CONFIG, NOW).actions == ()
+    assert plan_pass(blind, CONFIG, NOW).actions == ()
 
 
 def test_with_its_pods_unseen_and_no_lasting_refusal_nothing_is_written():
     """A timeout or a 5xx: the next pass will most likely see the pods."""
     pods = [pod(r := redis(), i) for i in range(3)]
-    assert plan(snap((converged(r, pods),), (), None), CONFIG, NOW).actions == ()
+    assert plan_pass(snap((converged(r, pods),), (), None), CONFIG, NOW).actions == ()
 
 
 def test_pods_are_matched_within_their_namespace():
     a, b = redis(ns="a"), redis(ns="b")
     snapshot = snap((a, b), (), tuple(pod(a, i) for i in range(3)))
-    creates = [x for x in plan(snapshot, CONFIG, NOW).actions if isinstance(x, CreatePod)]
+    creates = [x for x in plan_pass(snapshot, CONFIG, NOW).actions if isinstance(x, CreatePod)]
     assert {c.target.namespace for c in creates} == {"b"}
 
 
@@ -660,11 +660,11 @@ def test_backing_off_object_gets_no_pod_writes_until_retry_time():
     r = failing(redis(), Failure(3, "boom", "ReconcileError", retry_at))
     key = r.key
     snapshot = snap((r,), (), ())
-    result = plan(snapshot, CONFIG, NOW)
+    result = plan_pass(snapshot, CONFIG, NOW)
     assert result.backing_off == {key}
     assert not [a for a in result.actions if isinstance(a, CreatePod)]
     assert cond(status_of(result.actions).status, "Degraded")["reason"] == "BackingOff"
-    later = plan(snapshot, CONFIG, NOW + timedelta(minutes=2))
+    later = plan_pass(snapshot, CONFIG, NOW + timedelta(minutes=2))
     assert later.backing_off == frozenset()
     assert len([a for a in later.actions if isinstance(a, CreatePod)]) == 3
 
@@ -1046,13 +1046,13 @@ def test_in_a_namespace_being_deleted_nothing_is_created_but_pods_still_go():
     r = redis(num=2, finalizers=())
     base = snap((r,), (), (pod(r, 0), pod(r, 5)))
     closing = Snapshot(base.objects, base.pods, frozenset({"default"}))
-    actions = plan(closing, CONFIG, NOW).actions
+    actions = plan_pass(closing, CONFIG, NOW).actions
     assert [(a.verb, a.target.name) for a in actions if a.verb != "patch-status"] == [
         ("evict", "r-5")
     ]
     # Elsewhere the same Redis gets its finalizer and its missing pod.
     other = Snapshot(base.objects, base.pods, frozenset({"other"}))
-    verbs = [a.verb for a in plan(other, CONFIG, NOW).actions]
+    verbs = [a.verb for a in plan_pass(other, CONFIG, NOW).actions]
     assert verbs[:3] == ["patch-finalizers", "evict", "create"]
 
 

@@ -17,7 +17,7 @@ from reconciler.actions import (
 from reconciler.backoff import EVICTION_REFUSED, WriteError
 from reconciler.client.errors import EvictionRefused
 from reconciler.engine.apply import Executor
-from reconciler.engine.plan import plan, status_after_failure
+from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
 from reconciler.result import Result
 
@@ -29,7 +29,7 @@ REFUSAL = f"Cannot evict pod as it would violate the pod's disruption budget.; {
 
 
 def planned(r, pods, budgets=()):
-    return plan(snap((r,), (), tuple(pods), (), tuple(budgets)), CONFIG, NOW).actions
+    return plan_pass(snap((r,), (), tuple(pods), (), tuple(budgets)), CONFIG, NOW).actions
 
 
 def of(actions, kind):
@@ -125,7 +125,7 @@ def test_a_held_rollout_asks_again_and_writes_no_status():
     r = redis(num=3, image="redis:6")
     pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
     r = dataclasses.replace(r, status=refused_status(r, pods).status)
-    actions = plan(snap((r,), (), tuple(pods)), CONFIG, NOW).actions
+    actions = plan_pass(snap((r,), (), tuple(pods)), CONFIG, NOW).actions
     assert [type(a).__name__ for a in actions] == ["EvictPod"]
 
 
@@ -134,7 +134,7 @@ def test_the_note_goes_once_the_pod_is_no_longer_evicted():
     pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
     r = dataclasses.replace(r, status=refused_status(r, pods).status)
     pods[0] = pod(r, 0, image="redis:5-alpine", terminating=True)  # evicted by someone else
-    (patch,) = of(plan(snap((r,), (), tuple(pods)), CONFIG, NOW).actions, PatchStatus)
+    (patch,) = of(plan_pass(snap((r,), (), tuple(pods)), CONFIG, NOW).actions, PatchStatus)
     assert patch.status[REFUSED_FIELD] is None
 
 
@@ -148,7 +148,7 @@ def test_the_executor_takes_a_refusal_for_the_next_pass_and_writes_the_status():
     r = redis(num=3, image="redis:6")
     pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
     snapshot = snap((r,), (), tuple(pods))
-    the_plan = plan(snapshot, CONFIG, NOW)
+    the_plan = plan_pass(snapshot, CONFIG, NOW)
     kube = Refusing()
     report = Executor(
         kube,

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.config import Config
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import plan_pass
 from reconciler.health import Health
 from reconciler.settled import NOTHING_SETTLED, Settled
 from reconciler.snapshot import Snapshot
@@ -54,8 +54,8 @@ def test_a_pass_given_what_settled_plans_as_a_fresh_pass_does(snapshot, data):
     or settled record, only less work."""
     settled, now = NOTHING_SETTLED, NOW
     for _ in range(12):
-        fresh = plan(snapshot, CONFIG, now)
-        reusing = plan(snapshot, CONFIG, now, settled)
+        fresh = plan_pass(snapshot, CONFIG, now)
+        reusing = plan_pass(snapshot, CONFIG, now, settled)
         assert reusing == fresh
         settled = reusing.settled
         snapshot = edited(sim.kubelet(sim.apply(snapshot, fresh.actions)), data.draw)
@@ -66,8 +66,8 @@ def converged() -> Snapshot:
     r = redis(num=2)
     s = snap((r,), (xca(active=True),), (pod(r, 0), pod(r, 1)))
     for _ in range(3):
-        s = sim.kubelet(sim.apply(s, plan(s, CONFIG, NOW).actions))
-    assert plan(s, CONFIG, NOW).actions == ()
+        s = sim.kubelet(sim.apply(s, plan_pass(s, CONFIG, NOW).actions))
+    assert plan_pass(s, CONFIG, NOW).actions == ()
     return s
 
 
@@ -79,19 +79,19 @@ def marked(settled: Settled) -> Settled:
 
 def test_a_converged_object_is_taken_from_the_record_and_not_planned():
     s = converged()
-    record = marked(plan(s, CONFIG, NOW).settled)
+    record = marked(plan_pass(s, CONFIG, NOW).settled)
     assert {k.kind for k in record.objects} == {"Redis", "Xca"}
-    again = plan(s, CONFIG, NOW + timedelta(hours=1), record)
+    again = plan_pass(s, CONFIG, NOW + timedelta(hours=1), record)
     assert set(again.health.values()) == {SENTINEL}
     assert again.actions == ()
 
 
 def test_a_pod_at_a_new_version_makes_its_owner_planned_again():
     s = converged()
-    record = marked(plan(s, CONFIG, NOW).settled)
+    record = marked(plan_pass(s, CONFIG, NOW).settled)
     first, *rest = s.pods
     s2 = dataclasses.replace(s, pods=(sim.bumped(dataclasses.replace(first, conditions=())), *rest))
-    again = plan(s2, CONFIG, NOW, record)
+    again = plan_pass(s2, CONFIG, NOW, record)
     redis_key = next(k for k in again.health if k.kind == "Redis")
     assert again.health[redis_key] != SENTINEL
     assert [a.owner for a in again.actions] == [redis_key]  # readyReplicas drops to 1
@@ -99,19 +99,19 @@ def test_a_pod_at_a_new_version_makes_its_owner_planned_again():
 
 def test_a_foreign_pod_taking_a_desired_name_makes_its_owner_planned_again():
     s = converged()
-    record = marked(plan(s, CONFIG, NOW).settled)
+    record = marked(plan_pass(s, CONFIG, NOW).settled)
     r = sim.redises(s)[0]
     foreign = pod(None, 1, name="r-1", owner_uid="someone-else")
     s2 = dataclasses.replace(s, pods=(*(p for p in s.pods if p.name != "r-1"), foreign))
-    again = plan(s2, CONFIG, NOW, record)
+    again = plan_pass(s2, CONFIG, NOW, record)
     assert again.health[r.key].state == "PodConflict"
 
 
 def test_nothing_is_reused_under_another_config():
     s = converged()
-    record = marked(plan(s, CONFIG, NOW).settled)
+    record = marked(plan_pass(s, CONFIG, NOW).settled)
     other = Config(image="redis:6-alpine")
-    assert SENTINEL not in plan(s, other, NOW, record).health.values()
+    assert SENTINEL not in plan_pass(s, other, NOW, record).health.values()
 
 
 def test_an_object_with_a_failure_record_is_never_settled():
@@ -121,4 +121,4 @@ def test_an_object_with_a_failure_record_is_never_settled():
     s = converged()
     x = failing(sim.xcas(s)[0], Failure(5, "boom", "Conflict", NOW.timestamp() + 60))
     s2 = snap(sim.redises(s), (x,), s.pods)
-    assert x.key not in plan(s2, CONFIG, NOW).settled.objects
+    assert x.key not in plan_pass(s2, CONFIG, NOW).settled.objects

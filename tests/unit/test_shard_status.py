@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from reconciler.actions import PatchStatus
-from reconciler.engine.plan import plan
+from reconciler.engine.plan import plan_pass
 from reconciler.model import LABEL_BUCKET
 
 from . import sim
@@ -21,14 +21,14 @@ def status_patches(p):
 def converged_redis():
     r = redis(num=1)
     pods = [pod(r, 0)]
-    (patch,) = status_patches(plan(snap([r], [], pods), CONFIG, NOW)).values()
+    (patch,) = status_patches(plan_pass(snap([r], [], pods), CONFIG, NOW)).values()
     return dataclasses.replace(r, status=patch), pods
 
 
 def test_a_holder_and_the_bucket_labels_are_written_once_and_then_cost_nothing():
     r, pods = converged_redis()
     x = dataclasses.replace(xca(active=True), status={"active": True})
-    first = plan(snap([r], [x], pods), CONFIG, NOW, holder="host-a")
+    first = plan_pass(snap([r], [x], pods), CONFIG, NOW, holder="host-a")
     assert status_patches(first) == {
         "r": {**r.status, "shard": "host-a"},
         "x": {"backoff": None, "shard": "host-a"},
@@ -44,7 +44,7 @@ def test_a_holder_and_the_bucket_labels_are_written_once_and_then_cost_nothing()
     after = sim.apply(snap([r], [x], pods), first.actions)
     (labelled,) = after.pods
     assert labelled.labels[LABEL_BUCKET] == sim.redises(after)[0].bucket_label
-    assert plan(after, CONFIG, NOW, holder="host-a").actions == ()
+    assert plan_pass(after, CONFIG, NOW, holder="host-a").actions == ()
 
 
 def test_a_new_holder_is_written_and_a_sync_beside_the_replicas_leaves_it_alone():
@@ -53,19 +53,19 @@ def test_a_new_holder_is_written_and_a_sync_beside_the_replicas_leaves_it_alone(
     r, pods = converged_redis()
     r = dataclasses.replace(r, status={**r.status, "shard": "host-a"})
     after = sim.apply(
-        snap([r], [], pods), plan(snap([r], [], pods), CONFIG, NOW, holder="host-a").actions
+        snap([r], [], pods), plan_pass(snap([r], [], pods), CONFIG, NOW, holder="host-a").actions
     )
     (r,), pods = sim.redises(after), list(after.pods)
-    moved = status_patches(plan(snap([r], [], pods), CONFIG, NOW, holder="host-b"))
+    moved = status_patches(plan_pass(snap([r], [], pods), CONFIG, NOW, holder="host-b"))
     assert moved["r"]["shard"] == "host-b"
     after = sim.apply(
-        snap([r], [], pods), plan(snap([r], [], pods), CONFIG, NOW, holder="host-b").actions
+        snap([r], [], pods), plan_pass(snap([r], [], pods), CONFIG, NOW, holder="host-b").actions
     )
     (r,), pods = sim.redises(after), list(after.pods)
-    assert plan(snap([r], [], pods), CONFIG, NOW).actions == ()  # status and labels stay
+    assert plan_pass(snap([r], [], pods), CONFIG, NOW).actions == ()  # status and labels stay
 
 
 def test_unsharded_passes_never_mention_the_field():
     r, pods = converged_redis()
     assert "shard" not in r.status
-    assert plan(snap([r], [], pods), CONFIG, NOW).actions == ()
+    assert plan_pass(snap([r], [], pods), CONFIG, NOW).actions == ()

@@ -31,14 +31,14 @@ def test_objects_the_pass_before_saw_and_this_one_did_not_reuse_are_freed_before
     kube.lists["Redis"] = [redis_obj("r0", "2")]
     kube.objects[("Redis", "a", "r0")] = redis_obj("r0", "2")
     alive_while_planning: list[bool] = []
-    make_plan = sync.make_plan
+    make_plan = sync.plan_pass
 
     def planning(*args: Any) -> Any:
         gc.collect()
         alive_while_planning.append(old() is not None)
         return make_plan(*args)
 
-    monkeypatch.setattr(sync, "make_plan", planning)
+    monkeypatch.setattr(sync, "plan_pass", planning)
     run_pass(kube, config, state, mode=Mode.DRY_RUN)  # type: ignore[arg-type]
     assert alive_while_planning == [False]
     assert state.seen is not None and state.seen.of("Redis")[0].resource_version == "2"
@@ -74,7 +74,7 @@ def test_the_cyclic_collector_is_held_off_while_a_pass_looks_and_on_for_its_writ
     kube, state, config = FakeKube(), State(), Config()
     kube.lists["Redis"] = [redis_obj("r0")]
     seen: dict[str, bool] = {}
-    make_plan, apply = sync.make_plan, sync._apply
+    make_plan, apply = sync.plan_pass, sync._apply
 
     def planning(*args: Any, **kwargs: Any) -> Any:
         seen["plan"] = gc.isenabled()
@@ -84,7 +84,7 @@ def test_the_cyclic_collector_is_held_off_while_a_pass_looks_and_on_for_its_writ
         seen["apply"] = gc.isenabled()
         return apply(*args)
 
-    monkeypatch.setattr(sync, "make_plan", planning)
+    monkeypatch.setattr(sync, "plan_pass", planning)
     monkeypatch.setattr(sync, "_apply", writing)
     assert gc.isenabled()
     run_pass(kube, config, state)  # type: ignore[arg-type]
