@@ -52,7 +52,7 @@ class Config:
     # Items per page of the LISTs of whole objects; 0: all in one page. Pods
     # as protobuf are parsed as they arrive, so one page is never held whole;
     # a JSON answer (Redis, Xca; pods with protobuf off) is held a page at a
-    # time, so 0 means pages of 500 for those (observe.py).
+    # time, so 0 means pages of 500 for those (engine/observe/lister.py).
     page_size: int = 0
     # Items per page of the metadata-only LISTs of the passes after the first;
     # 0: all in one page. Pages cost the apiserver more: its watch cache walks
@@ -60,7 +60,7 @@ class Config:
     # first from etcd when nothing of the kind has changed since etcd's last
     # compaction (docs/performance.md). The answer is parsed as it arrives, a
     # batch of items at a time, so one page is never held whole. A JSON answer
-    # is (with protobuf off): then 0 means pages of 2000 (observe.py).
+    # is (with protobuf off): then 0 means pages of 2000 (engine/observe/lister.py).
     metadata_page_size: int = 0
     # Ask for gzip-compressed responses (bench/lists.py: even on loopback, TLS
     # over uncompressed pages costs this client more than inflating them).

@@ -12,13 +12,9 @@ from reconciler.client.errors import ApiError, Unreachable
 from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
-from reconciler.engine.observe import (
-    FETCH_MAX,
-    JSON_METADATA_PAGE_SIZE,
-    JSON_PAGE_SIZE,
-    PER_NAMESPACE_MAX,
-    observe,
-)
+from reconciler.engine.observe import observe
+from reconciler.engine.observe.lister import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE
+from reconciler.engine.observe.namespaces import PER_NAMESPACE_MAX
 from reconciler.engine.plan import plan_pass
 from reconciler.model import LABEL_BUCKET
 

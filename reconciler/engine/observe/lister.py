@@ -1,0 +1,296 @@
+"""The LISTs of a pass: how each is asked for (media type, page size), one
+over the scope or one per namespace, by a LIST of metadata alone when the
+pass before decoded the kind (then only what changed is fetched), and what
+a failed one means (`Lister.failed`): never raised, always recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from reconciler.client.errors import (
+    ApiError,
+    Forbidden,
+    NoCredentials,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+)
+from reconciler.client.interface import Client
+from reconciler.client.protowire import ACCEPT as POD_ACCEPT
+from reconciler.client.protowire import (
+    UNREADABLE,
+    PodStream,
+    VersionStream,
+)
+from reconciler.engine.observe.scope import Sorter
+from reconciler.model import (
+    PODS,
+    Known,
+    Page,
+    Pod,
+    ResourceType,
+    Version,
+    pod_page,
+    version_key,
+)
+
+log = logging.getLogger(__name__)
+
+
+class _Versioned(Protocol):
+    @property
+    def uid(self) -> str: ...
+    @property
+    def resource_version(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Versioned)
+
+
+def across(namespaces: Sequence[str], list_in: Callable[[str | None], list[T]]) -> list[T]:
+    """The items of one LIST per scoped namespace, or of one cluster-wide LIST."""
+    if not namespaces:
+        return list_in(None)
+    items: list[T] = []
+    for ns in namespaces:
+        items.extend(list_in(ns))
+    return items
+
+
+# One LIST of a kind's objects in full, in a namespace (None: cluster-wide).
+ListIn = Callable[[str | None], list[Any]]
+
+
+def _why(res: ResourceType, exc: Exception) -> str:
+    kind = res.kind
+    if isinstance(exc, NotFound) and res.group:
+        return f"LIST {kind}: the {kind} CRD is not installed (404); apply crds/ (`make install`)"
+    return f"LIST {kind}: {exc}"
+
+
+def _refused(res: ResourceType, exc: ApiError | Unreachable) -> str | None:
+    """Why the cluster cannot be used at all, if this error says so."""
+    if isinstance(exc, NoCredentials):
+        return f"unauthorized: no credentials: {exc}"
+    if isinstance(exc, Unreachable):
+        return f"cannot reach the cluster: {exc}"
+    if isinstance(exc, Unauthorized):
+        return f"unauthorized: the cluster does not accept these credentials ({exc})"
+    if isinstance(exc, Forbidden):
+        return f"forbidden: these credentials may not list {res.plural} ({exc})"
+    return None
+
+
+# Past this many objects added or changed since the last pass, one full LIST
+# of the kind costs less than a GET for each.
+FETCH_MAX = 50
+
+
+# A LIST of metadata answered in JSON is held whole before it is decoded
+# (protowire.VersionStream): asked for as JSON, it comes in pages of this many
+# items when metadata_page_size asks for one page.
+JSON_METADATA_PAGE_SIZE = 2000
+
+
+# The same for a LIST of whole objects in JSON (Redis, Xca, and pods with
+# protobuf off) when page_size asks for one page; pods as protobuf are read as
+# they arrive (protowire.PodStream), in one page.
+JSON_PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class Reuse(Generic[T]):
+    """What a pass before decoded, and how to fetch one object anew."""
+
+    known: Known[T]
+    decode_one: Callable[[Mapping[str, Any]], T]
+
+
+@dataclass(frozen=True)
+class FullList:
+    """How the LISTs of whole objects are asked for: pods as protobuf or not,
+    and the page size (0: one page where the answer is read as it arrives)."""
+
+    protobuf: bool
+    page_size: int
+
+    def pods(self, kube: Client, selector: str | None, known: Known[Pod]) -> ListIn:
+        if self.protobuf:
+            size = self.page_size
+            return lambda ns: kube.list_streamed(
+                PODS, ns, lambda: PodStream(known), POD_ACCEPT, size, selector
+            )
+        return self.held(kube, PODS, selector, pod_page)
+
+    def held(
+        self,
+        kube: Client,
+        res: ResourceType,
+        selector: str | None,
+        decode: Callable[[bytes], Page[Any]],
+    ) -> ListIn:
+        """A LIST in JSON, held a page at a time."""
+        size = self.page_size or JSON_PAGE_SIZE
+        return lambda ns: kube.list(res, ns, selector, decode, None, size)
+
+
+@dataclass(frozen=True)
+class MetaList:
+    """How the LISTs of metadata alone are asked for: the media type, and the
+    page size (0: one page, read as it arrives)."""
+
+    accept: str
+    page_size: int
+
+
+def _unchanged_or_fetched(
+    kube: Client,
+    res: ResourceType,
+    namespaces: Sequence[str],
+    reuse: Reuse[T],
+    how: MetaList,
+    selector: str | None,
+    keep: Callable[[Version], bool] | None,
+) -> list[T] | None:
+    """The objects of a kind from a LIST of their metadata alone: each one at
+    a resourceVersion already decoded is reused, any other is fetched by GET
+    (of those ``keep`` keeps: a sharded replica's, the others are dropped
+    unread).
+    None when that would not be cheaper than a full LIST (too many changed) or
+    the apiserver refused it: then the kind is listed in full, and a failure
+    is reported there. An unreachable cluster raises at once: a full LIST
+    would only fail again, after its own retries."""
+    try:
+        versions = across(
+            namespaces,
+            lambda ns: kube.list_streamed(
+                res,
+                ns,
+                lambda: VersionStream(keep is not None),
+                how.accept,
+                how.page_size,
+                selector,
+            ),
+        )
+        if keep is not None:
+            versions = [v for v in versions if keep(v)]
+        unknown = [v for v in versions if v.known_as not in reuse.known]
+        if len(unknown) > FETCH_MAX:
+            return None
+        fetched = {
+            v.known_as: get_one(kube, res, v.namespace, v.name, reuse.decode_one) for v in unknown
+        }
+    except ApiError:
+        return None
+    except UNREADABLE as exc:
+        log.warning("LIST %s: metadata unreadable (%s); listing in full", res.kind, exc)
+        return None
+    found = (reuse.known.get(v.known_as) or fetched.get(v.known_as) for v in versions)
+    return [obj for obj in found if obj is not None]
+
+
+def get_one(
+    kube: Client,
+    res: ResourceType,
+    namespace: str,
+    name: str,
+    decode: Callable[[Mapping[str, Any]], T],
+) -> T | None:
+    """One object as it is now; None if there is none (or no longer)."""
+    try:
+        return decode(kube.get(res, namespace, name))
+    except NotFound:
+        return None
+
+
+# What a failed read raises: refused, unreachable, or an answer that cannot be read.
+READ_FAILURES: tuple[type[Exception], ...] = (ApiError, Unreachable, *UNREADABLE)
+
+
+class Lister:
+    """LISTs of one pass: a failed LIST is recorded, never raised."""
+
+    def __init__(
+        self, kube: Client, namespaces: Sequence[str], meta: MetaList, sorter: Sorter
+    ) -> None:
+        self.kube, self.namespaces, self.meta, self.sorter = kube, namespaces, meta, sorter
+        self.errors: list[str] = []
+        # Of each kind whose LIST failed in a way the next pass will meet
+        # again: why, in words that stay the same from pass to pass.
+        self.lasting: dict[str, str] = {}
+        self.attempts = 0
+        self.failed_to_reach: list[str] = []
+        self.counts: dict[str, int] = {}
+
+    def list(
+        self,
+        res: ResourceType,
+        selector: str | None,
+        list_in: ListIn,
+        reuse: Reuse[Any] | None = None,
+        namespaces: Sequence[str] | None = None,
+    ) -> tuple[Any, ...] | None:
+        """One kind's LIST over the scope, or over ``namespaces`` when given."""
+        self.attempts += 1
+        try:
+            decoded = self._items(res, selector, list_in, reuse, namespaces)
+        except READ_FAILURES as exc:
+            self.failed(res, exc)
+            return None
+        self.counts[res.kind] = len(decoded)
+        log.info("listed %d %s", len(decoded), res.kind)
+        return tuple(decoded)
+
+    def failed(self, res: ResourceType, exc: Exception) -> None:
+        """Record why reading ``res`` failed: for the pass's errors, for the
+        statuses when the next pass will meet it again, and for telling an
+        unreachable cluster apart."""
+        if isinstance(exc, ApiError | Unreachable):
+            self.errors.append(_why(res, exc))
+            if isinstance(exc, ApiError) and exc.lasting:
+                self.lasting[res.kind] = f"LIST {res.kind}: {exc}"
+            refused = _refused(res, exc)
+            if refused is not None:
+                self.failed_to_reach.append(refused)
+            return
+        # Garbled by a proxy or a broken server: this read only.
+        self.errors.append(f"LIST {res.kind}: the answer could not be read ({exc})")
+        self.lasting[res.kind] = f"LIST {res.kind}: the answer could not be read"
+
+    def _items(
+        self,
+        res: ResourceType,
+        selector: str | None,
+        list_in: ListIn,
+        reuse: Reuse[Any] | None,
+        namespaces: Sequence[str] | None,
+    ) -> Sequence[Any]:
+        """By a LIST of metadata when the pass before saw the kind, else in full."""
+        scope = self.namespaces if namespaces is None else namespaces
+        if reuse is not None:
+            keep = self.sorter.keep(res)
+            cheap = _unchanged_or_fetched(self.kube, res, scope, reuse, self.meta, selector, keep)
+            if cheap is not None:
+                log.debug("%s: unchanged or fetched one by one", res.kind)
+                return cheap
+        return across(scope, list_in)
+
+    @property
+    def unreachable(self) -> str | None:
+        """Set only when every LIST failed to reach the cluster or was refused
+        for the credentials: then nothing can be done at all."""
+        everything_failed = len(self.failed_to_reach) == self.attempts
+        return self.failed_to_reach[0] if everything_failed else None
+
+
+def reuse_of(
+    objects: Iterable[T] | None, decode_one: Callable[[Mapping[str, Any]], T]
+) -> Reuse[T] | None:
+    """What the pass before decoded of a kind; None if it did not list the kind."""
+    if objects is None:
+        return None
+    return Reuse({version_key(o.uid, o.resource_version): o for o in objects}, decode_one)

@@ -1,0 +1,159 @@
+"""Observe: one LIST per kind (per namespace when scoped) into a Snapshot.
+
+Pods are listed before our objects: an owner always exists before its pods,
+so every owner of a listed pod is in the later LIST of its kind, and a pod is
+never mistaken for an orphan because its owner appeared mid-pass.
+
+Only the pods that carry our label are listed, so that the pods of others
+in a shared cluster cost the pass (almost) nothing. Two kinds of pod matter
+without our label: a foreign pod holding a desired name (the object says so
+and nothing is created), and ours with its labels removed by hand (they are
+put back). Both hold a name the object wants, so once the objects are listed,
+each desired name that the labelled pods do not show is looked up: by GET
+while they are few, else by one LIST of every pod, of which only those names
+are kept (`_named`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.buckets import Scope
+from reconciler.children import CHILD_TYPES
+from reconciler.client.interface import Client
+from reconciler.client.protowire import (
+    META_ACCEPT,
+    META_ACCEPT_JSON,
+)
+from reconciler.constants import MANAGED_POD_SELECTOR
+from reconciler.engine.observe.lister import (
+    JSON_METADATA_PAGE_SIZE,
+    FullList,
+    Lister,
+    MetaList,
+    Reuse,
+    reuse_of,
+)
+from reconciler.engine.observe.named import list_children, owner_listed, with_named
+from reconciler.engine.observe.namespaces import Namespaces, namespaces_seen, pod_namespaces
+from reconciler.engine.observe.scope import Sorter, selection
+from reconciler.kinds.base import Kind
+from reconciler.kinds.registry import KINDS
+from reconciler.model import (
+    PODS,
+    Pod,
+    page_of,
+    pod_from_api,
+)
+from reconciler.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Observation:
+    snapshot: Snapshot
+    report_pods: tuple[Pod, ...] | None
+    errors: tuple[str, ...] = ()
+    unreachable: str | None = None  # set when no LIST could reach the cluster
+    counts: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # worth a look, but no object failed: a typo in the scope
+    mislabelled: frozenset[int] = frozenset()  # see Sorter
+
+
+def list_pods(
+    lister: Lister,
+    full: FullList,
+    selector: str | None,
+    reuse: Reuse[Pod] | None,
+    namespaces: Sequence[str] | None = None,
+) -> tuple[Pod, ...] | None:
+    """Pods as protobuf when asked for (a JSON answer still decodes)."""
+    known = reuse.known if reuse else {}
+    list_in = full.pods(lister.kube, selector, known)
+    return lister.list(PODS, selector, list_in, reuse, namespaces)
+
+
+def list_kind(
+    lister: Lister,
+    full: FullList,
+    kind: Kind[Any],
+    before: Snapshot | None,
+    selector: str | None,
+) -> tuple[Any, ...] | None:
+    """The kind's objects, None if the LIST failed."""
+    reuse = reuse_of(None if before is None else before.of(kind.name), kind.decode)
+    decode = page_of(kind.decode, reuse.known if reuse else {})
+    res = kind.resource
+    return lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
+
+
+def observe(
+    kube: Client,
+    namespaces: Sequence[str],
+    report_selector: str | None,
+    *,
+    protobuf: bool,
+    page_size: int,
+    metadata_page_size: int,
+    previous: Snapshot | None = None,
+    scope: Scope | None = None,
+) -> Observation:
+    """LIST every kind; a failed LIST leaves that kind None, never partial.
+    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). Whole
+    objects come in pages of ``page_size`` (0: one page for pods as protobuf,
+    pages of JSON_PAGE_SIZE for what comes as JSON). An object unchanged since
+    ``previous`` (same uid and resourceVersion) is taken from there rather
+    than decoded again, after a LIST of metadata in pages of
+    ``metadata_page_size`` (0: one page). With ``scope`` (a sharded
+    replica), only the objects of its buckets and their pods are kept."""
+    full = FullList(protobuf, page_size)
+    if protobuf:
+        meta = MetaList(META_ACCEPT, metadata_page_size)
+    else:
+        meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
+    sorter = Sorter(scope)
+    lister = Lister(kube, namespaces, meta, sorter)
+    pod_reuse = reuse_of(None if previous is None else previous.pods, pod_from_api)
+    chosen = selection(scope)
+    where = pod_namespaces(namespaces, previous)
+    labelled = sorter.pods(list_pods(lister, full, chosen.pods, pod_reuse, where))
+    report_pods = None
+    if report_selector == MANAGED_POD_SELECTOR:
+        report_pods = labelled
+    elif report_selector is not None:
+        report_pods = sorter.pods(list_pods(lister, full, report_selector or None, pod_reuse))
+    objects = {
+        kind.name: sorter.objects(list_kind(lister, full, kind, previous, chosen.objects))
+        for kind in KINDS
+    }
+    if labelled is not None and chosen.selective:
+        # An owner missing from a LIST selected on the bucket label may be
+        # there with a label changed by hand: its pods are no orphans to
+        # delete, and wait for the next pass that lists everything.
+        labelled = owner_listed(labelled, objects)
+    pods = None if labelled is None else with_named(lister, full, labelled, objects, pod_reuse)
+    del pod_reuse
+    children = {
+        kind: list_children(lister, full, kind, previous, sorter, objects) for kind in CHILD_TYPES
+    }
+    pods_error = lister.lasting.get(PODS.kind) if pods is None else None
+    seen = (
+        namespaces_seen(kube, namespaces)
+        if lister.unreachable is None
+        else Namespaces(frozenset(), ())
+    )
+    for warning in seen.warnings:
+        log.warning("%s", warning)
+    return Observation(
+        Snapshot(objects, pods, seen.terminating, pods_error, children=children),
+        report_pods,
+        tuple(lister.errors),
+        lister.unreachable,
+        lister.counts,
+        seen.warnings,
+        frozenset(sorter.mislabelled),
+    )
