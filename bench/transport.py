@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from bench.run import STATE_DIR
 from hack.cluster import cluster as launcher
-from reconciler.client import kube
+from reconciler.client import kube, pykube_session
 from reconciler.config import Config
 
 PATH = "/api/v1/namespaces/default"
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             "the bench cluster's credentials are static"
         )
         session = kube.Kube(opts)
-        session.transport = kube._Session(session.kube_config, opts, None)
+        session.transport = pykube_session.PykubeSession(session.kube_config, opts, None)
         paths: dict[str, Callable[[], None]] = {
             "direct": lambda: direct.send("GET", PATH) and None,
             "session": lambda: session.send("GET", PATH) and None,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from reconciler.model import Incremental, Page, ResourceType
 
 if TYPE_CHECKING:
-    from reconciler.client.kube import Stats
+    from reconciler.client.accounting import Stats
 
 T = TypeVar("T")
 

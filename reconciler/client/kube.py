@@ -1,8 +1,9 @@
-"""The Kubernetes client. The only module that imports pykube.
+"""The Kubernetes client.
 
-Everything above this module talks in plain dicts and the exceptions defined
-here, so the rest of the code is testable without an API server and the
-client library could be swapped without touching the planner or executor.
+Everything above this module talks in plain dicts and the exceptions of
+`reconciler.client.errors`, through the `Client` Protocol, so the rest of
+the code is testable without an API server and the client library could be
+swapped without touching the planner or executor.
 
 ``reconciler.client.kubeconfig`` reads the kubeconfig, and
 ``reconciler.client.credentials`` keeps who we are current (exec plugins,
@@ -11,7 +12,9 @@ rotated tokens and certificates). Requests go through ``transport.Direct``
 through an http proxy. Only an auth provider or an https proxy goes through
 pykube's requests session, one per thread because a ``requests.Session`` is
 not thread-safe; pykube and requests are imported only then (about 6 MB of
-memory). The rate limiter and the request counters are shared.
+memory; `pykube_session`, the only module that imports pykube). The rate
+limiter and the request counters are shared (`accounting`); which
+kubeconfig is read is `locate`'s job.
 """
 
 from __future__ import annotations
@@ -21,19 +24,15 @@ import copy
 import gc
 import logging
 import os
-import re
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import msgspec
 
-from reconciler.client import kubeconfig
+from reconciler.client.accounting import RateLimiter, Stats, Warnings
 from reconciler.client.credentials import Credentials
 from reconciler.client.errors import (
     ApiError,
@@ -44,154 +43,39 @@ from reconciler.client.errors import (
     Unreachable,
 )
 from reconciler.client.exec_plugin import CredentialError
+from reconciler.client.locate import kubeconfig_reloader, load_kubeconfig
 from reconciler.client.protowire import error_status_of
 from reconciler.client.proxy import proxy_for
-from reconciler.client.transport import PIECE, Direct, Response, Sink, TransportError
+from reconciler.client.pykube_session import PykubeSession, Transport, compression
+from reconciler.client.transport import Direct, Response, Sink, TransportError
 from reconciler.config import Config
 from reconciler.model import PODS, Incremental, Page, ResourceType, raw_page
 
+log = logging.getLogger(__name__)
+
+
 T = TypeVar("T")
 
-log = logging.getLogger(__name__)
 
 MAX_RETRY_AFTER = 30.0
 
+
 EVENTS = ResourceType("", "v1", "Event", "events")
+
+
 USER_AGENT = "reconciler"
+
+
 # Every write names this manager: left to itself, the apiserver names it after
 # the user agent, which a sharded replica makes its own, so managedFields
 # would grow an entry with every restart.
 FIELD_MANAGER = "reconciler"
+
+
 _MANAGED = frozenset({"POST", "PUT", "PATCH"})
+
+
 LEASES = ResourceType("coordination.k8s.io", "v1", "Lease", "leases")
-
-
-class RateLimiter:
-    """Token bucket shared by all threads: ``qps`` sustained, ``burst`` at once."""
-
-    def __init__(self, qps: float, burst: int, clock: Any = time.monotonic) -> None:
-        self.qps = qps
-        self.capacity = float(max(burst, 1))
-        self.tokens = self.capacity
-        self.clock = clock
-        self.stamp = clock()
-        self.lock = threading.Lock()
-
-    def reserve(self) -> float:
-        """Take a token; return how long the caller must wait for it."""
-        with self.lock:
-            now = self.clock()
-            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.qps)
-            self.stamp = now
-            self.tokens -= 1.0
-            return 0.0 if self.tokens >= 0 else -self.tokens / self.qps
-
-    def acquire(self) -> None:
-        wait = self.reserve()
-        if wait > 0:
-            time.sleep(wait)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Requests by (verb, code) and bytes received over some span of time."""
-
-    requests: Counter[tuple[str, str]]
-    bytes_received: int
-
-    def __sub__(self, earlier: Usage) -> Usage:
-        return Usage(self.requests - earlier.requests, self.bytes_received - earlier.bytes_received)
-
-    @property
-    def total(self) -> int:
-        return sum(self.requests.values())
-
-    @property
-    def writes(self) -> int:
-        return sum(n for (verb, _), n in self.requests.items() if verb not in ("GET", "LIST"))
-
-    def by_code(self) -> dict[str, int]:
-        return {f"{verb} {code}": n for (verb, code), n in sorted(self.requests.items())}
-
-
-# One warning of a Warning header: code, agent, "text" (RFC 7234, 5.5).
-_WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
-
-
-class Warnings:
-    """The apiserver's Warning headers (deprecated APIs, unknown or pruned
-    fields), each logged once per process: they repeat on every request."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self.lock = threading.Lock()
-
-    def say(self, header: str) -> None:
-        for text in _WARNING.findall(header) or [header]:
-            text = text.replace('\\"', '"')
-            with self.lock:
-                if text in self.seen:
-                    continue
-                self.seen.add(text)
-            log.warning("the apiserver warns: %s", text)
-
-
-class Stats:
-    """Running request counts, shared by the client's threads; a pass takes the
-    difference of two snapshots for its summary, and the metrics read the totals."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.requests: Counter[tuple[str, str]] = Counter()
-        self.bytes_received = 0
-
-    def record(self, verb: str, code: str, size: int) -> None:
-        with self.lock:
-            self.requests[(verb, code)] += 1
-            self.bytes_received += size
-
-    def snapshot(self) -> Usage:
-        with self.lock:
-            return Usage(Counter(self.requests), self.bytes_received)
-
-
-def _home_kubeconfig() -> str | None:
-    """~/.kube/config if it exists. A service with no home directory (systemd's
-    DynamicUser, a pod with a random uid) simply has none."""
-    try:
-        default = Path("~/.kube/config").expanduser()
-    except RuntimeError:
-        return None
-    return str(default) if default.is_file() else None
-
-
-def _load_config(settings: Config) -> kubeconfig.KubeConfig:
-    """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
-    path = settings.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
-    if path and not Path(path).is_file():
-        source = "--kubeconfig" if settings.kubeconfig else "$KUBECONFIG"
-        raise ConfigMissing(f"{source} {path}: no such file")
-    try:
-        if path:
-            return kubeconfig.from_file(Path(path), settings.context)
-        if pod := kubeconfig.in_cluster():
-            return pod
-    except (kubeconfig.KubeconfigError, OSError) as exc:
-        raise ConfigMissing(str(exc)) from None
-    raise ConfigMissing(
-        "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
-        "or run in a pod with a service account"
-    )
-
-
-def _reloader(
-    settings: Config, kube_config: kubeconfig.KubeConfig
-) -> Callable[[], kubeconfig.KubeConfig] | None:
-    """Reads the same kubeconfig context again (after a 401); None in a pod."""
-    path = kube_config.file
-    if path is None:
-        return None
-    return lambda: kubeconfig.from_file(path, settings.context)
 
 
 def _retry_after(resp: Response) -> float | None:
@@ -226,112 +110,6 @@ def _causes(status: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(c["message"]) for c in found or () if isinstance(c, dict) and c.get("message"))
 
 
-class Transport(Protocol):
-    def send(
-        self,
-        method: str,
-        target: str,
-        body: bytes | None,
-        headers: Mapping[str, str],
-        sink: Sink | None = None,
-    ) -> Response: ...
-
-
-class _Session:
-    """pykube's requests session per thread, for what only it knows: auth
-    providers, and https proxies (TLS inside TLS), at about three times the
-    CPU per request of ``transport.Direct``. pykube is imported here, only
-    when it is needed."""
-
-    def __init__(
-        self, kube_config: kubeconfig.KubeConfig, settings: Config, proxy: str | None
-    ) -> None:
-        import pykube
-
-        if kube_config.file is None:
-            self.pykube_config = pykube.KubeConfig.from_service_account(kube_config.source)
-        else:
-            self.pykube_config = pykube.KubeConfig.from_file(str(kube_config.file))
-            self.pykube_config.set_current_context(kube_config.context)
-        self.server = kube_config.server.rstrip("/")
-        self.settings = settings
-        self.gzip = _compression(settings, kube_config)
-        self.proxies = {"http": proxy, "https": proxy} if proxy else {}
-        self.local = threading.local()
-
-    def _http(self) -> Any:
-        import pykube
-
-        api = getattr(self.local, "api", None)
-        if api is None:
-            api = pykube.HTTPClient(self.pykube_config, timeout=self.settings.timeout)
-            api.session.headers["Accept-Encoding"] = "gzip" if self.gzip else "identity"
-            # With trust_env on, requests re-reads the proxy variables and looks
-            # for ~/.netrc on every request; the proxy is chosen once, as kubectl does.
-            api.session.proxies = dict(self.proxies)
-            api.session.trust_env = False
-            self.local.api = api
-        return api
-
-    def send(
-        self,
-        method: str,
-        target: str,
-        body: bytes | None,
-        headers: Mapping[str, str],
-        sink: Sink | None = None,
-    ) -> Response:
-        import requests
-
-        try:
-            resp = self._http().session.request(
-                method,
-                self.server + target,
-                data=body,
-                headers=headers,
-                timeout=self.settings.timeout,
-                stream=sink is not None,
-            )
-            with resp:
-                status, reason = resp.status_code, resp.reason or ""
-                retry_after = resp.headers.get("Retry-After")
-                warning = resp.headers.get("Warning") or ""  # requests joins them with ", "
-                if sink is None or not 200 <= status < 300:
-                    content = resp.content
-                    return Response(
-                        status,
-                        reason,
-                        content,
-                        retry_after,
-                        received=_wire(resp, len(content)),
-                        warning=warning,
-                    )
-                inflated = 0
-                for piece in resp.iter_content(PIECE):  # inflated as it arrives
-                    sink(piece)
-                    inflated += len(piece)
-                return Response(status, reason, b"", retry_after, _wire(resp, inflated), warning)
-        except requests.exceptions.RequestException as exc:
-            raise TransportError(str(exc)) from None
-
-
-def _wire(resp: Any, fallback: int) -> int:
-    """The bytes urllib3 read off the connection for this body (gzipped, when
-    it was); ``fallback``, the inflated size, if it cannot say."""
-    tell = getattr(resp.raw, "tell", None)
-    try:
-        return int(tell()) if tell is not None else fallback
-    except (OSError, ValueError, TypeError):
-        return fallback
-
-
-def _compression(settings: Config, kube_config: kubeconfig.KubeConfig) -> bool:
-    """Ask for gzip unless the settings or the kubeconfig's cluster turn it
-    off: a cluster entry with ``disable-compression: true`` means it for
-    kubectl too."""
-    return settings.compression and not kube_config.disable_compression
-
-
 class Kube:
     """A small, thread-safe client: one transport, a shared rate limiter,
     retries, and the verbs the rest of the package uses."""
@@ -340,8 +118,10 @@ class Kube:
         """Connect with the client settings of ``settings`` (kubeconfig, context,
         timeout, qps, burst, max_retries, page_size)."""
         self.settings = settings
-        self.kube_config = _load_config(settings)
-        self.credentials = Credentials(self.kube_config, _reloader(settings, self.kube_config))
+        self.kube_config = load_kubeconfig(settings)
+        self.credentials = Credentials(
+            self.kube_config, kubeconfig_reloader(settings, self.kube_config)
+        )
         self.server = self.kube_config.server.rstrip("/")
         self.limiter = RateLimiter(settings.qps, settings.burst)
         self.stats = Stats()
@@ -373,12 +153,12 @@ class Kube:
         try:
             if kube_config.only_pykube or (proxy or "").startswith("https:"):
                 log.debug("sending through pykube's session (an auth provider or an https proxy)")
-                return _Session(kube_config, self.settings, proxy)
+                return PykubeSession(kube_config, self.settings, proxy)
             direct = Direct(
                 self.server,
                 None,
                 self.settings.timeout,
-                _compression(self.settings, kube_config),
+                compression(self.settings, kube_config),
                 contexts=self.credentials.context,
                 proxy=proxy,
                 server_name=kube_config.tls_server_name,

@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from reconciler.client.accounting import Stats
 from reconciler.client.errors import ApiError
 from reconciler.client.interface import Client
-from reconciler.client.kube import Stats
 from reconciler.model import Incremental, Page, ResourceType
 
 T = TypeVar("T")

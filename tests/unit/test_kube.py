@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import errors, kube
+from reconciler.client import accounting, errors, kube
 from reconciler.config import Config
 
 from .loopback import serving
@@ -109,7 +109,7 @@ def test_lease_requests_do_not_wait_behind_the_passes_budget(
 
 
 def test_each_apiserver_warning_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    said = kube.Warnings()
+    said = accounting.Warnings()
     header = '299 - "unknown field \\"status.lastProgressTime\\"", 299 - "v1beta1 is deprecated"'
     said.say(header)
     said.say('299 - "v1beta1 is deprecated"')

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import errors, kube, transport
+from reconciler.client import errors, kube, pykube_session, transport
 from reconciler.client.protowire import META_ACCEPT, VersionStream
 from reconciler.client.transport import Direct, TransportError
 from reconciler.config import Config
@@ -378,7 +378,7 @@ def test_a_cluster_that_disables_compression_is_never_asked_for_gzip(
     provider = {"auth-provider": {"name": "oidc", "config": {}}}
     session = _kubeconfig(tmp_path, server.url, provider, "session", off)
     chosen = kube.Kube(Config(kubeconfig=session)).transport
-    assert isinstance(chosen, kube._Session)
+    assert isinstance(chosen, pykube_session.PykubeSession)
     assert chosen._http().session.headers["Accept-Encoding"] == "identity"
 
 
@@ -388,7 +388,7 @@ def test_only_an_auth_provider_goes_through_pykubes_session(
     provider = {"auth-provider": {"name": "oidc", "config": {}}}
     exec_ = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "true"}}
     chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, provider))).transport
-    assert isinstance(chosen, kube._Session)
+    assert isinstance(chosen, pykube_session.PykubeSession)
     chosen = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, server.url, exec_))).transport
     assert isinstance(chosen, Direct)
 
@@ -452,7 +452,7 @@ def _client(tmp_path: Path, url: str, session: bool) -> kube.Kube:
     auth providers and https proxies)."""
     client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, url, {"token": "t"})))
     if session:
-        client.transport = kube._Session(client.kube_config, client.settings, None)
+        client.transport = pykube_session.PykubeSession(client.kube_config, client.settings, None)
     return client
 
 
