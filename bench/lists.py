@@ -7,7 +7,7 @@ owned, Running pods (the reconciler's own manifest) and then LISTs them every
 way worth choosing between, in one run, each ``--repeat`` times (medians):
 
 - the decoder: JSON into dicts then ``pod_from_api`` (the code before the
-  typed decoder), against ``model.pod_page`` (msgspec typed structs);
+  typed decoder), against ``json_wire.pod_page`` (msgspec typed structs);
 - gzip asked for or not (``compression``);
 - page size 500, 1000, 5000;
 - cluster-wide against one LIST per namespace;
@@ -42,7 +42,9 @@ from typing import Any
 from bench.cpu import CpuMeter
 from bench.kubeapi import CORE_PATH, Api, Request, create_namespace, parallel
 from hack.cluster import cluster as launcher
+from reconciler.client.json_wire import pod_page
 from reconciler.client.kube import Kube
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.client.protowire import (
     ACCEPT,
     META_ACCEPT,
@@ -55,7 +57,7 @@ from reconciler.config import Config
 from reconciler.kinds.redis.identity import from_api
 from reconciler.kinds.redis.pods import pod_manifest
 from reconciler.kinds.redis.spec import validate_spec
-from reconciler.model import PODS, Incremental, Page, pod_from_api, pod_page
+from reconciler.model import PODS, Incremental, Page
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = ROOT / ".cluster-bench"

@@ -43,13 +43,14 @@ from reconciler.client.errors import (
     Unreachable,
 )
 from reconciler.client.exec_plugin import CredentialError
+from reconciler.client.json_wire import raw_page
 from reconciler.client.locate import kubeconfig_reloader, load_kubeconfig
 from reconciler.client.protowire import error_status_of
 from reconciler.client.proxy import proxy_for
 from reconciler.client.pykube_session import PykubeSession, Transport, compression
 from reconciler.client.transport import Direct, Response, Sink, TransportError
 from reconciler.config import Config
-from reconciler.model import PODS, Incremental, Page, ResourceType, raw_page
+from reconciler.model import PODS, Incremental, Page, ResourceType
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ import msgspec
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from reconciler.client.json_wire import pod_page, version_page_json
 from reconciler.model import (
     LABEL_BUCKET,
     Container,
@@ -39,10 +40,8 @@ from reconciler.model import (
     Pod,
     PodCondition,
     Version,
-    pod_page,
     rfc3339,
     version_key,
-    version_page_json,
 )
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"

@@ -9,7 +9,9 @@ import json
 import pytest
 
 from reconciler.client.errors import ApiError
+from reconciler.client.json_wire import page_of, pod_page
 from reconciler.client.kube import Kube
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.client.protowire import (
     ACCEPT,
     MAGIC,
@@ -21,7 +23,7 @@ from reconciler.client.protowire import (
 )
 from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
-from reconciler.model import PODS, Version, page_of, pod_from_api, pod_page
+from reconciler.model import PODS, Version
 
 from .conftest import Kubectl, Reconciler, gated_pod, wait_for
 from .test_redis import redis_yaml

@@ -26,17 +26,10 @@ from reconciler.actions import (
 )
 from reconciler.backoff import from_status
 from reconciler.children import child_from_api
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.xca import Xca
-from reconciler.model import (
-    LABEL_BUCKET,
-    Child,
-    ContainerState,
-    Pod,
-    PodCondition,
-    owner_refs_of,
-    pod_from_api,
-)
+from reconciler.model import LABEL_BUCKET, Child, ContainerState, Pod, PodCondition, owner_refs_of
 from reconciler.snapshot import Snapshot
 
 from .builders import snap

@@ -10,6 +10,7 @@ import pytest
 
 from reconciler.actions import CreatePod, DeletePod, EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.backoff import Failure
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.redis import identity as redis_kind
 from reconciler.model import (
@@ -22,7 +23,6 @@ from reconciler.model import (
     controller_of,
     generation_of,
     meta_of,
-    pod_from_api,
 )
 
 from .builders import pod, redis, snap, xca

@@ -1,4 +1,4 @@
-"""The typed page decoder (model.pod_page) makes exactly what pod_from_api
+"""The typed page decoder (client.json_wire.pod_page) makes exactly what pod_from_api
 makes of the same JSON, for any pod, well-formed or not; a page the typed
 structs refuse falls back to the generic path."""
 
@@ -11,7 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import page_of, pod_from_api, pod_page, raw_page
+from reconciler.client.json_wire import page_of, pod_page, raw_page
+from reconciler.client.pod_dict import pod_from_api
 
 text = st.text(max_size=8)
 # Mostly what a conforming apiserver sends; sometimes a value of the wrong type.

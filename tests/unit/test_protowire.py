@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.client.protowire import (
     MAGIC,
     MESSAGES,
@@ -32,7 +33,7 @@ from reconciler.client.protowire import (
     pod_page_reusing,
     version_page,
 )
-from reconciler.model import LABEL_BUCKET, Version, pod_from_api
+from reconciler.model import LABEL_BUCKET, Version
 
 text = st.text(max_size=8)
 labels = st.dictionaries(st.one_of(text, st.just(LABEL_BUCKET)), text, max_size=3)

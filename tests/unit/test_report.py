@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.engine.report import diff, views
-from reconciler.model import PodCondition, pod_from_api
+from reconciler.model import PodCondition
 
 from .builders import pod
 

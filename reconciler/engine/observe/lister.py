@@ -20,6 +20,7 @@ from reconciler.client.errors import (
     Unreachable,
 )
 from reconciler.client.interface import Client
+from reconciler.client.json_wire import pod_page
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
 from reconciler.client.protowire import (
     UNREADABLE,
@@ -27,16 +28,7 @@ from reconciler.client.protowire import (
     VersionStream,
 )
 from reconciler.engine.observe.scope import Sorter
-from reconciler.model import (
-    PODS,
-    Known,
-    Page,
-    Pod,
-    ResourceType,
-    Version,
-    pod_page,
-    version_key,
-)
+from reconciler.model import PODS, Known, Page, Pod, ResourceType, Version, version_key
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.children import CHILD_TYPES, decoder
+from reconciler.client.json_wire import page_of
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.engine.observe.lister import (
     FETCH_MAX,
@@ -23,13 +25,7 @@ from reconciler.engine.observe.lister import (
 )
 from reconciler.engine.observe.scope import Sorter
 from reconciler.kinds.registry import KINDS
-from reconciler.model import (
-    PODS,
-    Child,
-    Pod,
-    page_of,
-    pod_from_api,
-)
+from reconciler.model import PODS, Child, Pod
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)

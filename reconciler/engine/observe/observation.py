@@ -24,6 +24,8 @@ from typing import Any
 from reconciler.buckets import Scope
 from reconciler.children import CHILD_TYPES
 from reconciler.client.interface import Client
+from reconciler.client.json_wire import page_of
+from reconciler.client.pod_dict import pod_from_api
 from reconciler.client.protowire import (
     META_ACCEPT,
     META_ACCEPT_JSON,
@@ -42,12 +44,7 @@ from reconciler.engine.observe.namespaces import Namespaces, namespaces_seen, po
 from reconciler.engine.observe.scope import Sorter, selection
 from reconciler.kinds.base import Kind
 from reconciler.kinds.registry import KINDS
-from reconciler.model import (
-    PODS,
-    Pod,
-    page_of,
-    pod_from_api,
-)
+from reconciler.model import PODS, Pod
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
