@@ -13,7 +13,7 @@ way worth choosing between, in one run, each ``--repeat`` times (medians):
 - cluster-wide against one LIST per namespace;
 - JSON against protobuf (``protowire.pod_page_any``), with and without gzip;
 - protobuf in pages of 500, against one page read as it arrives
-  (``protowire.PodStream``, page size 0);
+  (``streams.PodStream``, page size 0);
 - the LIST of metadata alone that the daemon's later passes make
   (``protowire.version_page``), in pages of 500, 2000 and 5000, with and
   without gzip, and in one page read as it arrives. For each page it serves,
@@ -45,14 +45,8 @@ from hack.cluster import cluster as launcher
 from reconciler.client.json_wire import pod_page
 from reconciler.client.kube import Kube
 from reconciler.client.pod_dict import pod_from_api
-from reconciler.client.protowire import (
-    ACCEPT,
-    META_ACCEPT,
-    PodStream,
-    VersionStream,
-    pod_page_any,
-    version_page,
-)
+from reconciler.client.protowire import ACCEPT, META_ACCEPT, pod_page_any, version_page
+from reconciler.client.streams import PodStream, VersionStream
 from reconciler.config import Config
 from reconciler.kinds.redis.identity import from_api
 from reconciler.kinds.redis.pods import pod_manifest

@@ -1,5 +1,5 @@
 """Client CPU and memory of one LIST of metadata in one page: held whole and
-then parsed, against parsed as it arrives (protowire.VersionStream).
+then parsed, against parsed as it arrives (streams.VersionStream).
 
     python -m bench.stream [--pods 30000] [--rounds 5]
 
@@ -77,7 +77,8 @@ def _status_kb(field: str) -> int:
 
 def one(way: str, url: str, gzipped: bool) -> dict[str, Any]:
     """One read, in this process: items, CPU seconds, peak RSS rise in MB."""
-    from reconciler.client.protowire import VersionStream, version_page
+    from reconciler.client.protowire import version_page
+    from reconciler.client.streams import VersionStream
     from reconciler.client.transport import Direct
 
     direct = Direct(url, None, timeout=60, compression=gzipped)

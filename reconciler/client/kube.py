@@ -327,7 +327,7 @@ class Kube:
     ) -> builtins.list[T]:
         """list, with each page decoded as it arrives by a decoder from
         ``start``: a page as large as every object in the cluster (page_size
-        0) is then never held whole (as protobuf; see protowire.ListStream)."""
+        0) is then never held whole (as protobuf; see streams.ListStream)."""
         path, headers = self.path(res, namespace), {"Accept": accept}
 
         def fetch(params: Mapping[str, Any]) -> Page[T]:

@@ -15,12 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never
 
 from reconciler.actions import (
-    POD_EVENT_VERBS,
     Action,
     CreateChild,
     CreatePod,
@@ -35,8 +34,6 @@ from reconciler.actions import (
     PatchPodMetadata,
     PatchStatus,
     Plan,
-    Verb,
-    pod_event_message,
 )
 from reconciler.backoff import DEFAULT_REASON, EVICTION_REFUSED, WriteError
 from reconciler.children import CHILD_TYPES
@@ -44,95 +41,28 @@ from reconciler.client.errors import (
     ApiError,
     Conflict,
     EvictionRefused,
-    Forbidden,
-    Invalid,
     KubeError,
     NotFound,
     Throttled,
 )
 from reconciler.client.interface import Client
-from reconciler.engine.events import post_event
+from reconciler.engine.events import merge_pod_events, post_event
+from reconciler.engine.failures import (
+    NO_STATUS_SUBRESOURCE,
+    WriteFailed,
+    WriteRefused,
+    WriteThrottled,
+    conflict_reason,
+    failure_event_reason,
+    failure_reason,
+    no_status_subresource,
+    reason_of,
+)
 from reconciler.kinds.registry import kind_of
 from reconciler.model import PODS, ObjKey, ResourceType
 from reconciler.result import ApplyReport, Outcome, Result
 
 log = logging.getLogger(__name__)
-
-FAILURE_REASONS = {
-    Verb.CREATE: "FailedCreatePod",
-    Verb.DELETE: "FailedDeletePod",
-    Verb.PATCH_FINALIZERS: "FailedUpdateFinalizers",
-    Verb.PATCH_STATUS: "FailedUpdateStatus",
-    Verb.PATCH_METADATA: "FailedUpdatePod",
-    Verb.PATCH_LABELS: "FailedUpdateLabels",
-    Verb.EVICT: "FailedEvictPod",
-}
-# The same for a child object, by verb: the kind follows ("FailedCreateService").
-CHILD_FAILURE_REASONS = {
-    Verb.CREATE: "FailedCreate",
-    Verb.PATCH: "FailedUpdate",
-    Verb.DELETE: "FailedDelete",
-}
-INVALID_OBJECT = "InvalidObject"
-QUOTA_EXCEEDED = "QuotaExceeded"
-FORBIDDEN = "Forbidden"
-# A failure no status can record, nor any retry of this release mend.
-NO_STATUS_SUBRESOURCE = "NoStatusSubresource"
-
-
-def _reason(exc: Exception) -> str:
-    return exc.reason if isinstance(exc, _Failed) else DEFAULT_REASON
-
-
-def failure_reason(exc: ApiError) -> str:
-    """The Degraded reason for a refused write: what a user must act on."""
-    if isinstance(exc, Invalid):
-        return INVALID_OBJECT
-    if isinstance(exc, Forbidden):
-        return QUOTA_EXCEEDED if "exceeded quota" in exc.message else FORBIDDEN
-    return DEFAULT_REASON
-
-
-def failure_event_reason(action: Action) -> str:
-    """The reason of the Warning event that says a write failed."""
-    if isinstance(action, CreateChild | PatchChild | DeleteChild):
-        return CHILD_FAILURE_REASONS[action.verb] + action.kind
-    return FAILURE_REASONS[action.verb]
-
-
-def conflict_reason(kind: str) -> str:
-    """The Degraded reason while another's object holds a name we want."""
-    return f"{kind}Conflict"
-
-
-class _Failed(Exception):
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class _Throttled(Exception):
-    """The apiserver kept answering 429: this object's work waits for the next pass."""
-
-
-class _Refused(Exception):
-    """A disruption budget does not allow this eviction now."""
-
-
-def no_status_subresource(res: ResourceType) -> str:
-    """What a status write to a CRD installed without its status subresource says."""
-    return (
-        f"the installed CRD {res.crd_name} has no status subresource: "
-        "apply the CRDs of this release"
-    )
-
-
-def pruned_field(res: ResourceType, name: str) -> str:
-    """What a status field dropped by an older installed CRD says."""
-    return (
-        f"status.{name} is pruned by the installed CRD {res.crd_name}: "
-        "apply the CRDs of this release"
-    )
 
 
 class _Progress:
@@ -273,17 +203,17 @@ class Executor:
                 return
             try:
                 result = self._do(action, run)
-            except _Refused as exc:
+            except WriteRefused as exc:
                 self._refused(owner, action, str(exc), outcomes, run)
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 return
-            except _Throttled as exc:
+            except WriteThrottled as exc:
                 self._log(owner, action, Result.THROTTLED, str(exc))
                 outcomes.append(Outcome(action, Result.THROTTLED, str(exc)))
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
                 self._stop_writing()
                 return
-            except _Failed as exc:
+            except WriteFailed as exc:
                 self._log(owner, action, Result.FAILED, str(exc))
                 outcomes.append(Outcome(action, Result.FAILED, str(exc), exc.reason))
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
@@ -344,9 +274,9 @@ class Executor:
                 return warned
             try:
                 result = self._do(action, run)
-            except (_Failed, _Throttled) as exc:
+            except (WriteFailed, WriteThrottled) as exc:
                 self._log(owner, action, Result.FAILED, str(exc))
-                outcomes.append(Outcome(action, Result.FAILED, str(exc), _reason(exc)))
+                outcomes.append(Outcome(action, Result.FAILED, str(exc), reason_of(exc)))
                 return warned
             self._log(owner, action, result)
             outcomes.append(Outcome(action, result))
@@ -374,7 +304,7 @@ class Executor:
         post_event(self.kube, ev, self.clock())
 
     def _do(self, action: Action, run: _ObjectRun) -> Result:
-        """One write; API errors other than the expected ones become _Failed."""
+        """One write; API errors other than the expected ones become WriteFailed."""
         try:
             match action:
                 case CreatePod():
@@ -400,15 +330,15 @@ class Executor:
                 case _:
                     assert_never(action)
         except EvictionRefused as exc:
-            raise _Refused(exc.why) from None
+            raise WriteRefused(exc.why) from None
         except Throttled as exc:
-            raise _Throttled(f"{exc.status} {exc.reason}: {exc.message}") from None
+            raise WriteThrottled(f"{exc.status} {exc.reason}: {exc.message}") from None
         except ApiError as exc:
-            raise _Failed(
+            raise WriteFailed(
                 f"{exc.status} {exc.reason}: {exc.message}", failure_reason(exc)
             ) from None
         except KubeError as exc:
-            raise _Failed(str(exc), DEFAULT_REASON) from None
+            raise WriteFailed(str(exc), DEFAULT_REASON) from None
 
     def _create_pod(self, action: CreatePod, run: _ObjectRun) -> Result:
         target = action.target
@@ -431,7 +361,7 @@ class Executor:
         refs = (found.get("metadata") or {}).get("ownerReferences") or []
         if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
             return Result.OK
-        raise _Failed(
+        raise WriteFailed(
             f"{res.kind.lower()} {target.name} already exists and is not owned by this "
             f"{action.owner.kind}",
             conflict_reason(res.kind),
@@ -547,7 +477,7 @@ class Executor:
             answer = self.kube.merge_patch(res, key.namespace, key.name, body, sub)
         except NotFound:
             if sub == "status" and self._exists(res, key):
-                raise _Failed(no_status_subresource(res), NO_STATUS_SUBRESOURCE) from None
+                raise WriteFailed(no_status_subresource(res), NO_STATUS_SUBRESOURCE) from None
             return Result.GONE
         except Conflict:
             return Result.CONFLICT
@@ -557,29 +487,3 @@ class Executor:
         meta = answer.get("metadata") or {}
         run.new_rv[observed_rv] = str(meta.get("resourceVersion", sent_rv))
         return Result.OK
-
-
-def merge_pod_events(events: list[EventSpec]) -> list[EventSpec]:
-    """One CreatePod (or DeletePod) event per object, reason and why, per pass.
-
-    "Created pod r-0: scale up" three times becomes "Created pods r-0, r-1,
-    r-2: scale up": a third of the writes of a cold pass were events, and one
-    line per batch is what `kubectl describe` readers want anyway. Events are
-    grouped by their ``pods`` and ``why`` fields, never by their text; one
-    without them is passed on as it is.
-    """
-    groups: dict[object, list[EventSpec]] = {}
-    for i, ev in enumerate(events):
-        mergeable = ev.pods and ev.why is not None and ev.reason in POD_EVENT_VERBS
-        key = (ev.involved, ev.type, ev.reason, ev.component, ev.why) if mergeable else i
-        groups.setdefault(key, []).append(ev)
-    merged: list[EventSpec] = []
-    for group in groups.values():  # in order of each group's first event
-        first = group[0]
-        if len(group) == 1 or first.why is None:
-            merged.append(first)
-            continue
-        pods = tuple(name for ev in group for name in ev.pods)
-        message = pod_event_message(first.reason, pods, first.why)
-        merged.append(replace(first, pods=pods, message=message))
-    return merged

@@ -13,10 +13,11 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.actions import EventSpec
+from reconciler.actions import POD_EVENT_VERBS, EventSpec, pod_event_message
 from reconciler.client.errors import Conflict, KubeError
 from reconciler.client.interface import Client
 from reconciler.client.kube import EVENTS
@@ -150,3 +151,29 @@ class EventQueue:
                 with self._changed:
                     self._posting = False
                     self._changed.notify_all()
+
+
+def merge_pod_events(events: list[EventSpec]) -> list[EventSpec]:
+    """One CreatePod (or DeletePod) event per object, reason and why, per pass.
+
+    "Created pod r-0: scale up" three times becomes "Created pods r-0, r-1,
+    r-2: scale up": a third of the writes of a cold pass were events, and one
+    line per batch is what `kubectl describe` readers want anyway. Events are
+    grouped by their ``pods`` and ``why`` fields, never by their text; one
+    without them is passed on as it is.
+    """
+    groups: dict[object, list[EventSpec]] = {}
+    for i, ev in enumerate(events):
+        mergeable = ev.pods and ev.why is not None and ev.reason in POD_EVENT_VERBS
+        key = (ev.involved, ev.type, ev.reason, ev.component, ev.why) if mergeable else i
+        groups.setdefault(key, []).append(ev)
+    merged: list[EventSpec] = []
+    for group in groups.values():  # in order of each group's first event
+        first = group[0]
+        if len(group) == 1 or first.why is None:
+            merged.append(first)
+            continue
+        pods = tuple(name for ev in group for name in ev.pods)
+        message = pod_event_message(first.reason, pods, first.why)
+        merged.append(replace(first, pods=pods, message=message))
+    return merged

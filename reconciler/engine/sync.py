@@ -20,8 +20,9 @@ from reconciler.buckets import Holder
 from reconciler.client.interface import Client
 from reconciler.config import Config
 from reconciler.engine import report as pod_report
-from reconciler.engine.apply import Executor, pruned_field
+from reconciler.engine.apply import Executor
 from reconciler.engine.events import EventQueue, post_event
+from reconciler.engine.failures import pruned_field
 from reconciler.engine.heap import collector_held
 from reconciler.engine.observe import Observation, observe
 from reconciler.engine.plan import health_after, plan_pass, status_after_failure

@@ -12,15 +12,8 @@ from reconciler.client.errors import ApiError
 from reconciler.client.json_wire import page_of, pod_page
 from reconciler.client.kube import Kube
 from reconciler.client.pod_dict import pod_from_api
-from reconciler.client.protowire import (
-    ACCEPT,
-    MAGIC,
-    META_ACCEPT,
-    PodStream,
-    VersionStream,
-    pod_page_any,
-    version_page,
-)
+from reconciler.client.protowire import ACCEPT, MAGIC, META_ACCEPT, pod_page_any, version_page
+from reconciler.client.streams import PodStream, VersionStream
 from reconciler.config import Config
 from reconciler.kinds.registry import KINDS
 from reconciler.model import PODS, Version

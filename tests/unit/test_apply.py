@@ -10,7 +10,8 @@ import pytest
 
 from reconciler.actions import PatchStatus, Plan
 from reconciler.client.errors import ApiError, Unreachable
-from reconciler.engine.apply import Executor, merge_pod_events
+from reconciler.engine.apply import Executor
+from reconciler.engine.events import merge_pod_events
 from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.identity import FINALIZER
 from reconciler.model import ObjKey
@@ -153,7 +154,7 @@ def test_pod_events_of_one_pass_are_merged_per_object_and_reason():
 
 def test_merge_keeps_different_reasons_and_single_events_apart():
     from reconciler.actions import EventSpec, ObjRef, pod_event
-    from reconciler.engine.apply import merge_pod_events
+    from reconciler.engine.events import merge_pod_events
 
     ref = ObjRef("v1", "Redis", "ns", "r", "u")
     other = ObjRef("v1", "Redis", "ns", "s", "u2")
@@ -193,8 +194,7 @@ def test_merged_event_name_is_unchanged():
     """The event name hashes the message, so a batch posted by an older
     version is found (and counted) again, not posted anew."""
     from reconciler.actions import ObjRef, pod_event
-    from reconciler.engine.apply import merge_pod_events
-    from reconciler.engine.events import event_name
+    from reconciler.engine.events import event_name, merge_pod_events
 
     ref = ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", "uid-default-r")
     (merged,) = merge_pod_events(
@@ -513,7 +513,7 @@ def test_merging_never_drops_an_event_that_carries_no_why():
 
 
 def test_refusals_are_named_for_what_a_user_must_do():
-    from reconciler.engine.apply import failure_reason
+    from reconciler.engine.failures import failure_reason
 
     quota = 'pods "r-2" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2'
     assert failure_reason(ApiError(403, "Forbidden", quota)) == "QuotaExceeded"

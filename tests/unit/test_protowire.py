@@ -24,15 +24,13 @@ from reconciler.client.protowire import (
     MAGIC,
     MESSAGES,
     ErrorStatus,
-    ListStream,
-    PodStream,
-    VersionStream,
     _unwrap,
     error_status_of,
     pod_page_any,
     pod_page_reusing,
     version_page,
 )
+from reconciler.client.streams import ListStream, PodStream, VersionStream
 from reconciler.model import LABEL_BUCKET, Version
 
 text = st.text(max_size=8)

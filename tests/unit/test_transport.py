@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from reconciler.client import errors, kube, pykube_session, transport
-from reconciler.client.protowire import META_ACCEPT, VersionStream
+from reconciler.client.protowire import META_ACCEPT
+from reconciler.client.streams import VersionStream
 from reconciler.client.transport import Direct, TransportError
 from reconciler.config import Config
 from reconciler.model import PODS, Version

@@ -22,11 +22,8 @@ from reconciler.client.errors import (
 from reconciler.client.interface import Client
 from reconciler.client.json_wire import pod_page
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
-from reconciler.client.protowire import (
-    UNREADABLE,
-    PodStream,
-    VersionStream,
-)
+from reconciler.client.protowire import UNREADABLE
+from reconciler.client.streams import PodStream, VersionStream
 from reconciler.engine.observe.scope import Sorter
 from reconciler.model import PODS, Known, Page, Pod, ResourceType, Version, version_key
 
@@ -83,14 +80,14 @@ FETCH_MAX = 50
 
 
 # A LIST of metadata answered in JSON is held whole before it is decoded
-# (protowire.VersionStream): asked for as JSON, it comes in pages of this many
+# (streams.VersionStream): asked for as JSON, it comes in pages of this many
 # items when metadata_page_size asks for one page.
 JSON_METADATA_PAGE_SIZE = 2000
 
 
 # The same for a LIST of whole objects in JSON (Redis, Xca, and pods with
 # protobuf off) when page_size asks for one page; pods as protobuf are read as
-# they arrive (protowire.PodStream), in one page.
+# they arrive (streams.PodStream), in one page.
 JSON_PAGE_SIZE = 500
 
 
