@@ -403,15 +403,7 @@ def run(
 ) -> None:
     """Run a pass every --interval seconds until SIGTERM (the daemon)."""
     # Imported here: `sync` from cron pays for none of the daemon's modules.
-    from reconciler.run.daemon import Daemon
-    from reconciler.run.leader import (
-        LEASE_BURST,
-        LEASE_QPS,
-        LEASE_RETRIES,
-        LeaderElector,
-        LeaseConfig,
-    )
-    from reconciler.run.shard import ShardConfig, ShardMember
+    from reconciler.run import manager
 
     _collect(ctx, **options)
     config = _config(
@@ -430,48 +422,14 @@ def run(
         metrics_address=metrics_address,
     )
     kube = _kube(config)
-    _check_leases(kube, config)
-    for line in crd_release.lagging(kube):
-        log.warning("%s", line)
+    try:
+        manager.check_leases(kube, config)
+        for line in crd_release.lagging(kube):
+            log.warning("%s", line)
+        parts = manager.assemble(kube, config)
+    except manager.CannotStart as exc:
+        _fail(EXIT_USAGE, str(exc))
     st = state_store.load(config.state_file)
-
-    # Lease requests have a budget of their own: never behind a pass's writes.
-    leases = kube.with_budget(LEASE_QPS, LEASE_BURST, LEASE_RETRIES)
-    elector = None
-    if config.leader_elect:
-        elector = LeaderElector(leases, LeaseConfig.from_config(config))
-        log.info(
-            "leader election on lease %s/%s as %s",
-            config.leader_election_namespace,
-            config.leader_election_id,
-            elector.identity,
-        )
-    member = None
-    if config.shard:
-        member = ShardMember(leases, ShardConfig.from_config(config))
-        kube.user_agent = leases.user_agent = f"{kube.user_agent} ({member.base})"
-        log.info(
-            "sharded: %d buckets, leases in %s, as %s",
-            config.shard_buckets,
-            config.leader_election_namespace,
-            member.base,
-        )
-    metrics = None
-    if config.metrics_address:
-        from reconciler.run.metrics import Metrics, serve  # about 2 MB: only when served
-
-        metrics = Metrics(interval=config.interval)
-        stale_after = config.interval * config.healthz_intervals + config.jitter
-        try:
-            serve(config.metrics_address, metrics, stale_after)
-        except (OSError, ValueError) as exc:
-            _fail(EXIT_USAGE, f"--metrics-address {config.metrics_address}: {exc}")
-
-    keep_going = (lambda: elector.is_leader) if elector is not None else None
-    if keep_going is not None:
-        kube.still_writing = keep_going
-    elif member is not None:
-        kube.still_writing = lambda: bool(member.held())
     events = EventQueue(kube)
 
     def one_pass() -> PassResult:
@@ -480,9 +438,9 @@ def run(
             config,
             st,
             mode=_mode(config),
-            keep_going=keep_going,
+            keep_going=parts.keep_going,
             events=events,
-            shard=member,
+            shard=parts.member,
         )
         if result.unreachable:
             log.error("%s", result.unreachable)
@@ -490,35 +448,9 @@ def run(
             state_store.save(config.state_file, st)
         return result
 
-    daemon = Daemon(
-        one_pass,
-        schedule=Schedule.of(config),
-        jitter=config.jitter,
-        elector=elector,
-        shard=member,
-        metrics=metrics,
-        requests=lambda: dict(kube.stats.requests),
-    )
-    code = daemon.run()
+    code = manager.run(one_pass, parts, kube, config)
     _flush(events)
     sys.exit(code)
-
-
-def _check_leases(kube: Kube, config: Config) -> None:
-    """Refuse to start a daemon that could never hold its Lease."""
-    from reconciler.run import lease_access
-
-    verbs: tuple[str, ...]
-    if config.leader_elect:
-        verbs, mode, grant = lease_access.LEADER_VERBS, "--leader-elect", lease_access.LEADER_GRANT
-    elif config.shard:
-        verbs, mode, grant = lease_access.SHARD_VERBS, "--shard", lease_access.SHARD_GRANT
-    else:
-        return
-    try:
-        lease_access.check(kube, config.leader_election_namespace, verbs, mode, grant)
-    except lease_access.LeaseAccessError as exc:
-        _fail(EXIT_USAGE, str(exc))
 
 
 @cli.command()

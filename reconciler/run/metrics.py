@@ -271,6 +271,8 @@ def parse_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not port.isdigit():
         raise ValueError(f"expected HOST:PORT or :PORT, got {address!r}")
+    if int(port) > 65535:
+        raise ValueError(f"port {port} is not between 0 and 65535")
     return host.strip("[]"), int(port)
 
 

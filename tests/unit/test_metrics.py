@@ -79,3 +79,9 @@ def test_parse_address():
     assert parse_address("127.0.0.1:9") == ("127.0.0.1", 9)
     with pytest.raises(ValueError):
         parse_address("nope")
+
+
+def test_a_port_out_of_range_is_a_value_error_naming_it():
+    """Not the socket's OverflowError, which the daemon does not expect."""
+    with pytest.raises(ValueError, match="port 99999 is not between 0 and 65535"):
+        parse_address(":99999")
