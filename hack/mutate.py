@@ -37,7 +37,10 @@ MODULES = (
     "reconciler.engine.plan",
     "reconciler.kinds",
     "reconciler.engine.apply",
+    "reconciler.engine.failures",  # the executor's, moved out of apply
     "reconciler.model",
+    "reconciler.client.pod_dict",  # the model's decoders, moved to client/
+    "reconciler.client.json_wire",
 )
 LINE = re.compile(r"^\s*(\S+__mutmut_\d+): (.+)$")
 
