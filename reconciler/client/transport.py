@@ -6,7 +6,7 @@ jars, URL parsing, retries). A pass that converges a thousand objects sends
 thousands of writes, and that overhead was most of its client CPU. Nor
 http.client: it reads every answer's headers with the email package. A
 request here, on a kept-alive socket, costs about a sixth of requests' and
-three fifths of http.client's (docs/performance.md, "The HTTP client").
+three fifths of http.client's (docs/performance/transport.md).
 
 Only reconciler.client.kube uses this module, for every kubeconfig but one
 naming an auth provider or an https proxy, which go through pykube's
