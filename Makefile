@@ -89,7 +89,7 @@ lint: venv ## ruff, mypy (strict) and import-linter (the layers in docs/architec
 
 .PHONY: test-unit
 test-unit: venv ## Unit tests only (no cluster, no Go, no apt-get).
-	python -m pytest tests/unit -q
+	python -m pytest tests/unit tests/bench tests/hack -q
 
 .PHONY: test-e2e
 test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests against the local control plane.
@@ -98,7 +98,7 @@ test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests against t
 .PHONY: test
 test: deps cluster-build tools image-deps helm ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
 	$(MAKE) --no-print-directory lint
-	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit -q
+	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit tests/bench tests/hack -q
 	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/e2e -q -m e2e
 
 .PHONY: mutate

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from reconciler import cli as cli_mod
 from reconciler.client.errors import ApiError, Unreachable
+from tests.unit.engine.test_events import hanging_events
 
 from .fakes import FakeKube
-from .test_events import hanging_events
 
 REDIS = {
     "metadata": {

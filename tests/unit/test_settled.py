@@ -17,10 +17,10 @@ from reconciler.engine.plan import plan_pass
 from reconciler.health import Health
 from reconciler.settled import NOTHING_SETTLED, Settled
 from reconciler.snapshot import Snapshot
+from tests.unit.engine.test_plan_property import snapshots
 
 from . import sim
 from .builders import CONFIG, NOW, failing, pod, redis, snap, xca
-from .test_plan_property import snapshots
 
 SENTINEL = Health("FromTheSettledRecord", "reused, not planned")
 

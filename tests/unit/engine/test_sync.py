@@ -13,9 +13,8 @@ from reconciler.config import Config
 from reconciler.engine import sync
 from reconciler.engine.state import State
 from reconciler.engine.sync import Mode, run_pass
-
-from .fakes import FakeKube
-from .test_observe import redis_obj
+from tests.unit.engine.test_observe import redis_obj
+from tests.unit.fakes import FakeKube
 
 
 def test_objects_the_pass_before_saw_and_this_one_did_not_reuse_are_freed_before_planning(

@@ -14,8 +14,7 @@ import yaml
 
 from reconciler.client import kubeconfig
 from reconciler.client.kubeconfig import KubeconfigError
-
-from .imports import loaded_after
+from tests.unit.imports import loaded_after
 
 
 def _write(tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], **ctx: Any) -> Path:

@@ -21,9 +21,8 @@ from reconciler.client.streams import VersionStream
 from reconciler.client.transport import Direct, TransportError
 from reconciler.config import Config
 from reconciler.model import PODS, Version
-
-from .connect_proxy import ConnectProxy
-from .loopback import serving
+from tests.unit.connect_proxy import ConnectProxy
+from tests.unit.loopback import serving
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -23,9 +23,8 @@ from reconciler.kinds.redis.repair import metadata_repair
 from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import LABEL_BUCKET, Container, ObjKey, PodCondition
 from reconciler.snapshot import Snapshot
-
-from . import sim
-from .builders import CONFIG, NOW, budget_of, pod, redis, service_of, snap, xca
+from tests.unit import sim
+from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, service_of, snap, xca
 
 NAMES = ("a", "b", "c")
 # What a pod was made for (port, image): current or stale under each spec,
@@ -399,8 +398,7 @@ def sim_converged(r):
 def test_a_status_patch_is_dropped_when_only_pruned_fields_would_change():
     from reconciler.actions import PatchStatus
     from reconciler.engine.plan import unpruned
-
-    from .builders import redis
+    from tests.unit.builders import redis
 
     r = redis(num=1, status={"replicas": 1, "state": "Ready"})
     only_pruned = PatchStatus(r.key, "10", {"replicas": 1, "lastProgressTime": "t"})

@@ -13,8 +13,7 @@ import yaml
 
 from reconciler.client import accounting, errors, kube
 from reconciler.config import Config
-
-from .loopback import serving
+from tests.unit.loopback import serving
 
 THROTTLED = b'{"kind":"Status","reason":"TooManyRequests","message":"too many requests"}'
 

@@ -10,9 +10,8 @@ from reconciler.actions import EventSpec, ObjRef, Plan
 from reconciler.engine.apply import Executor
 from reconciler.engine.events import EventQueue
 from reconciler.model import rfc3339
-
-from .builders import CONFIG, NOW, plan_redis, redis
-from .fakes import FakeKube
+from tests.unit.builders import CONFIG, NOW, plan_redis, redis
+from tests.unit.fakes import FakeKube
 
 REF = ObjRef("example.com/v1", "Redis", "ns", "r", "uid-r")
 

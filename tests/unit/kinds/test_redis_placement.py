@@ -12,8 +12,7 @@ from reconciler.kinds.redis import placement as placement
 from reconciler.kinds.redis.identity import FIELDS_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION
 from reconciler.kinds.redis.pods import spec_drift
 from reconciler.kinds.redis.spec import validate_spec
-
-from .builders import CONFIG, NOW, plan_redis, pod, redis, removed
+from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, removed
 
 PLACED = {
     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},

@@ -17,8 +17,7 @@ from reconciler.engine.observe.lister import FETCH_MAX, JSON_METADATA_PAGE_SIZE,
 from reconciler.engine.observe.namespaces import PER_NAMESPACE_MAX
 from reconciler.engine.plan import plan_pass
 from reconciler.model import LABEL_BUCKET
-
-from .fakes import FakeKube
+from tests.unit.fakes import FakeKube
 
 PAGE = Config().metadata_page_size
 FULL = Config().page_size

@@ -9,9 +9,8 @@ import dataclasses
 from reconciler.actions import PatchStatus
 from reconciler.engine.plan import plan_pass
 from reconciler.model import LABEL_BUCKET
-
-from . import sim
-from .builders import CONFIG, NOW, pod, redis, snap, xca
+from tests.unit import sim
+from tests.unit.builders import CONFIG, NOW, pod, redis, snap, xca
 
 
 def status_patches(p):

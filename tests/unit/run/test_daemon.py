@@ -19,8 +19,7 @@ from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
 from reconciler.run.daemon import Daemon
 from reconciler.run.pacing import Pace, Schedule, Why
-
-from .imports import loaded_after
+from tests.unit.imports import loaded_after
 
 KEY = ObjKey("Redis", "ns", "r")
 SCHEDULE = Schedule(interval=30, min_interval=1, budget=0.5)

@@ -8,8 +8,7 @@ from reconciler.actions import CreateChild, PatchChild, PatchStatus
 from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.identity import owner_of
 from reconciler.kinds.redis.service import CONFLICT, drift
-
-from .builders import CONFIG, NOW, pod, redis, service_of, snap
+from tests.unit.builders import CONFIG, NOW, pod, redis, service_of, snap
 
 
 def planned(r, services, pods=()):

@@ -10,8 +10,7 @@ from reconciler.kinds.redis.kind import health
 from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import ObjKey
 from reconciler.render import plan_text
-
-from .builders import CONFIG, NOW, plan_redis, pod, redis, removed
+from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, removed
 
 
 def paused_redis(num: int = 3, image: str = "redis:6", **kw: object) -> object:

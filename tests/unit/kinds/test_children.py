@@ -10,8 +10,7 @@ from reconciler.kinds.redis.disruption import manifest as budget_manifest
 from reconciler.kinds.redis.identity import owner_of
 from reconciler.kinds.redis.service import drift as service_drift
 from reconciler.kinds.redis.service import manifest as service_manifest
-
-from .builders import redis
+from tests.unit.builders import redis
 
 
 def stored(manifest: dict[str, Any], **spec: Any) -> dict[str, Any]:

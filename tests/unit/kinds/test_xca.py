@@ -1,7 +1,6 @@
 from reconciler.actions import PatchStatus
 from reconciler.engine.plan import plan_pass
-
-from .builders import CONFIG, NOW, plan_xca, snap, xca
+from tests.unit.builders import CONFIG, NOW, plan_xca, snap, xca
 
 
 def test_inactive_xca_is_activated_once_with_an_event():

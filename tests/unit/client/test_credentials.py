@@ -20,9 +20,8 @@ import yaml
 from reconciler.client import errors, kube, kubeconfig
 from reconciler.client.credentials import CHECK_EVERY, Credentials
 from reconciler.config import Config
-
-from .loopback import serving
-from .test_exec_plugin import V1, plugin, runs
+from tests.unit.client.test_exec_plugin import V1, plugin, runs
+from tests.unit.loopback import serving
 
 
 class _Handler(BaseHTTPRequestHandler):

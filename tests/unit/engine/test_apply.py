@@ -16,9 +16,8 @@ from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.identity import FINALIZER
 from reconciler.model import ObjKey
 from reconciler.result import Result
-
-from .builders import CONFIG, NOW, plan_redis, pod, redis, snap, xca
-from .fakes import FakeKube, conflict
+from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, snap, xca
+from tests.unit.fakes import FakeKube, conflict
 
 OK, GONE, CONFLICT = Result.OK, Result.GONE, Result.CONFLICT
 FAILED, SKIPPED = Result.FAILED, Result.SKIPPED

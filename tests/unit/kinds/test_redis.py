@@ -27,9 +27,8 @@ from reconciler.kinds.redis.identity import (
 )
 from reconciler.kinds.redis.kind import PODS_UNKNOWN
 from reconciler.model import Container, ContainerState, OwnerRef, PodCondition, rfc3339
-
-from . import sim
-from .builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, removed, snap
+from tests.unit import sim
+from tests.unit.builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, removed, snap
 
 
 def kinds(actions):
@@ -654,7 +653,7 @@ def test_the_status_after_a_failed_write_names_it_and_counts_it():
 
 
 def test_backing_off_object_gets_no_pod_writes_until_retry_time():
-    from .builders import failing
+    from tests.unit.builders import failing
 
     retry_at = (NOW + timedelta(minutes=1)).timestamp()
     r = failing(redis(), Failure(3, "boom", "ReconcileError", retry_at))

@@ -20,9 +20,8 @@ from reconciler.engine.apply import Executor
 from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
 from reconciler.result import Result
-
-from .builders import CONFIG, NOW, budget_of, pod, redis, snap
-from .fakes import FakeKube
+from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, snap
+from tests.unit.fakes import FakeKube
 
 BUDGET_WHY = "The disruption budget r needs 2 healthy pods and has 2 currently"
 REFUSAL = f"Cannot evict pod as it would violate the pod's disruption budget.; {BUDGET_WHY}"

@@ -8,8 +8,7 @@ import dataclasses
 from reconciler.client.pod_dict import pod_from_api
 from reconciler.engine.report import diff, views
 from reconciler.model import PodCondition
-
-from .builders import pod
+from tests.unit.builders import pod
 
 
 def lines(prev, cur):
