@@ -324,9 +324,6 @@ class ShardMember:
             )
         except NotFound:
             return True
-        except ApiError as exc:
-            log.info("shard: could not delete member lease %s: %s", _name(lease), exc)
-            return False
         except KubeError as exc:
             log.info("shard: could not delete member lease %s: %s", _name(lease), exc)
             return False
