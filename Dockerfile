@@ -33,8 +33,8 @@ COPY --from=builder /opt/reconciler /opt/reconciler
 # APScheduler imports its interval trigger only when `run` adds the pass job.
 RUN env -u PYTHONDONTWRITEBYTECODE python -c "import encodings.idna, pykube, \
     apscheduler.triggers.interval, \
-    reconciler.cli, reconciler.run.daemon, reconciler.run.leader, reconciler.run.lease_access, \
-    reconciler.run.metrics"
+    reconciler.cli, reconciler.run.manager, reconciler.run.daemon, reconciler.run.leader, \
+    reconciler.run.lease_access, reconciler.run.shard, reconciler.run.metrics"
 # The distroless "nonroot" uid, matching runAsUser in config/*.yaml.
 USER 65532:65532
 WORKDIR /tmp
