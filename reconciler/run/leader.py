@@ -15,13 +15,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from reconciler.client.errors import KubeError, NotFound
-from reconciler.client.kube import LEASES, Kube
+from reconciler.client.interface import Client
 from reconciler.config import Config
+from reconciler.constants import LABEL_NAME, MANAGED_BY
+from reconciler.run.lease import Lease, Leases
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +94,17 @@ class Sighting:
 class LeaderElector:
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         config: LeaseConfig,
         monotonic: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.kube = kube
+        self.leases = Leases(kube, config.namespace)
         self.config = config
         self.identity = config.identity or default_identity()
         self.monotonic = monotonic
         self.wallclock = wallclock
-        self.observed_record: tuple[Any, ...] | None = None
+        self.observed_record: tuple[object, ...] | None = None
         self.observed_at = 0.0
         self.last_renew = -1e18
         self._leader = False
@@ -138,21 +139,10 @@ class LeaderElector:
 
     # ---------------------------------------------------------------- protocol
 
-    def _spec(self, lease: dict[str, Any]) -> dict[str, Any]:
-        return lease.get("spec") or {}
-
-    def _observe(self, lease: dict[str, Any]) -> None:
+    def _observe(self, lease: Lease) -> None:
         """Note when the record last changed; any write bumps resourceVersion."""
-        spec = self._spec(lease)
-        record = (
-            (lease.get("metadata") or {}).get("resourceVersion"),
-            spec.get("holderIdentity"),
-            spec.get("renewTime"),
-            spec.get("leaseTransitions"),
-            spec.get("leaseDurationSeconds"),
-        )
-        if record != self.observed_record:
-            self.observed_record = record
+        if lease.record() != self.observed_record:
+            self.observed_record = lease.record()
             self.observed_at = self.monotonic()
 
     def try_acquire_or_renew(self) -> bool:
@@ -160,7 +150,7 @@ class LeaderElector:
         cfg = self.config
         now = micro_time(self.wallclock())
         try:
-            lease = self.kube.get(LEASES, cfg.namespace, cfg.name)
+            lease = self.leases.get(cfg.name)
         except NotFound:
             return self._create(now)
         except KubeError as exc:
@@ -169,26 +159,16 @@ class LeaderElector:
             return self._renew_failed()
 
         self.sighting.ok()
-        spec = self._spec(lease)
         self._observe(lease)
-        holder = spec.get("holderIdentity") or ""
-        duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration)
+        holder, duration = lease.holder, lease.duration_or(cfg.lease_duration)
         if holder and holder != self.identity and (self.monotonic() < self.observed_at + duration):
             with self.lock:
                 self._set(False, f"held by {holder}")
             return False
-
-        transitions = int(spec.get("leaseTransitions") or 0)
-        new_spec = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": int(cfg.lease_duration),
-            "acquireTime": spec.get("acquireTime") if holder == self.identity else now,
-            "renewTime": now,
-            "leaseTransitions": transitions if holder == self.identity else transitions + 1,
-        }
-        body = {**lease, "spec": new_spec}
         try:
-            updated = self.kube.replace(LEASES, cfg.namespace, cfg.name, body)
+            updated = self.leases.replace(
+                lease.held_by(self.identity, now, int(cfg.lease_duration))
+            )
         except KubeError as exc:
             log.info("lease %s/%s update failed: %s", cfg.namespace, cfg.name, exc)
             return self._renew_failed()
@@ -197,24 +177,17 @@ class LeaderElector:
 
     def _create(self, now: str) -> bool:
         cfg = self.config
-        body = {
-            "apiVersion": LEASES.api_version,
-            "kind": LEASES.kind,
-            "metadata": {
-                "name": cfg.name,
-                "namespace": cfg.namespace,
-                "labels": {"app.kubernetes.io/name": "reconciler"},
-            },
-            "spec": {
-                "holderIdentity": self.identity,
-                "leaseDurationSeconds": int(cfg.lease_duration),
-                "acquireTime": now,
-                "renewTime": now,
-                "leaseTransitions": 0,
-            },
-        }
+        lease = Lease(
+            name=cfg.name,
+            holder=self.identity,
+            duration=int(cfg.lease_duration),
+            acquired=now,
+            renewed=now,
+            transitions=0,
+            labels={LABEL_NAME: MANAGED_BY},
+        )
         try:
-            created = self.kube.create(LEASES, cfg.namespace, body)
+            created = self.leases.create(lease)
         except KubeError as exc:
             log.info("lease %s/%s create failed: %s", cfg.namespace, cfg.name, exc)
             self.sighting.failed(exc)
@@ -248,16 +221,11 @@ class LeaderElector:
             return
         cfg = self.config
         try:
-            lease = self.kube.get(LEASES, cfg.namespace, cfg.name)
-            spec = self._spec(lease)
-            if spec.get("holderIdentity") != self.identity:
+            lease = self.leases.get(cfg.name)
+            if lease.holder != self.identity:
                 return
             now = micro_time(self.wallclock())
-            body = {
-                **lease,
-                "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now},
-            }
-            self.kube.replace(LEASES, cfg.namespace, cfg.name, body)
+            self.leases.replace(replace(lease, holder="", duration=1, renewed=now))
             log.info("released lease %s/%s", cfg.namespace, cfg.name)
         except KubeError as exc:
             log.warning("could not release lease %s/%s: %s", cfg.namespace, cfg.name, exc)

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
 from reconciler.client.kube import LEASES, Kube
+from reconciler.run.lease import Lease
 
 # What each mode does with Leases (reconciler/run/leader.py, shard.py), and
 # how the shipped manifests grant it.
@@ -58,12 +59,7 @@ def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str, grant: st
 
 
 def _dry_run_create(kube: Kube, namespace: str) -> None:
-    body = {
-        "apiVersion": LEASES.api_version,
-        "kind": LEASES.kind,
-        "metadata": {"name": PROBE_NAME, "namespace": namespace},
-        "spec": {},
-    }
+    body = Lease(name=PROBE_NAME).encode(namespace)
     kube.request(
         "POST", kube.path(LEASES, namespace), params={"dryRun": "All"}, json=body, verb="create"
     )

@@ -37,16 +37,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from reconciler.buckets import Scope, assign, bucket_of
 from reconciler.client.errors import ApiError, Conflict, KubeError, NotFound
-from reconciler.client.kube import LEASES, Kube
+from reconciler.client.interface import Client
 from reconciler.config import Config
 from reconciler.constants import LABEL_COMPONENT, LABEL_NAME, LABEL_PART_OF, MANAGED_BY
 from reconciler.run.leader import LeaseConfig, Sighting, default_identity, micro_time
+from reconciler.run.lease import Lease, Leases
 
 log = logging.getLogger(__name__)
 
@@ -97,32 +97,24 @@ class _Seen:
     since: float
 
 
-def _spec(lease: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(lease.get("spec") or {})
-
-
-def _version(lease: Mapping[str, Any]) -> str:
-    return str((lease.get("metadata") or {}).get("resourceVersion") or "")
-
-
 class ShardMember:
     def __init__(
         self,
-        kube: Kube,
+        kube: Client,
         config: ShardConfig,
         monotonic: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.kube = kube
+        self.leases = Leases(kube, config.namespace)
         self.config = config
         self.monotonic = monotonic
         self.wallclock = wallclock
         self.base = config.identity or default_identity()
         self.identity = ""  # this incarnation; set when the member Lease is created
-        self.member: dict[str, Any] | None = None
+        self.member: Lease | None = None
         self.seen: dict[str, _Seen] = {}
         self.free_since: dict[int, float] = {}
-        self.bucket_leases: dict[int, dict[str, Any]] = {}
+        self.bucket_leases: dict[int, Lease] = {}
         self.members: frozenset[str] = frozenset()  # live, as the last round saw them
         self.lock = threading.Lock()
         self._held: frozenset[int] = frozenset()
@@ -182,9 +174,7 @@ class ShardMember:
         if not self._renew():
             return
         try:
-            leases: list[dict[str, Any]] = self.kube.list(
-                LEASES, self.config.namespace, self.config.selector
-            )
+            leases = self.leases.list(self.config.selector)
         except KubeError as exc:
             log.warning("shard: LIST leases: %s", exc)
             self.sighting.failed(exc)
@@ -195,8 +185,8 @@ class ShardMember:
         self.wanted = frozenset(
             b
             for lz in member_leases
-            if _spec(lz).get("holderIdentity") in members - {self.identity}
-            for b in _buckets(_annotations(lz).get(MISLABELLED, ""))
+            if lz.holder in members - {self.identity}
+            for b in _buckets(lz.annotations.get(MISLABELLED, ""))
         )
         desired = assign(self.config.buckets, members)
         if self.fresh:
@@ -221,23 +211,18 @@ class ShardMember:
     def _renew(self) -> bool:
         if self.member is None:
             return self._register()
-        meta = dict(self.member.get("metadata") or {})
-        notes = {k: v for k, v in _annotations(self.member).items() if k != MISLABELLED}
+        notes = {k: v for k, v in self.member.annotations.items() if k != MISLABELLED}
         if self.mislabelled:
             notes[MISLABELLED] = _values(self.mislabelled)
-        body = {
-            **self.member,
-            "metadata": {**meta, "annotations": notes},
-            "spec": {**_spec(self.member), "renewTime": self._now()},
-        }
+        renewed = replace(self.member, annotations=notes, renewed=self._now())
         try:
-            self.member = self.kube.replace(LEASES, self.config.namespace, _name(self.member), body)
+            self.member = self.leases.replace(renewed)
             return True
         except ApiError as exc:
             if isinstance(exc, Conflict) and self._still_ours():
                 return False  # our last renewal landed unanswered; renew again next round
             if not isinstance(exc, NotFound | Conflict):
-                log.warning("shard: renew %s: %s", _name(self.member), exc)
+                log.warning("shard: renew %s: %s", self.member.name, exc)
                 self.sighting.failed(exc)
                 return False
             log.warning(
@@ -246,7 +231,7 @@ class ShardMember:
                 exc.status,
             )
         except KubeError as exc:
-            log.warning("shard: renew %s: %s", _name(self.member), exc)
+            log.warning("shard: renew %s: %s", self.member.name, exc)
             self.sighting.failed(exc)
             return False
         self._drop()
@@ -255,10 +240,10 @@ class ShardMember:
     def _still_ours(self) -> bool:
         assert self.member is not None
         try:
-            lease = self.kube.get(LEASES, self.config.namespace, _name(self.member))
+            lease = self.leases.get(self.member.name)
         except KubeError:
             return False
-        if _spec(lease).get("holderIdentity") != self.identity:
+        if lease.holder != self.identity:
             return False
         self.member = lease
         return True
@@ -273,18 +258,15 @@ class ShardMember:
     def _register(self) -> bool:
         identity = f"{self.base}_{uuid.uuid4().hex[:6]}"
         now = self._now()
-        body = self._lease(
-            self.config.member_lease(identity),
-            MEMBER,
-            {
-                "holderIdentity": identity,
-                "leaseDurationSeconds": int(self.config.lease_duration),
-                "acquireTime": now,
-                "renewTime": now,
-            },
+        lease = replace(
+            self._lease(self.config.member_lease(identity), MEMBER),
+            holder=identity,
+            duration=int(self.config.lease_duration),
+            acquired=now,
+            renewed=now,
         )
         try:
-            self.member = self.kube.create(LEASES, self.config.namespace, body)
+            self.member = self.leases.create(lease)
         except KubeError as exc:
             log.warning("shard: create member lease: %s", exc)
             self.sighting.failed(exc)
@@ -293,20 +275,16 @@ class ShardMember:
         log.info("shard: joined as %s", identity)
         return True
 
-    def _live_members(self, leases: list[dict[str, Any]]) -> set[str]:
+    def _live_members(self, leases: list[Lease]) -> set[str]:
         """The members whose Lease record changed within its duration; the
         others are deleted (with a resourceVersion precondition)."""
         now, live, seen = self.monotonic(), set(), {}
         for lease in leases:
-            name, holder, version = (
-                _name(lease),
-                _spec(lease).get("holderIdentity") or "",
-                _version(lease),
-            )
+            name, holder, version = lease.name, lease.holder, lease.version
             before = self.seen.get(name)
             since = before.since if before is not None and before.version == version else now
             seen[name] = _Seen(version, since)
-            duration = float(_spec(lease).get("leaseDurationSeconds") or self.config.lease_duration)
+            duration = lease.duration_or(self.config.lease_duration)
             if holder == self.identity or now - since < duration:
                 live.add(holder)
             elif self._evict(lease):
@@ -317,24 +295,19 @@ class ShardMember:
         live.discard("")
         return live
 
-    def _evict(self, lease: dict[str, Any]) -> bool:
+    def _evict(self, lease: Lease) -> bool:
         try:
-            self.kube.delete(
-                LEASES, self.config.namespace, _name(lease), resource_version=_version(lease)
-            )
+            self.leases.delete(lease)
         except NotFound:
             return True
         except KubeError as exc:
-            log.info("shard: could not delete member lease %s: %s", _name(lease), exc)
+            log.info("shard: could not delete member lease %s: %s", lease.name, exc)
             return False
-        log.info(
-            "shard: member %s stopped renewing; its lease is deleted",
-            _spec(lease).get("holderIdentity"),
-        )
+        log.info("shard: member %s stopped renewing; its lease is deleted", lease.holder)
         return True
 
     def _claim(
-        self, leases: list[dict[str, Any]], members: set[str], desired: Mapping[int, str]
+        self, leases: list[Lease], members: set[str], desired: Mapping[int, str]
     ) -> frozenset[int]:
         """The buckets we hold after taking the free ones that are ours to take."""
         by_bucket = {_bucket_index(lz, self.config): lz for lz in leases}
@@ -342,7 +315,7 @@ class ShardMember:
         now, held = self.monotonic(), set()
         for bucket in range(self.config.buckets):
             lease = self.bucket_leases.get(bucket)
-            holder = _spec(lease).get("holderIdentity") or "" if lease else ""
+            holder = lease.holder if lease else ""
             if holder == self.identity:
                 held.add(bucket)
                 continue
@@ -355,25 +328,11 @@ class ShardMember:
                 held.add(bucket)
         return frozenset(held)
 
-    def _take(self, bucket: int, lease: dict[str, Any] | None) -> bool:
-        now = self._now()
-        spec = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": int(self.config.lease_duration),
-            "acquireTime": now,
-            "renewTime": now,
-            "leaseTransitions": int(_spec(lease or {}).get("leaseTransitions") or 0) + 1,
-        }
-        name = self.config.bucket_lease(bucket)
+    def _take(self, bucket: int, lease: Lease | None) -> bool:
+        before = lease or self._lease(self.config.bucket_lease(bucket), BUCKET)
+        wanted = before.held_by(self.identity, self._now(), int(self.config.lease_duration))
         try:
-            if lease is None:
-                taken = self.kube.create(
-                    LEASES, self.config.namespace, self._lease(name, BUCKET, spec)
-                )
-            else:
-                taken = self.kube.replace(
-                    LEASES, self.config.namespace, name, {**lease, "spec": spec}
-                )
+            taken = self.leases.replace(wanted) if lease else self.leases.create(wanted)
         except KubeError as exc:
             log.info("shard: could not take bucket %d: %s", bucket, exc)
             return False
@@ -398,10 +357,9 @@ class ShardMember:
         lease = self.bucket_leases.get(bucket)
         if lease is None:
             return
-        spec = {**_spec(lease), "holderIdentity": "", "renewTime": self._now()}
         try:
-            self.bucket_leases[bucket] = self.kube.replace(
-                LEASES, self.config.namespace, _name(lease), {**lease, "spec": spec}
+            self.bucket_leases[bucket] = self.leases.replace(
+                replace(lease, holder="", renewed=self._now())
             )
         except KubeError as exc:
             log.info("shard: could not hand back bucket %d: %s", bucket, exc)
@@ -419,12 +377,10 @@ class ShardMember:
         if member is None:
             return
         try:
-            self.kube.delete(
-                LEASES, self.config.namespace, _name(member), resource_version=_version(member)
-            )
-            log.info("shard: left; member lease %s deleted", _name(member))
+            self.leases.delete(member)
+            log.info("shard: left; member lease %s deleted", member.name)
         except KubeError as exc:
-            log.warning("shard: could not delete member lease %s: %s", _name(member), exc)
+            log.warning("shard: could not delete member lease %s: %s", member.name, exc)
 
     # ---------------------------------------------------------------- loop
 
@@ -450,42 +406,22 @@ class ShardMember:
     def _now(self) -> str:
         return micro_time(self.wallclock())
 
-    def _lease(self, name: str, role: str, spec: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "apiVersion": LEASES.api_version,
-            "kind": LEASES.kind,
-            "metadata": {
-                "name": name,
-                "namespace": self.config.namespace,
-                "labels": {
-                    LABEL_NAME: MANAGED_BY,
-                    LABEL_PART_OF: self.config.group,
-                    LABEL_COMPONENT: role,
-                },
-            },
-            "spec": spec,
-        }
+    def _lease(self, name: str, role: str) -> Lease:
+        """A Lease of this group, before anyone holds it."""
+        labels = {LABEL_NAME: MANAGED_BY, LABEL_PART_OF: self.config.group, LABEL_COMPONENT: role}
+        return Lease(name=name, labels=labels)
 
 
-def _name(lease: Mapping[str, Any]) -> str:
-    return str((lease.get("metadata") or {}).get("name") or "")
+def _role(lease: Lease) -> str:
+    return lease.labels.get(LABEL_COMPONENT, "")
 
 
-def _role(lease: Mapping[str, Any]) -> str:
-    return str(((lease.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT) or "")
-
-
-def _bucket_index(lease: Mapping[str, Any], config: ShardConfig) -> int | None:
+def _bucket_index(lease: Lease, config: ShardConfig) -> int | None:
     prefix = f"{config.group}-bucket-"
-    name = _name(lease)
-    if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
+    if not lease.name.startswith(prefix) or not lease.name[len(prefix) :].isdigit():
         return None
-    index = int(name[len(prefix) :])
+    index = int(lease.name[len(prefix) :])
     return index if index < config.buckets else None
-
-
-def _annotations(lease: Mapping[str, Any]) -> dict[str, str]:
-    return dict((lease.get("metadata") or {}).get("annotations") or {})
 
 
 def _values(buckets: frozenset[int]) -> str:

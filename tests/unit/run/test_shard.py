@@ -208,7 +208,7 @@ def test_a_renewal_whose_answer_was_lost_is_not_taken_for_eviction():
     settle([m], clock)
     identity = m.identity
     # Our PUT landed but its answer did not: our copy is one version behind.
-    store.replace(None, "ns", m.config.member_lease(identity), copy.deepcopy(m.member))
+    store.replace(None, "ns", m.config.member_lease(identity), m.member.encode("ns"))
     m.round()
     m.round()
     assert m.identity == identity and len(m.held()) == 8
