@@ -32,7 +32,7 @@ from pyinstrument import Profiler
 from pyinstrument.renderers import ConsoleRenderer
 from pyinstrument.session import Session
 
-import reconciler.cli
+import reconciler.cli.commands
 import reconciler.engine.apply
 from reconciler.cli import cli
 
@@ -109,14 +109,14 @@ def _write(prefix: Path, name: str, session: Session) -> None:
 
 def _second_pass_only(profiler: Profiler) -> None:
     """Make `sync` run an unprofiled pass first, then the profiled one, on one State."""
-    real = reconciler.cli.run_pass
+    real = reconciler.cli.commands.run_pass
 
     def twice(*args: Any, **kwargs: Any) -> Any:
         real(*args, **kwargs)
         profiler.start()
         return real(*args, **kwargs)
 
-    reconciler.cli.run_pass = twice  # type: ignore[assignment]
+    reconciler.cli.commands.run_pass = twice  # type: ignore[assignment]
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,7 @@
 """Configuration: the one place where every setting and its default is defined.
 
 Every key is flat and snake_case so the same name works in the file, as
-``RECONCILER_<KEY>`` and as ``--<key>`` (see `reconciler.settings`, which
+``RECONCILER_<KEY>`` and as ``--<key>`` (see `reconciler.cli.settings`, which
 reads those sources). A bad value raises ConfigError naming the source, the
 key and the reason; the CLI turns that into exit code 2.
 """

@@ -8,7 +8,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from reconciler import cli as cli_mod
+from reconciler.cli import commands as cli_mod
 from reconciler.client.errors import ApiError, Unreachable
 from tests.unit.engine.test_events import hanging_events
 
@@ -143,7 +143,7 @@ def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path, kube):
 def test_the_scheduler_library_logs_only_warnings():
     import logging
 
-    from reconciler import logs
+    from reconciler.cli import logs
 
     logs.setup("INFO")
     assert not logging.getLogger("apscheduler.scheduler").isEnabledFor(logging.INFO)

@@ -10,6 +10,7 @@ import pytest
 
 from reconciler.actions import Plan
 from reconciler.backoff import Failure, WriteError
+from reconciler.cli.render import plan_json, plan_text
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.health import READY, Health
@@ -17,7 +18,6 @@ from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis.kind import PODS_UNKNOWN
 from reconciler.model import ObjKey
-from reconciler.render import plan_json, plan_text
 from reconciler.result import PassResult, plural
 from reconciler.run.metrics import Metrics
 

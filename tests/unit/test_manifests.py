@@ -425,7 +425,7 @@ def test_dockerignore_sends_only_what_the_build_copies():
     assert sources, "the builder copies nothing"
     for src in sources:
         assert not dockerignored(src, patterns), f"{src} is copied but .dockerignore drops it"
-    assert not dockerignored("reconciler/cli.py", patterns)
+    assert not dockerignored("reconciler/cli/commands.py", patterns)
     for heavy in (".venv/bin/python", ".git/HEAD", ".cluster/kubeconfig", "tests/__init__.py"):
         assert dockerignored(heavy, patterns), heavy
     assert dockerignored("reconciler/__pycache__/cli.cpython-311.pyc", patterns)

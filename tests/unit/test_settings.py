@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.cli.settings import load
 from reconciler.config import Config, ConfigError
-from reconciler.settings import load
 
 
 @pytest.fixture

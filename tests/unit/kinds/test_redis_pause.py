@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from reconciler.actions import PatchStatus, Plan
+from reconciler.cli.render import plan_text
 from reconciler.health import PAUSED, Health
 from reconciler.kinds.redis.kind import health
 from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import ObjKey
-from reconciler.render import plan_text
 from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, removed
 
 

@@ -16,7 +16,9 @@ from typing import Any, NoReturn
 
 import click
 
-from reconciler import __version__, logs, render
+from reconciler import __version__
+from reconciler.cli import logs, render
+from reconciler.cli.settings import load
 from reconciler.client.errors import ConfigMissing
 from reconciler.client.kube import Kube
 from reconciler.config import Config, ConfigError
@@ -27,7 +29,6 @@ from reconciler.engine.sync import Mode, run_pass
 from reconciler.result import PassOutcome, PassResult
 from reconciler.run.pacing import Schedule
 from reconciler.run.wait import WaitEnd, WaitResult, wait
-from reconciler.settings import load
 
 log = logging.getLogger("reconciler")
 
