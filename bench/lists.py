@@ -50,6 +50,7 @@ from reconciler.client.streams import PodStream, VersionStream
 from reconciler.config import Config
 from reconciler.kinds.redis.identity import from_api
 from reconciler.kinds.redis.pods import pod_manifest
+from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import PODS, Incremental, Page
 
@@ -151,7 +152,7 @@ def served(api: Api, resources: tuple[str, ...] | None = None) -> dict[str, floa
 def populate(api: Api, namespaces: list[str], pods: int) -> None:
     """Pods from the reconciler's own manifest, owned by one real Redis per
     namespace (so the garbage collector keeps them), spread over the namespaces."""
-    check = validate_spec({"port": 6379, "num": 3}, Config().image)
+    check = validate_spec({"port": 6379, "num": 3}, DEFAULTS.image)
     assert check.spec is not None
     reqs = []
     for ns in namespaces:

@@ -1,14 +1,16 @@
 """Configuration: the one place where every setting and its default is defined.
 
-Every key is flat and snake_case so the same name works in the file, as
-``RECONCILER_<KEY>`` and as ``--<key>`` (see `reconciler.cli.settings`, which
-reads those sources). A bad value raises ConfigError naming the source, the
-key and the reason; the CLI turns that into exit code 2.
+Every key is flat and snake_case so the same name works in the file and as
+``RECONCILER_<KEY>``; the keys a run often changes are flags too (see
+`reconciler.cli.settings`, which reads those sources). Each kind's own keys
+are declared with the kind (`Kind.settings`), not here. A bad value raises
+ConfigError naming the source, the key and the reason; the CLI turns that
+into exit code 2.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from reconciler.backoff import Policy
@@ -35,12 +37,6 @@ class Config:
     # planning (wall or client CPU; writes not counted) is this share of the
     # time since the last one started. 1: back to back.
     pace_budget: float = 0.5
-    # Redis pods.
-    image: str = "redis:5-alpine"
-    # Seconds a Redis may go with pods not Ready and none of them moving
-    # before Progressing turns False/ProgressDeadlineExceeded (as a
-    # Deployment's progressDeadlineSeconds).
-    progress_deadline: float = 600.0
     # Pod report: pod phases and conditions, logged as they change.
     pod_report: bool = True
     pod_report_selector: str = MANAGED_POD_SELECTOR
@@ -93,19 +89,22 @@ class Config:
     log_level: str = "INFO"
     log_format: str = "text"
     dry_run: bool = False
+    # Each kind's own settings (`Kind.settings`; `kinds.base.settings_of`
+    # finds one), read from the same file, variables and flags as the rest.
+    kind_settings: tuple[object, ...] = field(default=(), metadata={"key": False})
 
     @property
     def backoff(self) -> Policy:
         return Policy(self.failure_threshold, self.backoff_base, self.backoff_max)
 
 
-FIELDS = {f.name: f for f in fields(Config)}
+# The keys of the file and of RECONCILER_<KEY> (kind_settings is not one).
+FIELDS = {f.name: f for f in fields(Config) if f.metadata.get("key", True)}
 _CHOICES = {"log_format": ("text", "json"), "log_level": ("DEBUG", "INFO", "WARNING", "ERROR")}
 _POSITIVE = {
     "interval",
     "min_interval",
     "pace_budget",
-    "progress_deadline",
     "timeout",
     "write_concurrency",
     "qps",
@@ -123,9 +122,11 @@ _AT_MOST_ONE = {"pace_budget"}
 _NON_NEGATIVE = {"jitter", "max_retries", "page_size", "metadata_page_size"}
 
 
-def coerce(key: str, value: Any, source: str) -> Any:
-    """Convert one raw value to the field's type, or explain why it cannot be."""
-    kind = FIELDS[key].type
+def coerce(key: str, value: Any, source: str, spec: Field[Any] | None = None) -> Any:
+    """Convert one raw value to the field's type, or explain why it cannot be.
+    ``spec``: a kind's settings field (`Kind.settings`); default, Config's."""
+    spec = spec or FIELDS[key]
+    kind = str(spec.type)
     where = f"{source}: {key}"
     try:
         if key == "namespaces":
@@ -163,7 +164,7 @@ def coerce(key: str, value: Any, source: str) -> Any:
         value = value.upper() if key == "log_level" else value.lower()
         if value not in _CHOICES[key]:
             raise ConfigError(f"{where}: must be one of {', '.join(_CHOICES[key])}, got {value!r}")
-    if key in _POSITIVE and value <= 0:
+    if (key in _POSITIVE or spec.metadata.get("positive")) and value <= 0:
         raise ConfigError(f"{where}: must be greater than 0, got {value!r}")
     if key in _AT_MOST_ONE and value > 1:
         raise ConfigError(f"{where}: must be at most 1, got {value!r}")

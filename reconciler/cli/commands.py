@@ -18,7 +18,7 @@ import click
 
 from reconciler import __version__
 from reconciler.cli import logs, render
-from reconciler.cli.settings import load
+from reconciler.cli.settings import FLAGS, KIND_FIELDS, load
 from reconciler.client.errors import ConfigMissing
 from reconciler.client.kube import Kube
 from reconciler.config import Config, ConfigError
@@ -85,6 +85,13 @@ def _kube(config: Config) -> Kube:
         _fail(EXIT_USAGE, str(exc))
 
 
+def _kind_flag(key: str, help: str) -> Any:
+    """A kind's setting as a global option (`Kind.settings`, "flag")."""
+    kind = str(KIND_FIELDS[key].type)
+    of_type = float if kind.startswith("float") else int if kind.startswith("int") else str
+    return click.option(f"--{key.replace('_', '-')}", key, type=of_type, default=None, help=help)
+
+
 def global_options(f: Any) -> Any:
     """Connection, scope and logging options, accepted before or after the
     subcommand (``reconciler -n x sync`` and ``reconciler sync -n x``)."""
@@ -123,13 +130,7 @@ def global_options(f: Any) -> Any:
             type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
         ),
         click.option("--log-format", type=click.Choice(["text", "json"]), default=None),
-        click.option(
-            "--progress-deadline",
-            type=float,
-            default=None,
-            help="Seconds a Redis may wait on pods that do not move before it is "
-            "flagged ProgressDeadlineExceeded (600).",
-        ),
+        *(_kind_flag(key, help) for key, help in FLAGS.items()),
     ]
     for option in reversed(options):
         f = option(f)
@@ -145,7 +146,7 @@ def _collect(
     config_file: str | None,
     log_level: str | None,
     log_format: str | None,
-    progress_deadline: float | None,
+    **kind_flags: Any,
 ) -> None:
     """Merge one level's global options into ctx.obj; later levels win."""
     if namespaces and all_namespaces:
@@ -157,7 +158,7 @@ def _collect(
         "context": context,
         "log_level": log_level,
         "log_format": log_format,
-        "progress_deadline": progress_deadline,
+        **kind_flags,
     }
     flags.update({k: v for k, v in given.items() if v is not None})
     if namespaces:

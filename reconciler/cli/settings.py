@@ -9,12 +9,31 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Mapping
+from dataclasses import Field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from reconciler.config import FIELDS, Config, ConfigError, coerce
+from reconciler.kinds.registry import KINDS
+
+# Each kind's settings (`Kind.settings`): their defaults, and their fields by key.
+KIND_DEFAULTS: tuple[object, ...] = tuple(k.settings for k in KINDS if k.settings is not None)
+KIND_FIELDS: dict[str, Field[Any]] = {
+    f.name: f
+    for defaults in KIND_DEFAULTS
+    for f in dataclasses.fields(defaults)  # type: ignore[arg-type]
+}
+# Every key of the file and of RECONCILER_<KEY>: the application's and the kinds'.
+KEYS: dict[str, Field[Any]] = {**FIELDS, **KIND_FIELDS}
+FLAGS: dict[str, str] = {
+    key: f.metadata["flag"] for key, f in KIND_FIELDS.items() if "flag" in f.metadata
+}
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    return coerce(key, value, source, KIND_FIELDS.get(key))
 
 
 def _where(exc: yaml.YAMLError) -> str:
@@ -52,9 +71,9 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{p}: the top level must be a mapping of keys to values")
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if key not in FIELDS:
-            raise ConfigError(f"{p}: {key}: unknown key{_suggest(str(key), list(FIELDS))}")
-        out[key] = coerce(key, value, str(p))
+        if key not in KEYS:
+            raise ConfigError(f"{p}: {key}: unknown key{_suggest(str(key), list(KEYS))}")
+        out[key] = _coerce(key, value, str(p))
     return out
 
 
@@ -66,7 +85,7 @@ def read_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """RECONCILER_<KEY> for each key; any other RECONCILER_ variable is an
     error, as an unknown key in the file is (RECONCILER_NAMESPACE, singular,
     must not silently reconcile every namespace)."""
-    known = {f"{ENV_PREFIX}{key.upper()}": key for key in FIELDS}
+    known = {f"{ENV_PREFIX}{key.upper()}": key for key in KEYS}
     out: dict[str, Any] = {}
     for name in sorted(environ):
         if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
@@ -75,7 +94,7 @@ def read_env(environ: Mapping[str, str]) -> dict[str, Any]:
             raise ConfigError(
                 f"{name}: unknown variable{_suggest(name, [CONFIG_FILE_ENV, *known])}"
             )
-        out[known[name]] = coerce(known[name], environ[name], name)
+        out[known[name]] = _coerce(known[name], environ[name], name)
     return out
 
 
@@ -92,10 +111,10 @@ def load(
         merged.update(read_file(config_file))
     merged.update(read_env(environ))
     for key, value in flags.items():
-        if key not in FIELDS:
+        if key not in KEYS:
             raise ConfigError(f"--{key.replace('_', '-')}: unknown option")
-        merged[key] = coerce(key, value, f"--{key.replace('_', '-')}")
-    config = dataclasses.replace(Config(), **merged)
+        merged[key] = _coerce(key, value, f"--{key.replace('_', '-')}")
+    config = _config(merged)
     if not config.retry_period < config.renew_deadline < config.lease_duration:
         raise ConfigError(
             "leader election: need retry_period < renew_deadline < lease_duration, got "
@@ -107,3 +126,17 @@ def load(
             "leader election keeps one working and the others waiting)"
         )
     return config
+
+
+def _config(merged: Mapping[str, Any]) -> Config:
+    """The application's keys into `Config`, each kind's into its settings
+    (kept only when they differ from its defaults, so equal settings make
+    equal configs however they were written)."""
+    kinds = []
+    for defaults in KIND_DEFAULTS:
+        names = [f.name for f in dataclasses.fields(defaults) if f.name in merged]  # type: ignore[arg-type]
+        given = dataclasses.replace(defaults, **{n: merged[n] for n in names})  # type: ignore[type-var]
+        if given != defaults:
+            kinds.append(given)
+    own = {key: value for key, value in merged.items() if key in FIELDS}
+    return dataclasses.replace(Config(), **own, kind_settings=tuple(kinds))

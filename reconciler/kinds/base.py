@@ -63,6 +63,16 @@ class PlanInput:
 
 
 T = TypeVar("T", bound=Object)
+S = TypeVar("S")
+
+
+def settings_of(config: Config, defaults: S) -> S:
+    """A kind's settings under ``config``: those the settings were read into
+    (`Config.kind_settings`), or the kind's defaults."""
+    for found in config.kind_settings:
+        if isinstance(found, type(defaults)):
+            return found
+    return defaults
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,11 @@ class Kind(Generic[T]):
     # Service): looked up by name when the labelled LIST does not show it,
     # for the same reasons as a pod.
     child_names: Callable[[T], Iterable[tuple[str, str]]] | None = None
+    # Its own settings: a frozen dataclass of its defaults. Each field is a
+    # key of the config file and a RECONCILER_<KEY> variable; one whose
+    # metadata has a "flag" (its help) is a global option too, and one with
+    # "positive" must be greater than 0. Its rules read them with `settings_of`.
+    settings: object | None = None
 
     @property
     def reads_pods(self) -> bool:

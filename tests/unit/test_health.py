@@ -17,6 +17,7 @@ from reconciler.health import READY, Health
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis.kind import PODS_UNKNOWN
+from reconciler.kinds.redis.settings import redis_settings
 from reconciler.model import ObjKey
 from reconciler.result import PassResult, plural
 from reconciler.run.metrics import Metrics
@@ -178,7 +179,7 @@ def test_a_rollout_past_its_deadline_is_stalled_in_its_health():
     r = redis(num=1)
     waiting = dataclasses.replace(pod(r, 0, ready=False), generation=1)
     seen = converged(r, [waiting])
-    late = NOW + timedelta(seconds=2 * CONFIG.progress_deadline)
+    late = NOW + timedelta(seconds=2 * redis_settings(CONFIG).progress_deadline)
     actions = plan_redis(seen, [waiting], CONFIG, late)
     health = redis_kind.health(seen, actions)
     assert (health.state, health.degraded, health.progressing, health.stalled) == (

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from reconciler.config import Config
 from reconciler.engine.plan import plan_pass
 from reconciler.health import Health
+from reconciler.kinds.redis.settings import RedisSettings
 from reconciler.settled import NOTHING_SETTLED, Settled
 from reconciler.snapshot import Snapshot
 from tests.unit.engine.test_plan_property import snapshots
@@ -110,7 +111,7 @@ def test_a_foreign_pod_taking_a_desired_name_makes_its_owner_planned_again():
 def test_nothing_is_reused_under_another_config():
     s = converged()
     record = marked(plan_pass(s, CONFIG, NOW).settled)
-    other = Config(image="redis:6-alpine")
+    other = Config(kind_settings=(RedisSettings(image="redis:6-alpine"),))
     assert SENTINEL not in plan_pass(s, other, NOW, record).health.values()
 
 

@@ -29,6 +29,7 @@ from reconciler.kinds.redis import service
 from reconciler.kinds.redis.changes import REPLACING_ENDED, PodChanges
 from reconciler.kinds.redis.identity import COMPONENT, CONTAINER_NAME, Redis, ref
 from reconciler.kinds.redis.pods import PodSet, spec_drift
+from reconciler.kinds.redis.settings import redis_settings
 from reconciler.kinds.redis.spec import RedisSpec
 from reconciler.model import (
     Condition,
@@ -204,7 +205,7 @@ def progress_of(redis: Redis, counts: Counts, changes: PodChanges, inp: PlanInpu
     )
     if moved or last is None:  # the second, for the type checker
         return Progress(inp.now, False)
-    deadline = timedelta(seconds=inp.config.progress_deadline)
+    deadline = timedelta(seconds=redis_settings(inp.config).progress_deadline)
     return Progress(last, inp.now - last > deadline)
 
 

@@ -26,6 +26,7 @@ from reconciler.kinds.redis.identity import (
     controller_ref,
 )
 from reconciler.kinds.redis.kind import PODS_UNKNOWN
+from reconciler.kinds.redis.settings import RedisSettings, redis_settings
 from reconciler.model import Container, ContainerState, OwnerRef, PodCondition, rfc3339
 from tests.unit import sim
 from tests.unit.builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, removed, snap
@@ -110,7 +111,9 @@ def test_default_image_comes_from_config():
     r = redis(num=1)
     create = next(a for a in plan_redis(r, [], CONFIG, NOW) if isinstance(a, CreatePod))
     assert create.manifest["spec"]["containers"][0]["image"] == "redis:5-alpine"
-    other = dataclasses.replace(CONFIG, image="mirror.local/redis:5")
+    other = dataclasses.replace(
+        CONFIG, kind_settings=(RedisSettings(image="mirror.local/redis:5"),)
+    )
     create = next(a for a in plan_redis(r, [], other, NOW) if isinstance(a, CreatePod))
     assert create.manifest["spec"]["containers"][0]["image"] == "mirror.local/redis:5"
 
@@ -1191,7 +1194,7 @@ def test_progress_deadline_flags_a_rollout_with_no_progress_and_only_then():
     pods = [pod(r, 0), image_pull_backoff(pod(r, 1, ready=False))]
     seen = stored(r, pods, NOW)
     assert seen.status["lastProgressTime"] == rfc3339(NOW)
-    deadline = timedelta(seconds=CONFIG.progress_deadline)
+    deadline = timedelta(seconds=redis_settings(CONFIG).progress_deadline)
     # Nothing moves: no write until the deadline passes.
     assert plan_redis(seen, pods, CONFIG, NOW + deadline) == []
     actions = plan_redis(seen, pods, CONFIG, NOW + deadline + timedelta(seconds=1))

@@ -11,6 +11,7 @@ from reconciler.actions import CreatePod, DeletePod, PatchPodMetadata
 from reconciler.kinds.redis import placement as placement
 from reconciler.kinds.redis.identity import FIELDS_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION
 from reconciler.kinds.redis.pods import spec_drift
+from reconciler.kinds.redis.settings import redis_settings
 from reconciler.kinds.redis.spec import validate_spec
 from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, removed
 
@@ -99,7 +100,7 @@ def test_what_admission_adds_to_the_fields_never_makes_a_pod_stale():
     r = placed_redis(**PLACED)
     (create,) = created(r)
     p = made_from(create, r, 0)
-    spec = validate_spec(r.spec, CONFIG.image).spec
+    spec = validate_spec(r.spec, redis_settings(CONFIG).image).spec
     assert spec is not None and spec_drift(p, spec) is None
 
 

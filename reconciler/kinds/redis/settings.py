@@ -1,0 +1,35 @@
+"""The Redis kind's own settings. They are keys of the config file and
+``RECONCILER_<KEY>`` variables like the application's (`cli/settings` reads
+them from `Kind.settings`), but only this folder names them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reconciler.config import Config
+from reconciler.kinds.base import settings_of
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    # The image of the pods of a Redis whose spec.image is empty.
+    image: str = "redis:5-alpine"
+    # Seconds a Redis may go with pods not Ready and none of them moving
+    # before Progressing turns False/ProgressDeadlineExceeded (as a
+    # Deployment's progressDeadlineSeconds).
+    progress_deadline: float = field(
+        default=600.0,
+        metadata={
+            "positive": True,
+            "flag": "Seconds a Redis may wait on pods that do not move before it is "
+            "flagged ProgressDeadlineExceeded (600).",
+        },
+    )
+
+
+DEFAULTS = RedisSettings()
+
+
+def redis_settings(config: Config) -> RedisSettings:
+    """The settings a pass under ``config`` plans Redis objects with."""
+    return settings_of(config, DEFAULTS)
