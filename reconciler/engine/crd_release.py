@@ -13,7 +13,7 @@ from reconciler import __version__
 from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
 from reconciler.client.interface import Client
 from reconciler.constants import LABEL_VERSION
-from reconciler.kinds.registry import KINDS
+from reconciler.kinds import registry
 from reconciler.model import ResourceType
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ def lagging(kube: Client) -> list[str]:
     A CRD that is missing is the pass's to report; one we may not read
     (RBAC older than this release) is passed over."""
     lines: list[str] = []
-    for kind in KINDS:
+    for kind in registry.KINDS:
         name = kind.resource.crd_name
         try:
             crd = kube.get(CRDS, "", name)

@@ -29,9 +29,9 @@ from reconciler.buckets import bucket_of
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
+from reconciler.kinds import registry
 from reconciler.kinds.base import Kind, Object, PlanInput
 from reconciler.kinds.conditions import status_differs
-from reconciler.kinds.registry import KINDS
 from reconciler.model import LABEL_BUCKET, ObjKey, Pod, PodIndex, PodLookup, RecordingLookup
 from reconciler.settled import NOTHING_SETTLED, Settled, SettledObject
 from reconciler.snapshot import Snapshot
@@ -71,7 +71,7 @@ def plan_pass(
     index = PodIndex(snapshot.pods or (), snapshot.all_children())
     out = _Planned(index, settled.under(config), snapshot.pruned)
     listed = snapshot.listed_children
-    for kind in KINDS:
+    for kind in registry.KINDS:
         objects = snapshot.of(kind.name)
         if objects is None:
             continue
@@ -267,7 +267,7 @@ def status_after_failure(
 
 
 def _objects(snapshot: Snapshot) -> dict[ObjKey, tuple[Kind[Any], Any]]:
-    return {o.key: (kind, o) for kind in KINDS for o in snapshot.of(kind.name) or ()}
+    return {o.key: (kind, o) for kind in registry.KINDS for o in snapshot.of(kind.name) or ()}
 
 
 def health_after(snapshot: Snapshot, written: Sequence[Action]) -> dict[ObjKey, Health]:

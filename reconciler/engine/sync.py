@@ -28,7 +28,7 @@ from reconciler.engine.observe import Observation, observe
 from reconciler.engine.plan import health_after, plan_pass, status_after_failure
 from reconciler.engine.state import State
 from reconciler.health import Health
-from reconciler.kinds.registry import KINDS
+from reconciler.kinds import registry
 from reconciler.model import PODS, ObjKey, Pod
 from reconciler.result import ApplyReport, PassResult, Result, plural
 from reconciler.snapshot import Snapshot
@@ -56,7 +56,7 @@ def object_refs(snapshot: Snapshot, plan: Plan) -> dict[ObjKey, ObjRef]:
         return {}
     return {
         obj.key: kind.ref(obj)
-        for kind in KINDS
+        for kind in registry.KINDS
         for obj in snapshot.of(kind.name) or ()
         if obj.key in owners
     }
@@ -66,7 +66,7 @@ def _backing_off(snapshot: Snapshot, plan: Plan) -> list[str]:
     """A line for each object the pass held back: cron and CI must not read a
     pass that left objects failing as a success."""
     lines = []
-    for kind in KINDS:
+    for kind in registry.KINDS:
         for obj in snapshot.of(kind.name) or ():
             failure = obj.failure
             if obj.key in plan.backing_off and failure is not None:
@@ -124,7 +124,7 @@ def _bucket_uids(snapshot: Snapshot, plan: Plan) -> dict[ObjKey, str]:
     owners = {a.owner for a in plan.actions}
     uids = {
         obj.key: obj.uid
-        for kind in KINDS
+        for kind in registry.KINDS
         for obj in snapshot.of(kind.name) or ()
         if obj.key in owners
     }
@@ -259,7 +259,7 @@ def _say_pruned(p: _Pass, state: State, applied: ApplyReport, refs: dict[ObjKey,
     it out of the plans from now on."""
     for kind_name, fields in applied.pruned.items():
         known = state.pruned.get(kind_name, frozenset())
-        kind = next(k for k in KINDS if k.name == kind_name)
+        kind = next(k for k in registry.KINDS if k.name == kind_name)
         for name, key in sorted(fields.items()):
             if name in known:
                 continue

@@ -1,8 +1,7 @@
 """The kinds a pass reconciles, in the order it lists and plans them.
 
-Adding a kind: a module (or a package, as `redis`) beside this one with its
-rules and a `Kind`, one line here, a CRD in crds/ and its verbs in the RBAC
-rules.
+Adding a kind: copy `skeleton.py`, add its `KIND` here, and follow the
+checklist in docs/architecture.md, "Adding a kind".
 """
 
 from __future__ import annotations
@@ -14,10 +13,11 @@ from reconciler.kinds.base import Kind
 from reconciler.kinds.redis import kind as redis
 from reconciler.model import ObjKey
 
+# Read where it is used (``registry.KINDS``), never copied at import: a test
+# that registers a third kind (tests/unit/kinds/test_skeleton.py) sets it once.
 KINDS: tuple[Kind[Any], ...] = (redis.KIND, xca.KIND)
-_BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
 
 
 def kind_of(key: ObjKey) -> Kind[Any] | None:
     """The kind of an object key; None for what is not one of ours (a pod)."""
-    return _BY_NAME.get(key.kind)
+    return next((kind for kind in KINDS if kind.name == key.kind), None)

@@ -24,7 +24,7 @@ from reconciler.engine.observe.lister import (
     reuse_of,
 )
 from reconciler.engine.observe.scope import Sorter
-from reconciler.kinds.registry import KINDS
+from reconciler.kinds import registry
 from reconciler.model import PODS, Child, Pod
 from reconciler.snapshot import Snapshot
 
@@ -54,7 +54,7 @@ def _missing_names(
     for pod in labelled:
         held.setdefault(pod.namespace, set()).add(pod.name)
     missing: set[tuple[str, str]] = set()
-    for kind in KINDS:
+    for kind in registry.KINDS:
         found = objects.get(kind.name)
         if kind.pod_names is None or found is None:
             continue
@@ -102,7 +102,7 @@ def owner_listed(
     pods: Iterable[Pod], objects: Mapping[str, tuple[Any, ...] | None]
 ) -> tuple[Pod, ...]:
     """The pods whose controller, if one of our kinds, is an object listed."""
-    ours = {kind.name: {o.uid for o in objects.get(kind.name) or ()} for kind in KINDS}
+    ours = {kind.name: {o.uid for o in objects.get(kind.name) or ()} for kind in registry.KINDS}
     return tuple(
         p
         for p in pods
@@ -161,7 +161,7 @@ def _wanted_children(
 ) -> set[tuple[str, str]]:
     """(namespace, name) of each child of ``kind`` our listed objects want."""
     wanted: set[tuple[str, str]] = set()
-    for our_kind in KINDS:
+    for our_kind in registry.KINDS:
         found = objects.get(our_kind.name)
         if our_kind.child_names is None or found is None:
             continue

@@ -15,7 +15,7 @@ from reconciler.client.errors import (
 )
 from reconciler.client.interface import Client
 from reconciler.engine.observe.lister import JSON_PAGE_SIZE
-from reconciler.kinds.registry import KINDS
+from reconciler.kinds import registry
 from reconciler.model import (
     NAMESPACES,
     mapping,
@@ -80,7 +80,7 @@ def pod_namespaces(scope: Sequence[str], previous: Snapshot | None) -> Sequence[
     if scope or previous is None or previous.pods is None:
         return None
     seen: set[str] = {p.namespace for p in previous.pods}
-    for kind in KINDS:
+    for kind in registry.KINDS:
         objects = previous.of(kind.name)
         if objects is None:
             return None

@@ -42,8 +42,8 @@ from reconciler.engine.observe.lister import (
 from reconciler.engine.observe.named import list_children, owner_listed, with_named
 from reconciler.engine.observe.namespaces import Namespaces, namespaces_seen, pod_namespaces
 from reconciler.engine.observe.scope import Sorter, selection
+from reconciler.kinds import registry
 from reconciler.kinds.base import Kind
-from reconciler.kinds.registry import KINDS
 from reconciler.model import PODS, Pod
 from reconciler.snapshot import Snapshot
 
@@ -125,7 +125,7 @@ def observe(
         report_pods = sorter.pods(list_pods(lister, full, report_selector or None, pod_reuse))
     objects = {
         kind.name: sorter.objects(list_kind(lister, full, kind, previous, chosen.objects))
-        for kind in KINDS
+        for kind in registry.KINDS
     }
     if labelled is not None and chosen.selective:
         # An owner missing from a LIST selected on the bucket label may be
