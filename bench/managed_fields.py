@@ -30,6 +30,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from reconciler.client import protowire
+from reconciler.client.pod_fields import Field
 from reconciler.client.protowire import _SCHEMA, MAGIC, MESSAGES, pod_page_any
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -121,18 +122,18 @@ def _managed_schema() -> dict[str, Any]:
         name="bench/managed_fields.proto", package=protowire._PACKAGE, syntax="proto2"
     )
     schema = {name: list(fields) for name, fields in _SCHEMA.items()}
-    schema["FieldsV1"] = [("raw", 1, _F.TYPE_BYTES)]
+    schema["FieldsV1"] = [Field("raw", 1, _F.TYPE_BYTES)]
     schema["ManagedFieldsEntry"] = [
-        ("manager", 1, _F.TYPE_STRING),
-        ("operation", 2, _F.TYPE_STRING),
-        ("fields_v1", 7, "FieldsV1"),
-        ("subresource", 8, _F.TYPE_STRING),
+        Field("manager", 1, _F.TYPE_STRING),
+        Field("operation", 2, _F.TYPE_STRING),
+        Field("fields_v1", 7, "FieldsV1"),
+        Field("subresource", 8, _F.TYPE_STRING),
     ]
-    schema["ObjectMeta"].append(("managed_fields", 17, "ManagedFieldsEntry", "repeated"))
+    schema["ObjectMeta"].append(Field("managed_fields", 17, "ManagedFieldsEntry", many=True))
     for name, fields in schema.items():
         message = proto.message_type.add(name=name)
-        for name_, number, kind, *many in fields:
-            protowire._field(message, name_, number, kind, bool(many))
+        for f in fields:
+            protowire._field(message, f.name, f.number, f.kind, f.many)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return {

@@ -41,6 +41,7 @@ MODULES = (
     "reconciler.model",
     "reconciler.client.pod_dict",  # the model's decoders, moved to client/
     "reconciler.client.json_wire",
+    "reconciler.client.pod_fields",  # the typed decoders' pod, shared
 )
 LINE = re.compile(r"^\s*(\S+__mutmut_\d+): (.+)$")
 

@@ -7,24 +7,14 @@ status) is skipped without being built. An item decoded in an earlier pass
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from reconciler.client.pod_dict import pod_from_api
-from reconciler.model import (
-    LABEL_BUCKET,
-    Container,
-    ContainerState,
-    Known,
-    OwnerRef,
-    Page,
-    Pod,
-    PodCondition,
-    T,
-    Version,
-    version_key,
-)
+from reconciler.client.pod_fields import BOOL, INT32, INT64, MAP, STRING, TIME, Field, pod_of
+from reconciler.client.pod_fields import SCHEMA as POD_SCHEMA
+from reconciler.model import LABEL_BUCKET, Known, Page, Pod, T, Version, version_key
 
 
 class _ListMeta(msgspec.Struct):
@@ -134,150 +124,60 @@ def page_of(
 raw_page: Callable[[bytes], Page[dict[str, Any]]] = page_of(dict)
 
 
-class _WireCondition(msgspec.Struct):
-    type: str | None = None
-    status: str | None = None
-    reason: str | None = None
-    message: str | None = None
+class _Wire(msgspec.Struct):
+    """A pod's message as JSON, read as `pod_fields.pod_of` reads protobuf's."""
+
+    def HasField(self, name: str) -> bool:
+        return getattr(self, name) is not None
 
 
-class _WirePort(msgspec.Struct):
-    containerPort: int | None = None
+_SCALARS: dict[Any, tuple[Any, Any]] = {STRING: (str, ""), BOOL: (bool, False)}
+_SCALARS.update({INT64: (int, 0), INT32: (int, 0)})
 
 
-class _WireContainer(msgspec.Struct):
-    name: str | None = None
-    image: str | None = None
-    ports: list[_WirePort] | None = None
-    args: list[str] | None = None
+def _struct_field(f: Field, made: Mapping[str, type[_Wire]]) -> tuple[str, Any, Any]:
+    """A msgspec field with protobuf's default: "", 0, False, empty, or an
+    empty message; None only where a reader asks whether it was sent."""
+    kind: Any
+    default: Any
+    if f.kind == TIME:
+        kind, default = str, None
+    elif f.kind == MAP:
+        kind, default = dict[str, str], msgspec.field(default_factory=dict)
+    elif isinstance(f.kind, str):
+        kind, default = made[f.kind], msgspec.field(default_factory=made[f.kind])
+    else:
+        kind, default = _SCALARS[f.kind]
+    if f.many:
+        return f.name, list[kind], msgspec.field(default_factory=list)
+    if f.present:
+        return f.name, kind | None, None
+    return f.name, kind, default
 
 
-class _WireStateDetail(msgspec.Struct):
-    reason: str | None = None
-    message: str | None = None
+def _structs() -> dict[str, type[_Wire]]:
+    """`pod_fields.SCHEMA` as msgspec structs, JSON names in camelCase."""
+    made: dict[str, type[_Wire]] = {}
+    for name, fields in POD_SCHEMA.items():
+        spec = [_struct_field(f, made) for f in fields]
+        made[name] = cast(
+            type[_Wire], msgspec.defstruct(f"_{name}", spec, bases=(_Wire,), rename="camel")
+        )
+    return made
 
 
-class _WireState(msgspec.Struct):
-    waiting: _WireStateDetail | None = None
-    terminated: _WireStateDetail | None = None
-
-
-class _WireContainerStatus(msgspec.Struct):
-    name: str | None = None
-    state: _WireState | None = None
-
-
-class _WireOwner(msgspec.Struct):
-    apiVersion: str | None = None
-    kind: str | None = None
-    name: str | None = None
-    uid: str | None = None
-    controller: bool | None = None
-    blockOwnerDeletion: bool | None = None
-
-
-class _WireMeta(msgspec.Struct):
-    name: str | None = None
-    namespace: str | None = None
-    uid: str | None = None
-    resourceVersion: str | None = None
-    generation: int | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    deletionTimestamp: str | None = None
-    deletionGracePeriodSeconds: int | None = None
-    ownerReferences: list[_WireOwner] | None = None
-    finalizers: list[str] | None = None
-
-
-class _WireSpec(msgspec.Struct):
-    containers: list[_WireContainer] | None = None
-
-
-class _WireStatus(msgspec.Struct):
-    phase: str | None = None
-    conditions: list[_WireCondition] | None = None
-    reason: str | None = None
-    message: str | None = None
-    containerStatuses: list[_WireContainerStatus] | None = None
-
-
-class _WirePod(msgspec.Struct):
-    metadata: _WireMeta | None = None
-    spec: _WireSpec | None = None
-    status: _WireStatus | None = None
+_POD = _structs()["Pod"]
 
 
 class _PodList(msgspec.Struct):
     metadata: _ListMeta | None = None
-    items: list[_WirePod] | None = None
+    items: list[_POD] | None = None  # type: ignore[valid-type]
 
 
 _pod_list = msgspec.json.Decoder(_PodList)
 
 
 _pods_generic = page_of(pod_from_api)
-
-
-def _owner(ref: _WireOwner) -> OwnerRef:
-    return OwnerRef(
-        ref.apiVersion or "",
-        ref.kind or "",
-        ref.name or "",
-        ref.uid or "",
-        ref.controller is True,
-        ref.blockOwnerDeletion is True,
-    )
-
-
-def _container(c: _WireContainer) -> Container:
-    ports = tuple(p.containerPort for p in c.ports or () if p.containerPort is not None)
-    return Container(c.name or "", c.image or "", ports, tuple(c.args or ()))
-
-
-def _state(c: _WireContainerStatus) -> ContainerState | None:
-    state = c.state or _WireState()
-    for detail, waiting in ((state.waiting, True), (state.terminated, False)):
-        if detail is not None:
-            return ContainerState(c.name or "", waiting, detail.reason or "", detail.message or "")
-    return None
-
-
-def _states(status: _WireStatus) -> tuple[ContainerState, ...]:
-    states = (_state(c) for c in status.containerStatuses or ())
-    return tuple(s for s in states if s is not None)
-
-
-def _pod(wire: _WirePod) -> Pod:
-    meta = wire.metadata or _WireMeta()
-    status = wire.status or _WireStatus()
-    owners = tuple(_owner(r) for r in meta.ownerReferences or ())
-    controller = next((o for o in owners if o.controller), None)
-    return Pod(
-        namespace=meta.namespace or "",
-        name=meta.name or "",
-        uid=meta.uid or "",
-        resource_version=meta.resourceVersion or "",
-        labels=meta.labels or {},
-        annotations=meta.annotations or {},
-        controller_uid=controller.uid if controller else None,
-        controller_kind=controller.kind if controller else None,
-        deletion_timestamp=meta.deletionTimestamp,
-        phase=status.phase or "Unknown",
-        conditions=tuple(
-            PodCondition(c.type, c.status or "Unknown", c.reason or "", c.message or "")
-            for c in status.conditions or ()
-            if c.type
-        ),
-        containers=tuple(_container(c) for c in (wire.spec or _WireSpec()).containers or ()),
-        owner_refs=owners,
-        generation=meta.generation or 0,
-        deletion_grace_seconds=meta.deletionGracePeriodSeconds,
-        finalizers=tuple(meta.finalizers or ()),
-        reason=status.reason or "",
-        message=status.message or "",
-        container_states=_states(status),
-    )
 
 
 def pod_page(body: bytes | bytearray) -> Page[Pod]:
@@ -292,4 +192,4 @@ def pod_page(body: bytes | bytearray) -> Page[Pod]:
     except msgspec.ValidationError:
         return _pods_generic(bytes(body))
     meta = page.metadata or _ListMeta()
-    return Page([_pod(item) for item in page.items or ()], meta.continue_ or "")
+    return Page([pod_of(item) for item in page.items or ()], meta.continue_ or "")

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from sys import intern
 from typing import Any, NamedTuple
 
 import msgspec
@@ -29,19 +27,19 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from reconciler.client.json_wire import pod_page, version_page_json
-from reconciler.model import (
-    LABEL_BUCKET,
-    Container,
-    ContainerState,
-    Known,
-    OwnerRef,
-    Page,
-    Pod,
-    PodCondition,
-    Version,
-    rfc3339,
-    version_key,
+from reconciler.client.pod_fields import (
+    BOOL,
+    BYTES,
+    INT32,
+    INT64,
+    MAP,
+    STRING,
+    TIME,
+    Field,
+    pod_of,
 )
+from reconciler.client.pod_fields import SCHEMA as POD_SCHEMA
+from reconciler.model import LABEL_BUCKET, Known, Page, Pod, Version, version_key
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 # JSON stays acceptable: the server picks protobuf when it can serve it.
@@ -55,101 +53,47 @@ MAGIC = b"k8s\x00"  # the envelope's prefix, before a runtime.Unknown message
 UNREADABLE: tuple[type[Exception], ...] = (DecodeError, msgspec.DecodeError)
 
 _F = descriptor_pb2.FieldDescriptorProto
-_STRING, _BOOL, _INT64, _INT32, _BYTES = (
-    _F.TYPE_STRING,
-    _F.TYPE_BOOL,
-    _F.TYPE_INT64,
-    _F.TYPE_INT32,
-    _F.TYPE_BYTES,
-)
-_MAP = "map"  # a map<string, string>
-_MANY = "repeated"
 
 # ObjectMeta's fields that name an object and its version.
-_IDENTITY: list[tuple[Any, ...]] = [
-    ("name", 1, _STRING),
-    ("namespace", 3, _STRING),
-    ("uid", 5, _STRING),
-    ("resource_version", 6, _STRING),
+_IDENTITY = [
+    Field("name", 1, STRING),
+    Field("namespace", 3, STRING),
+    Field("uid", 5, STRING),
+    Field("resource_version", 6, STRING),
 ]
 
-# message -> (field name, number as in generated.proto, scalar type or message
-# name or _MAP, optional _MANY). Names are ours; only the numbers are the wire.
-_SCHEMA: dict[str, list[tuple[Any, ...]]] = {
-    "Unknown": [("raw", 2, _BYTES)],  # runtime.Unknown
-    "Status": [("message", 3, _STRING), ("reason", 4, _STRING), ("code", 6, _INT32)],
-    "ListMeta": [("continue_token", 3, _STRING)],
-    "Time": [("seconds", 1, _INT64)],
-    "OwnerReference": [
-        ("kind", 1, _STRING),
-        ("name", 3, _STRING),
-        ("uid", 4, _STRING),
-        ("api_version", 5, _STRING),
-        ("controller", 6, _BOOL),
-        ("block_owner_deletion", 7, _BOOL),
-    ],
-    "ObjectMeta": [
-        ("name", 1, _STRING),
-        ("namespace", 3, _STRING),
-        ("uid", 5, _STRING),
-        ("resource_version", 6, _STRING),
-        ("generation", 7, _INT64),
-        ("deletion_timestamp", 9, "Time"),
-        ("deletion_grace_period_seconds", 10, _INT64),
-        ("labels", 11, _MAP),
-        ("annotations", 12, _MAP),
-        ("owner_references", 13, "OwnerReference", _MANY),
-        ("finalizers", 14, _STRING, _MANY),
-    ],
-    "ContainerPort": [("container_port", 3, _INT32)],
-    "Container": [
-        ("name", 1, _STRING),
-        ("image", 2, _STRING),
-        ("args", 4, _STRING, _MANY),
-        ("ports", 6, "ContainerPort", _MANY),
-    ],
-    "PodSpec": [("containers", 2, "Container", _MANY)],
-    "PodCondition": [
-        ("type", 1, _STRING),
-        ("status", 2, _STRING),
-        ("reason", 5, _STRING),
-        ("message", 6, _STRING),
-    ],
-    "ContainerStateWaiting": [("reason", 1, _STRING), ("message", 2, _STRING)],
-    "ContainerStateTerminated": [("reason", 3, _STRING), ("message", 4, _STRING)],
-    "ContainerState": [
-        ("waiting", 1, "ContainerStateWaiting"),
-        ("terminated", 3, "ContainerStateTerminated"),
-    ],
-    "ContainerStatus": [("name", 1, _STRING), ("state", 2, "ContainerState")],
-    "PodStatus": [
-        ("phase", 1, _STRING),
-        ("conditions", 2, "PodCondition", _MANY),
-        ("message", 3, _STRING),
-        ("reason", 4, _STRING),
-        ("container_statuses", 8, "ContainerStatus", _MANY),
-    ],
-    "Pod": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec"), ("status", 3, "PodStatus")],
-    "PodList": [("metadata", 1, "ListMeta"), ("items", 2, "Pod", _MANY)],
+# message -> its fields (name, number as in generated.proto, scalar type or
+# message name or MAP, repeated or not). Names are ours; only the numbers are
+# the wire. A pod's messages are `pod_fields.SCHEMA`, shared with json_wire.
+_SCHEMA: dict[str, list[Field]] = {
+    "Unknown": [Field("raw", 2, BYTES)],  # runtime.Unknown
+    "Status": [Field("message", 3, STRING), Field("reason", 4, STRING), Field("code", 6, INT32)],
+    "ListMeta": [Field("continue_token", 3, STRING)],
+    TIME: [Field("seconds", 1, INT64)],
+    **POD_SCHEMA,
+    "PodList": [Field("metadata", 1, "ListMeta"), Field("items", 2, "Pod", many=True)],
     # What a LIST of metadata is read for: every other field (labels,
     # managedFields...) is skipped unparsed.
     "Identity": _IDENTITY,
-    "PartialObjectMetadata": [("metadata", 1, "Identity")],
+    "PartialObjectMetadata": [Field("metadata", 1, "Identity")],
     "PartialObjectMetadataList": [
-        ("metadata", 1, "ListMeta"),
-        ("items", 2, "PartialObjectMetadata", _MANY),
+        Field("metadata", 1, "ListMeta"),
+        Field("items", 2, "PartialObjectMetadata", many=True),
     ],
     # The same, with what tells a sharded replica whose an object is: its
     # labels and owners (model.Version). Parsing the labels more than
     # doubles the cost, so only a sharded replica asks for it.
     "OwnedIdentity": [
         *_IDENTITY,
-        ("labels", 11, _MAP),
-        ("owner_references", 13, "Owner", _MANY),
+        Field("labels", 11, MAP),
+        Field("owner_references", 13, "Owner", many=True),
     ],
-    "Owner": [("uid", 4, _STRING), ("controller", 6, _BOOL)],
-    "OwnedMetadata": [("metadata", 1, "OwnedIdentity")],
-    "OwnedMetadataList": [("metadata", 1, "ListMeta"), ("items", 2, "OwnedMetadata", _MANY)],
+    "Owner": [Field("uid", 4, STRING), Field("controller", 6, BOOL)],
+    "OwnedMetadata": [Field("metadata", 1, "OwnedIdentity")],
+    "OwnedMetadataList": [
+        Field("metadata", 1, "ListMeta"),
+        Field("items", 2, "OwnedMetadata", many=True),
+    ],
 }
 _PACKAGE = "reconciler.client.protowire"
 
@@ -158,12 +102,12 @@ def _field(
     message: descriptor_pb2.DescriptorProto, name: str, number: int, kind: Any, many: bool
 ) -> None:
     field = message.field.add(name=name, number=number)
-    field.label = _F.LABEL_REPEATED if many or kind == _MAP else _F.LABEL_OPTIONAL
-    if kind == _MAP:
+    field.label = _F.LABEL_REPEATED if many or kind == MAP else _F.LABEL_OPTIONAL
+    if kind == MAP:
         entry = message.nested_type.add(name=f"{name.title().replace('_', '')}Entry")
         entry.options.map_entry = True
-        entry.field.add(name="key", number=1, type=_STRING, label=_F.LABEL_OPTIONAL)
-        entry.field.add(name="value", number=2, type=_STRING, label=_F.LABEL_OPTIONAL)
+        entry.field.add(name="key", number=1, type=STRING, label=_F.LABEL_OPTIONAL)
+        entry.field.add(name="value", number=2, type=STRING, label=_F.LABEL_OPTIONAL)
         field.type = _F.TYPE_MESSAGE
         field.type_name = f".{_PACKAGE}.{message.name}.{entry.name}"
     elif isinstance(kind, str):
@@ -180,8 +124,8 @@ def _messages() -> dict[str, Any]:
     )
     for name, fields in _SCHEMA.items():
         message = proto.message_type.add(name=name)
-        for name_, number, kind, *many in fields:
-            _field(message, name_, number, kind, bool(many))
+        for f in fields:
+            _field(message, f.name, f.number, f.kind, f.many)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return {
@@ -262,86 +206,6 @@ def _unwrap(body: bytes | bytearray) -> memoryview:
     return buf[len(buf) :]  # no object: an empty message
 
 
-# Most pod strings repeat across pods (label keys and values, condition types
-# and statuses, owner references shared by a Redis's pods, the namespace):
-# interned, 30,000 pods take a fraction of the memory.
-
-
-def _owner(ref: Any) -> OwnerRef:
-    return OwnerRef(
-        intern(ref.api_version),
-        intern(ref.kind),
-        intern(ref.name),
-        intern(ref.uid),
-        ref.controller,
-        ref.block_owner_deletion,
-    )
-
-
-def _container(c: Any) -> Container:
-    ports = tuple(p.container_port for p in c.ports if p.HasField("container_port"))
-    return Container(intern(c.name), intern(c.image), ports, tuple(map(intern, c.args)))
-
-
-def _state(c: Any) -> ContainerState | None:
-    """A container that is not running; a running one (most) costs two checks."""
-    state = c.state
-    if state.HasField("waiting"):
-        waiting = state.waiting
-        return ContainerState(c.name, True, waiting.reason, waiting.message)
-    if state.HasField("terminated"):
-        ended = state.terminated
-        return ContainerState(c.name, False, ended.reason, ended.message)
-    return None
-
-
-def _states(status: Any) -> tuple[ContainerState, ...]:
-    return tuple(s for s in map(_state, status.container_statuses) if s is not None)
-
-
-def _strings(pairs: Any) -> dict[str, str]:
-    return {intern(k): intern(v) for k, v in pairs.items()}
-
-
-def _pod(wire: Any) -> Pod:
-    meta, status = wire.metadata, wire.status
-    owners = tuple(_owner(r) for r in meta.owner_references)
-    controller = next((o for o in owners if o.controller), None)
-    return Pod(
-        namespace=intern(meta.namespace),
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=meta.resource_version,
-        labels=_strings(meta.labels),
-        annotations=_strings(meta.annotations),
-        controller_uid=controller.uid if controller else None,
-        controller_kind=controller.kind if controller else None,
-        deletion_timestamp=(
-            rfc3339(datetime.fromtimestamp(meta.deletion_timestamp.seconds, UTC))
-            if meta.HasField("deletion_timestamp")
-            else None
-        ),
-        phase=intern(status.phase or "Unknown"),
-        conditions=tuple(
-            PodCondition(intern(c.type), intern(c.status or "Unknown"), intern(c.reason), c.message)
-            for c in status.conditions
-            if c.type
-        ),
-        containers=tuple(_container(c) for c in wire.spec.containers),
-        owner_refs=owners,
-        generation=meta.generation,
-        deletion_grace_seconds=(
-            meta.deletion_grace_period_seconds
-            if meta.HasField("deletion_grace_period_seconds")
-            else None
-        ),
-        finalizers=tuple(meta.finalizers),
-        reason=status.reason,
-        message=status.message,
-        container_states=_states(status) if status.container_statuses else (),
-    )
-
-
 def pod_page_any(body: bytes) -> Page[Pod]:
     """A page of pods as protobuf or JSON, decoded to what pod_from_api makes of it."""
     return pod_page_reusing({})(body)
@@ -365,7 +229,7 @@ def pods_in(wire: memoryview | bytes, known: Known[Pod]) -> Page[Pod]:
     for item in page.items:
         meta = item.metadata
         found = known.get(version_key(meta.uid, meta.resource_version)) if known else None
-        items.append(_pod(item) if found is None else found)
+        items.append(pod_of(item) if found is None else found)
     return Page(items, page.metadata.continue_token)
 
 
