@@ -1,0 +1,262 @@
+"""The status and its conditions (kinds/redis/status.py), the progress
+deadline, and what a real cluster's pods say."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from reconciler.actions import (
+    CreatePod,
+)
+from reconciler.backoff import Failure
+from reconciler.kinds.redis.settings import redis_settings
+from reconciler.model import ContainerState, PodCondition, rfc3339
+from tests.unit.builders import CONFIG, NOW, current_hash, plan_redis, pod, redis
+from tests.unit.kinds.redis.helpers import (
+    cond,
+    conds,
+    held,
+    image_pull_backoff,
+    kinds,
+    status_of,
+    stored,
+)
+
+
+def test_every_condition_carries_the_observed_generation():
+    r = redis(generation=7)
+    for pods in ([], [pod(r, i) for i in range(3)]):
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert [c["observedGeneration"] for c in st["conditions"]] == [7, 7, 7]
+    st = status_of(plan_redis(redis(generation=7, spec={"port": 1}), [], CONFIG, NOW)).status
+    assert [c["observedGeneration"] for c in st["conditions"]] == [7, 7, 7]
+    assert st["observedGeneration"] == 7
+
+
+def test_invalid_spec_conditions_in_full():
+    st = status_of(plan_redis(redis(spec={"port": 1, "num": 1}), [], CONFIG, NOW)).status
+    assert conds(st) == {
+        "Ready": ("False", "InvalidSpec"),
+        "Progressing": ("False", "InvalidSpec"),
+        "Degraded": ("True", "InvalidSpec"),
+    }
+    assert (st["replicas"], st["readyReplicas"]) == (0, 0)
+    assert "updatedReplicas" not in st
+
+
+def test_invalid_spec_counts_the_live_pods_it_leaves_alone():
+    r = redis(spec={"port": 1, "num": 3})
+    pods = [pod(r, 0), pod(r, 1, ready=False), pod(r, 2, terminating=True)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert (st["replicas"], st["readyReplicas"]) == (2, 1)
+
+
+def test_degraded_is_true_after_a_failure_and_while_backing_off():
+    r = redis()
+    pods = [pod(r, i) for i in range(3)]
+    fail = Failure(1, "500 InternalError: etcd", "ReconcileError", 0.0)
+    st = status_of(held(r, fail, pods)).status
+    assert conds(st)["Degraded"] == ("True", "ReconcileError")
+    assert cond(st, "Degraded")["message"] == "500 InternalError: etcd"
+    third = Failure(3, "500 InternalError: etcd", "ReconcileError", NOW.timestamp() + 60)
+    st = status_of(plan_redis(r, pods, CONFIG, NOW, third)).status
+    assert conds(st)["Degraded"] == ("True", "BackingOff")
+    assert cond(st, "Degraded")["message"] == (
+        "backing off until 2026-11-22T12:01:00Z after 3 consecutive failures: "
+        "500 InternalError: etcd"
+    )
+    # Past the retry time the pods are written again, planned as they will land.
+    later = NOW + timedelta(minutes=2)
+    actions = plan_redis(r, [], CONFIG, later, third)
+    assert conds(status_of(actions).status)["Degraded"] == ("False", "AsExpected")
+    assert len([a for a in actions if isinstance(a, CreatePod)]) == 3
+
+
+def test_backing_off_still_writes_status_but_no_pods():
+    r = redis()
+    held = Failure(3, "boom", "ReconcileError", NOW.timestamp() + 60)
+    actions = plan_redis(r, [], CONFIG, NOW, held)
+    assert kinds(actions) == ["PatchStatus"]
+    (event,) = actions[0].events
+    assert (event.type, event.reason) == ("Warning", "BackingOff")
+
+
+def test_a_conflict_outranks_a_failure_in_degraded():
+    r = redis(num=2)
+    fail = Failure(1, "boom", "ReconcileError", 0.0)
+    pods = [pod(r, 0), pod(r, 1, owner_uid="someone-else")]
+    st = status_of(held(r, fail, pods)).status
+    assert conds(st)["Degraded"] == ("True", "PodConflict")
+
+
+@pytest.mark.parametrize("holder", ["terminating", "foreign"])
+def test_a_held_name_means_scaling_up(holder):
+    r = redis(num=2)
+    second = pod(r, 1, terminating=True) if holder == "terminating" else pod(r, 1, owner_uid="x")
+    st = status_of(plan_redis(r, [pod(r, 0), second], CONFIG, NOW)).status
+    assert conds(st)["Progressing"] == ("True", "ScalingUp")
+    assert cond(st, "Progressing")["message"] == "1/2 pods exist"
+    assert conds(st)["Ready"] == ("False", "ReplicasNotReady")
+
+
+def test_progressing_reasons_and_messages():
+    r = redis(num=2)
+    table = [
+        ([pod(r, 0), pod(r, 1)], ("False", "Complete"), "all 2 replicas updated and ready"),
+        (
+            [pod(r, 0), pod(r, 1, ready=False)],
+            ("True", "WaitingForReady"),
+            "waiting for 1 of 2 pods to be Ready",
+        ),
+        ([pod(r, 0), pod(r, 1), pod(r, 2)], ("True", "ScalingDown"), "removing pods beyond 2"),
+        (
+            [pod(r, 0), pod(r, 1), pod(r, 2, terminating=True)],
+            ("True", "ScalingDown"),
+            "removing pods beyond 2",
+        ),
+        (
+            [pod(r, 0, image="redis:4"), pod(r, 1)],
+            ("True", "RollingUpdate"),
+            "1/2 pods updated to the current spec",
+        ),
+    ]
+    for pods, expected, message in table:
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert conds(st)["Progressing"] == expected, pods
+        assert cond(st, "Progressing")["message"] == message
+
+
+def test_a_rollout_in_progress_stays_a_rollout_until_every_pod_is_updated():
+    rolling = {
+        "replicas": 2,
+        "conditions": [{"type": "Progressing", "status": "True", "reason": "RollingUpdate"}],
+    }
+    r = redis(num=2, status=rolling)
+    # r-0 is being replaced (terminating), r-1 is current: one of two is updated.
+    pods = [pod(r, 0, terminating=True, image="redis:4"), pod(r, 1)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert conds(st)["Progressing"] == ("True", "RollingUpdate")
+    assert cond(st, "Progressing")["message"] == "1/2 pods updated to the current spec"
+    assert (st["replicas"], st["updatedReplicas"]) == (1, 1)
+    # Without the memory of a rollout, the same pods read as scaling up.
+    st = status_of(plan_redis(redis(num=2), pods, CONFIG, NOW)).status
+    assert conds(st)["Progressing"] == ("True", "ScalingUp")
+
+
+def test_ready_needs_every_pod_ready_updated_and_present():
+    r = redis(num=2)
+    table = [
+        ([pod(r, 0), pod(r, 1)], ("True", "AllReplicasReady")),
+        ([pod(r, 0), pod(r, 1, ready=False)], ("False", "ReplicasNotReady")),
+        ([pod(r, 0)], ("False", "ReplicasNotReady")),
+        ([pod(r, 0), pod(r, 1, image="redis:4")], ("False", "ReplicasNotReady")),
+    ]
+    for pods, expected in table:
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert conds(st)["Ready"] == expected, pods
+    st = status_of(plan_redis(r, [pod(r, 0)], CONFIG, NOW)).status
+    assert cond(st, "Ready")["message"] == "1/2 replicas ready"
+
+
+def test_counts_while_a_stale_pod_is_replaced():
+    r = redis(num=3, port=6380)
+    old = current_hash(6379)
+    pods = [pod(r, 0, hash_=old), pod(r, 1), pod(r, 2, ready=False, port=6380)]
+    pods = [pod(r, 0, hash_=old), pod(r, 1, port=6380), pods[2]]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    # r-2 is not Ready, so r-0 is not replaced yet.
+    assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"]) == (3, 2, 2)
+
+
+def test_degraded_warning_only_when_it_changes():
+    r = redis(num=2)
+    pods = [pod(r, 0), pod(r, 1, owner_uid="x")]
+    first = status_of(plan_redis(r, pods, CONFIG, NOW))
+    assert [e.reason for e in first.events] == ["PodConflict"]
+    # Same reason, new message (another name held): warned again.
+    r3 = dataclasses.replace(redis(num=3, status=first.status))
+    pods3 = [*pods, pod(r3, 2, owner_uid="x")]
+    again = status_of(plan_redis(r3, pods3, CONFIG, NOW))
+    assert [e.message for e in again.events] == [
+        "pods not owned by this Redis hold desired names: r-1, r-2"
+    ]
+
+
+def test_a_pod_stuck_terminating_is_named_with_what_holds_it():
+    r = redis(num=2)
+    stuck = dataclasses.replace(pod(r, 0, terminating=True), finalizers=("example.com/hold",))
+    pods = [stuck, pod(r, 1)]
+    # Within its grace period and the margin: nothing named yet.
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert st["message"] == "1/2 pods exist"
+    later = NOW + timedelta(minutes=3)
+    st = status_of(plan_redis(r, pods, CONFIG, later)).status
+    message = "1/2 pods exist; r-0 terminating for 3m: held by finalizer example.com/hold"
+    assert st["message"] == message
+    assert cond(st, "Progressing")["message"] == message
+
+
+def test_a_rollout_that_cannot_finish_names_its_pods_and_why():
+    r = redis(num=2)
+    unschedulable = dataclasses.replace(
+        pod(r, 1, ready=False),
+        conditions=(
+            PodCondition(
+                "PodScheduled",
+                "False",
+                "Unschedulable",
+                "0/2 nodes are available: 2 Insufficient cpu.",
+            ),
+        ),
+    )
+    pods = [image_pull_backoff(pod(r, 0, ready=False)), unschedulable]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert st["message"] == (
+        "waiting for 2 of 2 pods to be Ready; "
+        'r-0 not Ready: ImagePullBackOff: Back-off pulling image "redis:does-not-exist"; '
+        "r-1 not Ready: Unschedulable: 0/2 nodes are available: 2 Insufficient cpu."
+    )
+    # A pod merely starting is not named.
+    starting = ContainerState("redis", True, "ContainerCreating", "")
+    pods = [dataclasses.replace(pod(r, 0, ready=False), container_states=(starting,)), pod(r, 1)]
+    st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+    assert st["message"] == "waiting for 1 of 2 pods to be Ready"
+
+
+def test_progress_deadline_flags_a_rollout_with_no_progress_and_only_then():
+    r = redis(num=2)
+    pods = [pod(r, 0), image_pull_backoff(pod(r, 1, ready=False))]
+    seen = stored(r, pods, NOW)
+    assert seen.status["lastProgressTime"] == rfc3339(NOW)
+    deadline = timedelta(seconds=redis_settings(CONFIG).progress_deadline)
+    # Nothing moves: no write until the deadline passes.
+    assert plan_redis(seen, pods, CONFIG, NOW + deadline) == []
+    actions = plan_redis(seen, pods, CONFIG, NOW + deadline + timedelta(seconds=1))
+    patch = status_of(actions)
+    st = patch.status
+    assert conds(st)["Progressing"] == ("False", "ProgressDeadlineExceeded")
+    assert conds(st)["Degraded"] == ("True", "ProgressDeadlineExceeded")
+    assert st["state"] == "ProgressDeadlineExceeded"
+    assert st["message"].startswith("no progress for 10m: waiting for 1 of 2 pods to be Ready; r-1")
+    assert st["lastProgressTime"] == rfc3339(NOW)
+    assert [(e.type, e.reason) for e in patch.events] == [("Warning", "ProgressDeadlineExceeded")]
+    # It stays flagged, with no further write, until a pod moves.
+    stuck = dataclasses.replace(seen, status={**seen.status, **st})
+    assert plan_redis(stuck, pods, CONFIG, NOW + 2 * deadline) == []
+    later = NOW + 3 * deadline
+    st = status_of(plan_redis(stuck, [pod(r, 0), pod(r, 1)], CONFIG, later)).status
+    assert conds(st)["Progressing"] == ("False", "Complete")
+    assert st["state"] == "Ready" and st["lastProgressTime"] == rfc3339(later)
+
+
+def test_a_new_generation_restarts_the_deadline():
+    r = redis(num=2)
+    pods = [pod(r, 0), image_pull_backoff(pod(r, 1, ready=False))]
+    seen = stored(r, pods, NOW)
+    later = NOW + timedelta(hours=1)
+    st = status_of(plan_redis(dataclasses.replace(seen, generation=2), pods, CONFIG, later)).status
+    assert conds(st)["Progressing"] == ("True", "WaitingForReady")
+    assert st["lastProgressTime"] == rfc3339(later)
