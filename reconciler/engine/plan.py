@@ -70,7 +70,7 @@ def plan_pass(
     recorded in each object's status."""
     index = PodIndex(snapshot.pods or (), snapshot.all_children())
     out = _Planned(index, settled.under(config), snapshot.pruned)
-    listed = snapshot.listed_children
+    listed, policy = snapshot.listed_children, config.backoff
     for kind in registry.KINDS:
         objects = snapshot.of(kind.name)
         if objects is None:
@@ -79,12 +79,21 @@ def plan_pass(
             if snapshot.pods_error is not None:
                 out.unseen(kind, objects, config, now, snapshot.pods_error, holder)
             continue
+        own = kind.settings_in(config)
         for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
             closing = obj.namespace in snapshot.terminating
             if not out.reuse(obj, closing):
-                obj_gate = gate(obj.failure, config.backoff, now)
+                obj_gate = gate(obj.failure, policy, now)
                 inp = PlanInput(
-                    out.index, config, now, obj_gate, frozenset(), closing, holder, listed
+                    out.index,
+                    config,
+                    now,
+                    obj_gate,
+                    frozenset(),
+                    closing,
+                    holder,
+                    listed,
+                    settings=own,
                 )
                 out.plan(kind, obj, inp)
         if kind.owns_pods and snapshot.pods is not None:
@@ -128,11 +137,12 @@ class _Planned:
         """Objects planned without their pods: never settled, so the next
         pass that sees their pods plans them whole."""
         assert kind.plan_unseen is not None
+        own, policy = kind.settings_in(config), config.backoff
         for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
-            obj_gate = gate(obj.failure, config.backoff, now)
+            obj_gate = gate(obj.failure, policy, now)
             if obj_gate.backing_off:
                 self.held.add(obj.key)
-            inp = PlanInput(self.index, config, now, obj_gate, holder=holder)
+            inp = PlanInput(self.index, config, now, obj_gate, holder=holder, settings=own)
             planned = unpruned(obj, kind.plan_unseen(obj, inp, why), self.pruned.get(kind.name))
             self.actions.extend(planned)
             self.health[obj.key] = kind.health(obj, planned)
@@ -259,6 +269,7 @@ def status_after_failure(
             holder=holder,
             children=snapshot.listed_children,
             refused=refused,
+            settings=kind.settings_in(config),
         )
         actions = unpruned(obj, kind.plan(obj, inp), snapshot.pruned.get(kind.name))
         return [a for a in actions if isinstance(a, PatchStatus)]

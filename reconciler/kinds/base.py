@@ -60,6 +60,9 @@ class PlanInput:
     # Set only for the status written right after a disruption budget refused
     # an eviction of one of its pods: (pod, the apiserver's words).
     refused: tuple[str, str] | None = None
+    # Its kind's settings under ``config`` (`Kind.settings_in`), found once a
+    # pass rather than once an object; None for a kind without settings.
+    settings: object | None = None
 
 
 T = TypeVar("T", bound=Object)
@@ -105,6 +108,10 @@ class Kind(Generic[T]):
     # metadata has a "flag" (its help) is a global option too, and one with
     # "positive" must be greater than 0. Its rules read them with `settings_of`.
     settings: object | None = None
+
+    def settings_in(self, config: Config) -> object | None:
+        """Its settings under ``config``; None for a kind without settings."""
+        return None if self.settings is None else settings_of(config, self.settings)
 
     @property
     def reads_pods(self) -> bool:

@@ -15,9 +15,10 @@ from reconciler.engine.apply import ApplyReport
 from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.health import READY, Health
 from reconciler.kinds import xca as xca_kind
+from reconciler.kinds.base import settings_of
 from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis.kind import PODS_UNKNOWN
-from reconciler.kinds.redis.settings import redis_settings
+from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.model import ObjKey
 from reconciler.result import PassResult, plural
 from reconciler.run.metrics import Metrics
@@ -179,7 +180,7 @@ def test_a_rollout_past_its_deadline_is_stalled_in_its_health():
     r = redis(num=1)
     waiting = dataclasses.replace(pod(r, 0, ready=False), generation=1)
     seen = converged(r, [waiting])
-    late = NOW + timedelta(seconds=2 * redis_settings(CONFIG).progress_deadline)
+    late = NOW + timedelta(seconds=2 * settings_of(CONFIG, DEFAULTS).progress_deadline)
     actions = plan_redis(seen, [waiting], CONFIG, late)
     health = redis_kind.health(seen, actions)
     assert (health.state, health.degraded, health.progressing, health.stalled) == (

@@ -6,7 +6,8 @@ import pytest
 
 from reconciler.cli.settings import load
 from reconciler.config import Config, ConfigError
-from reconciler.kinds.redis.settings import redis_settings
+from reconciler.kinds.base import settings_of
+from reconciler.kinds.redis.settings import DEFAULTS
 
 
 @pytest.fixture
@@ -19,12 +20,16 @@ def cfg_file(tmp_path):
 def test_defaults():
     c = load(None, {}, {})
     assert c == Config()
-    assert c.interval == 30 and c.namespaces == () and redis_settings(c).image == "redis:5-alpine"
+    assert (
+        c.interval == 30
+        and c.namespaces == ()
+        and settings_of(c, DEFAULTS).image == "redis:5-alpine"
+    )
 
 
 def test_file_overrides_defaults(cfg_file):
     c = load(cfg_file, {}, {})
-    assert (c.interval, c.namespaces, redis_settings(c).image, c.qps) == (
+    assert (c.interval, c.namespaces, settings_of(c, DEFAULTS).image, c.qps) == (
         60.0,
         ("a", "b"),
         "file/redis:1",
@@ -34,7 +39,11 @@ def test_file_overrides_defaults(cfg_file):
 
 def test_env_overrides_file(cfg_file):
     c = load(cfg_file, {}, {"RECONCILER_INTERVAL": "90", "RECONCILER_NAMESPACES": "x,y"})
-    assert (c.interval, c.namespaces, redis_settings(c).image) == (90.0, ("x", "y"), "file/redis:1")
+    assert (c.interval, c.namespaces, settings_of(c, DEFAULTS).image) == (
+        90.0,
+        ("x", "y"),
+        "file/redis:1",
+    )
 
 
 def test_flags_override_env_and_file(cfg_file):

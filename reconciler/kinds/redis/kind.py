@@ -139,7 +139,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         "Progressing": with_detail(progressing, detail),
         "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate, held),
     }
-    verdicts = deadline_verdicts(verdicts, progress, redis_settings(inp.config).progress_deadline)
+    verdicts = deadline_verdicts(verdicts, progress, redis_settings(inp).progress_deadline)
     fields = {
         "replicas": counts.replicas,
         "readyReplicas": counts.ready,
@@ -243,7 +243,7 @@ def plan(redis: Redis, inp: PlanInput) -> list[Action]:
     podset = pods_of(redis, inp.pods)
     if redis.deletion_timestamp:
         return plan_deletion(redis, podset)
-    check = validate(redis, redis_settings(inp.config).image)
+    check = validate(redis, redis_settings(inp).image)
     guard = [] if inp.namespace_terminating else finalizer_patch(redis)
     if check.spec is None:
         return guard + plan_invalid(redis, check.errors, podset, inp)
@@ -257,7 +257,7 @@ def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
     Progressing are the last ones seen, and observedGeneration stays, since
     this generation was not acted on. An invalid spec keeps its InvalidSpec,
     which needs no pods to be true, and a Redis being deleted says Deleting."""
-    if redis.deletion_timestamp or validate(redis, redis_settings(inp.config).image).spec is None:
+    if redis.deletion_timestamp or validate(redis, redis_settings(inp).image).spec is None:
         return []
     message = f"pods could not be listed, so none are created or deleted: {why}"
     observed = observed_conditions(redis.status)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reconciler.config import Config
-from reconciler.kinds.base import settings_of
+from reconciler.kinds.base import PlanInput, settings_of
 
 
 @dataclass(frozen=True)
@@ -30,6 +29,8 @@ class RedisSettings:
 DEFAULTS = RedisSettings()
 
 
-def redis_settings(config: Config) -> RedisSettings:
-    """The settings a pass under ``config`` plans Redis objects with."""
-    return settings_of(config, DEFAULTS)
+def redis_settings(inp: PlanInput) -> RedisSettings:
+    """The settings a Redis is planned with: found by the engine once a pass
+    (`PlanInput.settings`), else read from the input's config."""
+    found = inp.settings
+    return found if isinstance(found, RedisSettings) else settings_of(inp.config, DEFAULTS)

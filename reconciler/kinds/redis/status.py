@@ -205,7 +205,7 @@ def progress_of(redis: Redis, counts: Counts, changes: PodChanges, inp: PlanInpu
     )
     if moved or last is None:  # the second, for the type checker
         return Progress(inp.now, False)
-    deadline = timedelta(seconds=redis_settings(inp.config).progress_deadline)
+    deadline = timedelta(seconds=redis_settings(inp).progress_deadline)
     return Progress(last, inp.now - last > deadline)
 
 

@@ -15,12 +15,13 @@ from reconciler.actions import PatchPodMetadata, PatchStatus
 from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
+from reconciler.kinds.base import settings_of
 from reconciler.kinds.redis import disruption as redis_disruption
 from reconciler.kinds.redis import service as redis_service
 from reconciler.kinds.redis.identity import FINALIZER, TEMPLATE_HASH_ANNOTATION, owner_of
 from reconciler.kinds.redis.pods import spec_drift
 from reconciler.kinds.redis.repair import metadata_repair
-from reconciler.kinds.redis.settings import redis_settings
+from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.kinds.redis.spec import validate_spec
 from reconciler.model import LABEL_BUCKET, Container, ObjKey, PodCondition
 from reconciler.snapshot import Snapshot
@@ -206,7 +207,7 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
             left[r.key] = ((FINALIZER in r.finalizers) + len(owned), 0, 0, 0, 0, 0, 0)
             continue
         unguarded = int(FINALIZER not in r.finalizers)
-        spec = validate_spec(r.spec, redis_settings(CONFIG).image).spec
+        spec = validate_spec(r.spec, settings_of(CONFIG, DEFAULTS).image).spec
         if spec is None or spec.paused:
             left[r.key] = (0, 0, 0, 0, unguarded, 0, 0)
             continue
@@ -291,7 +292,7 @@ def paused_pods(snap: Snapshot) -> dict[str, set[str]]:
     """The uids of the live pods of each paused Redis."""
     out: dict[str, set[str]] = {}
     for r in sim.redises(snap):
-        spec = validate_spec(r.spec, redis_settings(CONFIG).image).spec
+        spec = validate_spec(r.spec, settings_of(CONFIG, DEFAULTS).image).spec
         if spec is not None and spec.paused and not r.deletion_timestamp:
             out[r.uid] = {
                 p.uid for p in snap.pods or () if p.controller_uid == r.uid and not p.terminating
@@ -332,7 +333,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
         if r.deletion_timestamp:  # held only by someone else's finalizer now
             assert FINALIZER not in r.finalizers and owned == []
             continue
-        spec = validate_spec(r.spec, redis_settings(CONFIG).image).spec
+        spec = validate_spec(r.spec, settings_of(CONFIG, DEFAULTS).image).spec
         if spec is None:
             continue
         if spec.paused:  # its live pods left as they were, and the status says so

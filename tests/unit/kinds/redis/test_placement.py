@@ -8,10 +8,11 @@ import dataclasses
 import pytest
 
 from reconciler.actions import CreatePod, DeletePod, PatchPodMetadata
+from reconciler.kinds.base import settings_of
 from reconciler.kinds.redis import placement as placement
 from reconciler.kinds.redis.identity import FIELDS_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION
 from reconciler.kinds.redis.pods import spec_drift
-from reconciler.kinds.redis.settings import redis_settings
+from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.kinds.redis.spec import validate_spec
 from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, removed
 
@@ -100,7 +101,7 @@ def test_what_admission_adds_to_the_fields_never_makes_a_pod_stale():
     r = placed_redis(**PLACED)
     (create,) = created(r)
     p = made_from(create, r, 0)
-    spec = validate_spec(r.spec, redis_settings(CONFIG).image).spec
+    spec = validate_spec(r.spec, settings_of(CONFIG, DEFAULTS).image).spec
     assert spec is not None and spec_drift(p, spec) is None
 
 

@@ -12,7 +12,8 @@ from reconciler.actions import (
     CreatePod,
 )
 from reconciler.backoff import Failure
-from reconciler.kinds.redis.settings import redis_settings
+from reconciler.kinds.base import settings_of
+from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.model import ContainerState, PodCondition, rfc3339
 from tests.unit.builders import CONFIG, NOW, current_hash, plan_redis, pod, redis
 from tests.unit.kinds.redis.helpers import (
@@ -231,7 +232,7 @@ def test_progress_deadline_flags_a_rollout_with_no_progress_and_only_then():
     pods = [pod(r, 0), image_pull_backoff(pod(r, 1, ready=False))]
     seen = stored(r, pods, NOW)
     assert seen.status["lastProgressTime"] == rfc3339(NOW)
-    deadline = timedelta(seconds=redis_settings(CONFIG).progress_deadline)
+    deadline = timedelta(seconds=settings_of(CONFIG, DEFAULTS).progress_deadline)
     # Nothing moves: no write until the deadline passes.
     assert plan_redis(seen, pods, CONFIG, NOW + deadline) == []
     actions = plan_redis(seen, pods, CONFIG, NOW + deadline + timedelta(seconds=1))
