@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypedDict, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -242,30 +242,6 @@ def generation_of(meta: Mapping[str, Any]) -> int:
 # The bucket of a sharded replica (reconciler/buckets.py), on our objects and
 # their pods, so that a replica LISTs only the buckets it holds.
 LABEL_BUCKET = "myapp.demo.kubebuilder.io/shard-bucket"
-
-
-class ObjectFields(TypedDict):
-    """The metadata every object of our kinds is decoded with."""
-
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str
-    generation: int
-    deletion_timestamp: str | None
-    bucket_label: str | None
-
-
-def object_fields(meta: Mapping[str, Any]) -> ObjectFields:
-    return ObjectFields(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        resource_version=str(meta.get("resourceVersion", "")),
-        generation=generation_of(meta),
-        deletion_timestamp=meta.get("deletionTimestamp"),
-        bucket_label=mapping(meta.get("labels")).get(LABEL_BUCKET),
-    )
 
 
 @dataclass(frozen=True)

@@ -7,36 +7,76 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 from reconciler.actions import Action, ObjRef
-from reconciler.backoff import Failure, Gate
+from reconciler.backoff import Failure, Gate, from_status
 from reconciler.config import Config
 from reconciler.health import Health
-from reconciler.model import ObjKey, PodLookup, ResourceType
+from reconciler.model import (
+    LABEL_BUCKET,
+    ObjKey,
+    PodLookup,
+    ResourceType,
+    generation_of,
+    mapping,
+    meta_of,
+)
 
 
-class Object(Protocol):
-    """The fields every decoded object of our kinds has."""
+@dataclass(frozen=True, kw_only=True)
+class Object:
+    """What every object of our kinds is decoded with (`object_fields`): its
+    metadata, its status, and the failure record that status holds. A kind
+    subclasses it with its own fields (a spec, finalizers) and its
+    ``resource``, so that the engine reads every kind's objects alike."""
+
+    resource: ClassVar[ResourceType]
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
+    deletion_timestamp: str | None
+    status: Mapping[str, Any]
+    failure: Failure | None = None  # status.backoff: consecutive failed passes
+    bucket_label: str | None = None  # its shard bucket label, if any (engine/plan.py)
 
     @property
-    def namespace(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def uid(self) -> str: ...
-    @property
-    def resource_version(self) -> str: ...
-    @property
-    def key(self) -> ObjKey: ...
-    @property
-    def failure(self) -> Failure | None: ...
-    @property
-    def bucket_label(self) -> str | None: ...
-    @property
-    def deletion_timestamp(self) -> str | None: ...
-    @property
-    def status(self) -> Mapping[str, Any]: ...
+    def key(self) -> ObjKey:
+        return ObjKey(self.resource.kind, self.namespace, self.name)
+
+
+class ObjectFields(TypedDict):
+    """The arguments of `Object` as decoded from an object read."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
+    deletion_timestamp: str | None
+    status: Mapping[str, Any]
+    failure: Failure | None
+    bucket_label: str | None
+
+
+def object_fields(obj: Mapping[str, Any]) -> ObjectFields:
+    """`Object`'s fields of ``obj``; the status is kept raw, and its failure
+    record decoded once."""
+    meta = meta_of(obj)
+    status = mapping(obj.get("status"))
+    return ObjectFields(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        generation=generation_of(meta),
+        deletion_timestamp=meta.get("deletionTimestamp"),
+        status=status,
+        failure=from_status(status),
+        bucket_label=mapping(meta.get("labels")).get(LABEL_BUCKET),
+    )
 
 
 @dataclass(frozen=True)

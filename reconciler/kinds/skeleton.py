@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from reconciler.actions import Action, PatchStatus
-from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
+from reconciler.backoff import STATUS_FIELD, from_status, to_status
 from reconciler.health import READY, Health
-from reconciler.kinds.base import Kind, PlanInput
+from reconciler.kinds.base import Kind, Object, PlanInput, object_fields
 from reconciler.kinds.conditions import (
     Verdict,
     condition,
@@ -32,7 +32,7 @@ from reconciler.kinds.conditions import (
     status_after,
     status_differs,
 )
-from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields
+from reconciler.model import ResourceType, mapping
 
 # Its place in the API: its CRD in crds/ must say the same, and
 # config/rbac/rbac.yaml grant get, list, patch on it and on its status.
@@ -41,34 +41,17 @@ COMPONENT = "example-controller"  # the source of its events
 OBSERVED = "Observed"  # the reason of its Ready condition
 
 
-@dataclass(frozen=True)
-class Example:
-    """The fields its rules read, decoded once (`from_api`)."""
+@dataclass(frozen=True, kw_only=True)
+class Example(Object):
+    """The fields its rules read, decoded once (`from_api`): those of every
+    object (`Object`), and its own."""
 
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str
-    generation: int
-    deletion_timestamp: str | None
+    resource: ClassVar[ResourceType] = RESOURCE
     spec: Mapping[str, Any]
-    status: Mapping[str, Any]
-    failure: Failure | None = None  # status.backoff: consecutive failed passes
-    bucket_label: str | None = None  # its shard bucket label, if any
-
-    @property
-    def key(self) -> ObjKey:
-        return ObjKey(RESOURCE.kind, self.namespace, self.name)
 
 
 def from_api(obj: Mapping[str, Any]) -> Example:
-    status = mapping(obj.get("status"))
-    return Example(
-        **object_fields(meta_of(obj)),
-        spec=mapping(obj.get("spec")),
-        status=status,
-        failure=from_status(status),
-    )
+    return Example(**object_fields(obj), spec=mapping(obj.get("spec")))
 
 
 def desired_status(example: Example, inp: PlanInput) -> dict[str, Any]:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
 from reconciler.health import READY, Health
-from reconciler.kinds.base import Kind, PlanInput
+from reconciler.kinds.base import Kind, Object, PlanInput, object_fields
 from reconciler.kinds.conditions import holder_field, status_after, status_differs
-from reconciler.model import ObjKey, ResourceType, mapping, meta_of, object_fields, rfc3339
+from reconciler.model import ResourceType, rfc3339
 
 GROUP = "apps.xca.k8s.kb.cx"
 VERSION = "v1beta1"
@@ -23,26 +23,13 @@ RESOURCE = ResourceType(GROUP, VERSION, "Xca", "xcas")
 COMPONENT = "xca-controller"
 
 
-@dataclass(frozen=True)
-class Xca:
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str
-    generation: int
-    deletion_timestamp: str | None
-    status: Mapping[str, Any]
-    failure: Failure | None = None  # status.backoff: consecutive failed passes
-    bucket_label: str | None = None  # its shard bucket label, if any (engine/plan.py)
-
-    @property
-    def key(self) -> ObjKey:
-        return ObjKey(RESOURCE.kind, self.namespace, self.name)
+@dataclass(frozen=True, kw_only=True)
+class Xca(Object):
+    resource: ClassVar[ResourceType] = RESOURCE
 
 
 def from_api(obj: Mapping[str, Any]) -> Xca:
-    status = mapping(obj.get("status"))
-    return Xca(**object_fields(meta_of(obj)), status=status, failure=from_status(status))
+    return Xca(**object_fields(obj))
 
 
 def _record(xca: Xca, failure: Failure | None, holder: str | None) -> list[Action]:

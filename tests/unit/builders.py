@@ -127,7 +127,13 @@ def xca(
 ) -> Xca:
     status = {} if active is None else {"active": active}
     return Xca(
-        ns, name, f"uid-xca-{name}", "3", 1, "2026-11-22T11:00:00Z" if deleting else None, status
+        namespace=ns,
+        name=name,
+        uid=f"uid-xca-{name}",
+        resource_version="3",
+        generation=1,
+        deletion_timestamp="2026-11-22T11:00:00Z" if deleting else None,
+        status=status,
     )
 
 

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from reconciler.actions import (
     ObjRef,
 )
-from reconciler.backoff import Failure, from_status
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.kinds import owned
+from reconciler.kinds.base import Object, object_fields
 from reconciler.model import (
-    ObjKey,
     OwnerRef,
     ResourceType,
     mapping,
     meta_of,
-    object_fields,
 )
 
 GROUP = "myapp.demo.kubebuilder.io"
@@ -55,36 +53,21 @@ CONTAINER_NAME = "redis"
 APP_NAME = "redis"  # the app.kubernetes.io/name of its pods
 
 
-@dataclass(frozen=True)
-class Redis:
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str
-    generation: int
-    deletion_timestamp: str | None
+@dataclass(frozen=True, kw_only=True)
+class Redis(Object):
+    resource: ClassVar[ResourceType] = RESOURCE
     finalizers: tuple[str, ...]
     spec: Mapping[str, Any]
-    status: Mapping[str, Any]
-    failure: Failure | None = None  # status.backoff: consecutive failed passes
-    bucket_label: str | None = None  # its shard bucket label, if any (engine/plan.py)
-
-    @property
-    def key(self) -> ObjKey:
-        return ObjKey(RESOURCE.kind, self.namespace, self.name)
 
 
 def from_api(obj: Mapping[str, Any]) -> Redis:
     """Decode a Redis; the spec is kept raw and validated by `validate_spec`,
     because objects can bypass the CRD schema."""
-    meta = meta_of(obj)
-    status = mapping(obj.get("status"))
+    finalizers = meta_of(obj).get("finalizers") or ()
     return Redis(
-        **object_fields(meta),
-        finalizers=tuple(f for f in meta.get("finalizers") or () if isinstance(f, str)),
+        **object_fields(obj),
+        finalizers=tuple(f for f in finalizers if isinstance(f, str)),
         spec=mapping(obj.get("spec")),
-        status=status,
-        failure=from_status(status),
     )
 
 
