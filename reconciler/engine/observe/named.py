@@ -6,8 +6,8 @@ labels removed).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from reconciler.children import CHILD_TYPES, decoder
 from reconciler.client.json_wire import page_of
@@ -25,10 +25,12 @@ from reconciler.engine.observe.lister import (
 )
 from reconciler.engine.observe.scope import Sorter
 from reconciler.kinds import registry
+from reconciler.kinds.base import Kind
 from reconciler.model import PODS, Child, Pod
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
+_N = TypeVar("_N")
 
 
 def _holders(
@@ -54,16 +56,23 @@ def _missing_names(
     for pod in labelled:
         held.setdefault(pod.namespace, set()).add(pod.name)
     missing: set[tuple[str, str]] = set()
-    for kind in registry.KINDS:
-        found = objects.get(kind.name)
-        if kind.pod_names is None or found is None:
-            continue
-        for obj in found:
-            names = held.get(obj.namespace, _NONE)
-            for name in kind.pod_names(obj):
-                if name not in names:
-                    missing.add((obj.namespace, name))
+    for obj, pod_names in _listed_with(objects, lambda kind: kind.pod_names):
+        names = held.get(obj.namespace, _NONE)
+        missing.update((obj.namespace, n) for n in pod_names(obj) if n not in names)
     return missing
+
+
+def _listed_with(
+    objects: Mapping[str, tuple[Any, ...] | None],
+    hook: Callable[[Kind[Any]], Callable[[Any], Iterable[_N]] | None],
+) -> Iterator[tuple[Any, Callable[[Any], Iterable[_N]]]]:
+    """Each listed object of a kind that has ``hook`` (the `Kind` field that
+    names what it wants: ``pod_names``, ``child_names``), with that field."""
+    for kind in registry.KINDS:
+        names = hook(kind)
+        found = objects.get(kind.name)
+        if names is not None and found is not None:
+            yield from ((obj, names) for obj in found)
 
 
 _NONE: frozenset[str] = frozenset()
@@ -161,10 +170,6 @@ def _wanted_children(
 ) -> set[tuple[str, str]]:
     """(namespace, name) of each child of ``kind`` our listed objects want."""
     wanted: set[tuple[str, str]] = set()
-    for our_kind in registry.KINDS:
-        found = objects.get(our_kind.name)
-        if our_kind.child_names is None or found is None:
-            continue
-        for obj in found:
-            wanted.update((obj.namespace, n) for k, n in our_kind.child_names(obj) if k == kind)
+    for obj, child_names in _listed_with(objects, lambda kind: kind.child_names):
+        wanted.update((obj.namespace, n) for k, n in child_names(obj) if k == kind)
     return wanted
