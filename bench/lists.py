@@ -6,8 +6,9 @@ The steady pass is mostly one LIST of every pod. This fills a cluster with
 owned, Running pods (the reconciler's own manifest) and then LISTs them every
 way worth choosing between, in one run, each ``--repeat`` times (medians):
 
-- the decoder: JSON into dicts then ``pod_from_api`` (the code before the
-  typed decoder), against ``json_wire.pod_page`` (msgspec typed structs);
+- the decoder: JSON into dicts then ``pod_from_api`` (the generic reader, for
+  GETs and pages the typed structs refuse), against ``json_wire.pod_page``
+  (msgspec typed structs);
 - gzip asked for or not (``compression``);
 - page size 500, 1000, 5000;
 - cluster-wide against one LIST per namespace;

@@ -1,101 +1,124 @@
 """A pod decoded from the dict the apiserver's JSON makes (a GET, a page of
-JSON decoded in full): every field optional, as in `json_wire` and
-`protowire`, which read the same fields from bytes.
+JSON decoded in full, a page the typed structs refuse), read through
+`pod_fields.SCHEMA` as the typed decoders read their messages, and made a
+`Pod` by the same `pod_of`.
+
+Every field is optional and every value may be of the wrong type (objects can
+bypass the schema a typed decoder holds them to): each reads as protobuf's
+default then, and a field marked ``present`` counts as sent only when it has
+its type.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
-from reconciler.model import (
-    Container,
-    ContainerState,
-    Pod,
-    PodCondition,
-    controller_of,
-    generation_of,
-    mapping,
-    meta_of,
-    owner_refs_of,
+from reconciler.client.pod_fields import (
+    BOOL,
+    INT32,
+    INT64,
+    MAP,
+    SCHEMA,
+    STRING,
+    TIME,
+    Field,
+    pod_of,
 )
+from reconciler.model import Pod
 
 
-def containers_of(spec: Mapping[str, Any]) -> tuple[Container, ...]:
-    return tuple(
-        Container(
-            str(c.get("name", "")),
-            str(c.get("image", "")),
-            tuple(
-                p["containerPort"]
-                for p in c.get("ports") or ()
-                if isinstance(p, Mapping) and isinstance(p.get("containerPort"), int)
-            ),
-            tuple(str(a) for a in c.get("args") or ()),
-        )
-        for c in spec.get("containers") or ()
-        if isinstance(c, Mapping)
-    )
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
-def container_state(name: str, state: Mapping[str, Any]) -> ContainerState | None:
-    """A container's state, if it is not running; None while it runs."""
-    for key, waiting in (("waiting", True), ("terminated", False)):
-        detail = state.get(key)
-        if isinstance(detail, Mapping):
-            reason = str(detail.get("reason") or "")
-            return ContainerState(name, waiting, reason, str(detail.get("message") or ""))
-    return None
+def _string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return str(value) if value else ""
 
 
-def container_states_of(status: Mapping[str, Any]) -> tuple[ContainerState, ...]:
-    states = (
-        container_state(str(c.get("name", "")), mapping(c.get("state")))
-        for c in status.get("containerStatuses") or ()
-        if isinstance(c, Mapping)
-    )
-    return tuple(s for s in states if s is not None)
-
-
-def _grace(meta: Mapping[str, Any]) -> int | None:
-    value = meta.get("deletionGracePeriodSeconds")
+def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _reader(field: Field) -> Callable[[Any], Any]:
+    """How one value of ``field`` is read: protobuf's default for one absent
+    or of the wrong type."""
+    kind = field.kind
+    if kind in (INT64, INT32):
+        return lambda value: _integer(value) or 0
+    if kind == BOOL:
+        return lambda value: value is True
+    if kind == MAP:
+        return _strings
+    if kind in (STRING, TIME):
+        return _string
+    return lambda value: _Message(value if isinstance(value, Mapping) else _EMPTY, kind)
+
+
+def _repeated(field: Field) -> Callable[[Any], Any]:
+    one = _reader(field)
+    if field.kind in SCHEMA:
+        return lambda value: [one(v) for v in _items(value) if isinstance(v, Mapping)]
+    return lambda value: [one(v) for v in _items(value)]
+
+
+def _items(value: Any) -> list[Any] | tuple[()]:
+    return value if isinstance(value, list) else ()
+
+
+def _sent(field: Field) -> Callable[[Any], bool]:
+    """Whether a field marked ``present`` was sent, with its type."""
+    if field.kind in (INT64, INT32):
+        return lambda value: _integer(value) is not None
+    if field.kind == TIME:
+        return lambda value: value is not None
+    return lambda value: isinstance(value, Mapping)
+
+
+class _Read(NamedTuple):
+    key: str  # its JSON name
+    read: Callable[[Any], Any]
+    sent: Callable[[Any], bool]
+
+
+_FIELDS = {
+    message: {
+        f.name: _Read(_camel(f.name), _repeated(f) if f.many else _reader(f), _sent(f))
+        for f in fields
+    }
+    for message, fields in SCHEMA.items()
+}
+
+
+class _Message:
+    """A dict read as the message ``name`` of `SCHEMA`."""
+
+    __slots__ = ("_fields", "_obj")
+
+    def __init__(self, obj: Mapping[str, Any], name: str) -> None:
+        self._obj = obj
+        self._fields = _FIELDS[name]
+
+    def __getattr__(self, name: str) -> Any:
+        field = self._fields[name]
+        return field.read(self._obj.get(field.key))
+
+    def HasField(self, name: str) -> bool:
+        field = self._fields[name]
+        return field.sent(self._obj.get(field.key))
 
 
 def pod_from_api(obj: Mapping[str, Any]) -> Pod:
     """Decode a pod; an absent or partial status is normal (a pod not yet
     scheduled has no conditions), so every field has a fallback."""
-    meta = meta_of(obj)
-    status = mapping(obj.get("status"))
-    conditions = tuple(
-        PodCondition(
-            type=str(c["type"]),
-            status=str(c.get("status") or "Unknown"),
-            reason=str(c.get("reason") or ""),
-            message=str(c.get("message") or ""),
-        )
-        for c in status.get("conditions") or ()
-        if isinstance(c, Mapping) and c.get("type")
-    )
-    controller = controller_of(meta)
-    return Pod(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        resource_version=str(meta.get("resourceVersion", "")),
-        labels={str(k): str(v) for k, v in mapping(meta.get("labels")).items()},
-        annotations={str(k): str(v) for k, v in mapping(meta.get("annotations")).items()},
-        controller_uid=controller.uid,
-        controller_kind=controller.kind,
-        deletion_timestamp=meta.get("deletionTimestamp"),
-        phase=str(status.get("phase") or "Unknown"),
-        conditions=conditions,
-        containers=containers_of(mapping(obj.get("spec"))),
-        owner_refs=owner_refs_of(meta),
-        generation=generation_of(meta),
-        deletion_grace_seconds=_grace(meta),
-        finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
-        reason=str(status.get("reason") or ""),
-        message=str(status.get("message") or ""),
-        container_states=container_states_of(status),
-    )
+    return pod_of(_Message(obj, "Pod"))

@@ -1,14 +1,15 @@
 """The one description of the pod fields a pass reads, and the one way a
 decoded pod becomes a `Pod`.
 
-Two decoders read pods off the wire: `protowire` (protobuf) and `json_wire`
-(JSON, with msgspec). Both build their message types from `SCHEMA` (the
-protobuf descriptors and the msgspec structs, with the same attribute names)
-and hand what they decoded to `pod_of`. A field a pass should read is a row
-here and a line in `pod_of`; `pod_dict.pod_from_api`, which reads the dict of
-a GET and any page the typed decoders refuse, is the reference they are held
-to: the property tests (tests/unit/client/test_pod_page.py,
-test_protowire.py) check that all three agree.
+Three readers take pods off the wire: `protowire` (protobuf) and `json_wire`
+(JSON, with msgspec) build their message types from `SCHEMA` (the protobuf
+descriptors and the msgspec structs, with the same attribute names), and
+`pod_dict` reads the dict of a GET, or of a page the typed structs refuse,
+through `SCHEMA` too. All three hand what they read to `pod_of`. A field a
+pass should read is a row here and a line in `pod_of`, where it becomes a
+field of `Pod`. The property tests (tests/unit/client/test_pod_page.py,
+test_protowire.py) check that the three readers agree, on well-formed pods
+and on pods with values of the wrong type.
 """
 
 from __future__ import annotations
