@@ -23,6 +23,7 @@ R = TypeVar("R")
 REDIS_PATH = "/apis/myapp.demo.kubebuilder.io/v1"
 XCA_PATH = "/apis/apps.xca.k8s.kb.cx/v1beta1"
 CORE_PATH = "/api/v1"
+POLICY_PATH = "/apis/policy/v1"
 MERGE_PATCH = "application/merge-patch+json"
 
 

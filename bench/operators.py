@@ -3,7 +3,9 @@ a namespace of N Redis and N Xca: `reconciler run` at a given interval, the
 controller-runtime peer (bench/peers/crpeer), and the kopf peer. For each, in
 one run:
 
-- time from start to the common end state (bench.watch);
+- time from start to the common end state (bench.watch): every pod Ready,
+  each Redis's finalizer, status, Service and disruption budget, every Xca
+  active (the kopf peer makes no Service or budget, and is not held to them);
 - the process's CPU and RSS at that moment (from /proc);
 - how long a pod deleted by hand takes to come back: DELETE, then poll for
   a pod of that name with a new uid. Deletions come at random moments, so a
@@ -110,11 +112,14 @@ def run_operator(
     spread: float,
     quiet: float = 0.0,
     with_comebacks: bool = True,
+    children: bool = True,
 ) -> dict[str, Any]:
     """Start one contender on a fresh namespace; time it to the end state, then
-    (``with_comebacks``) time pods deleted by hand coming back."""
+    (``with_comebacks``) time pods deleted by hand coming back. The end state
+    has each Redis's Service and budget, but for a peer that makes none
+    (``children``: the kopf peer)."""
     namespace = _fresh(setup, role, n)
-    board = namespace_board(setup.api, namespace, n, finalizer)
+    board = namespace_board(setup.api, namespace, n, finalizer, children=children)
     argv = [a.replace("{ns}", namespace) for a in argv]
     served_before = requests_served(setup.api)
     before = setup.meter.snapshot()
@@ -226,7 +231,7 @@ def run_kopf(setup: Setup, n: int) -> dict[str, Any]:
     peer = setup.code_dir / "bench" / "kopf_peer.py"
     argv = [sys.executable, "-m", "kopf", "run", str(peer), "--standalone", "--namespace", "{ns}"]
     env = {**os.environ, "KUBECONFIG": str(setup.kubeconfig)}
-    return run_operator(setup, n, "kopf", argv, KOPF_FINALIZER, env, spread=5.0)
+    return run_operator(setup, n, "kopf", argv, KOPF_FINALIZER, env, spread=5.0, children=False)
 
 
 # ---------------------------------------------------------------- the run

@@ -22,7 +22,7 @@ from typing import Any
 
 import requests
 
-from bench.kubeapi import CORE_PATH, REDIS_PATH, XCA_PATH, Api
+from bench.kubeapi import CORE_PATH, POLICY_PATH, REDIS_PATH, XCA_PATH, Api
 
 log = logging.getLogger(__name__)
 
@@ -245,29 +245,53 @@ def pods_settled(expected: int) -> Callable[[Board], bool]:
     return check
 
 
-def common_end_state(n: int, pods_per_redis: int = 3) -> Callable[[Board], bool]:
+def owned(obj: Mapping[str, Any]) -> bool:
+    """Controlled by an owner (a Redis's Service or budget)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return any(r.get("controller") for r in refs)
+
+
+def common_end_state(
+    n: int, pods_per_redis: int = 3, children: bool = False
+) -> Callable[[Board], bool]:
     """The end state every contender must reach: all pods Ready, finalizers,
-    Redis status written with every pod counted Ready, every Xca active."""
+    Redis status written with every pod counted Ready, every Xca active;
+    with ``children``, a Service and a disruption budget owned by each Redis."""
 
     def check(board: Board) -> bool:
         pods, redis, xcas = board["pods"], board["redis"], board["xcas"]
+        made = not children or (
+            board["services"].good_count == n and board["budgets"].good_count == n
+        )
         return (
             pods.total == pods.good_count == n * pods_per_redis
             and redis.good_count == n
             and xcas.good_count == n
+            and made
         )
 
     return check
 
 
 def namespace_board(
-    api: Api, namespace: str, n: int, finalizer: str | None, with_objects: bool = True
+    api: Api,
+    namespace: str,
+    n: int,
+    finalizer: str | None,
+    with_objects: bool = True,
+    children: bool = False,
 ) -> Board:
-    """Trackers for the namespace's pods (and Redis/Xca objects), started and ready."""
-    board = Board(end_state=common_end_state(n) if with_objects else None)
+    """Trackers for the namespace's pods (and Redis/Xca objects; with
+    ``children``, the Services and budgets), started and ready."""
+    end_state = common_end_state(n, children=children) if with_objects else None
+    board = Board(end_state=end_state)
     board.track("pods", api, f"{CORE_PATH}/namespaces/{namespace}/pods", pod_ok)
     if with_objects:
         board.track("redis", api, f"{REDIS_PATH}/namespaces/{namespace}/redis", redis_ok(finalizer))
         board.track("xcas", api, f"{XCA_PATH}/namespaces/{namespace}/xcas", xca_ok)
+    if with_objects and children:
+        board.track("services", api, f"{CORE_PATH}/namespaces/{namespace}/services", owned)
+        budgets = f"{POLICY_PATH}/namespaces/{namespace}/poddisruptionbudgets"
+        board.track("budgets", api, budgets, owned)
     board.start()
     return board

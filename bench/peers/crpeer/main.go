@@ -10,6 +10,7 @@
 //
 // Same end state as the reconciler's: spec.num pods per Redis, owned with
 // controller=true and carrying the same manifest (bar the managed-by label), a
+// headless Service and (from two pods) a PodDisruptionBudget per Redis, a
 // finalizer, status.replicas and status.readyReplicas; each Xca's
 // status.active and status.last_update_time; and the same CreatePod and
 // Activated events.
@@ -24,6 +25,7 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -81,11 +83,14 @@ func run(namespace string, qps float64, burst int, metricsAddr, probeAddr string
 		return err
 	}
 
+	ours := labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})
 	cacheOpts := cache.Options{
-		// Only our own pods: the reconciler and the kopf peer also watch only
-		// the pods they manage.
+		// Only our own pods, Services and budgets: the reconciler and the kopf
+		// peer also list only the pods (and children) they manage.
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{labelManagedBy: managedBy})},
+			&corev1.Pod{}:                   {Label: ours},
+			&corev1.Service{}:               {Label: ours},
+			&policyv1.PodDisruptionBudget{}: {Label: ours},
 		},
 	}
 	if namespace != "" {
@@ -129,6 +134,8 @@ func run(namespace string, qps float64, burst int, metricsAddr, probeAddr string
 		Named("redis").
 		For(newRedis()).
 		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		WithOptions(opts).
 		Complete(redis); err != nil {
 		return fmt.Errorf("redis controller: %w", err)
@@ -153,10 +160,10 @@ func run(namespace string, qps float64, burst int, metricsAddr, probeAddr string
 }
 
 // announceStarted prints "crpeer: started" on stderr once the informers of
-// all three kinds have synced.
+// all its kinds have synced.
 func announceStarted(ctx context.Context, mgr manager.Manager) error {
 	// Register the informers now, so that the cache's sync covers them all.
-	for _, obj := range []client.Object{newRedis(), newXca(), &corev1.Pod{}} {
+	for _, obj := range []client.Object{newRedis(), newXca(), &corev1.Pod{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("informer for %T: %w", obj, err)
 		}

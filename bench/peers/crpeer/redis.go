@@ -218,6 +218,8 @@ func podEvent(verb string, names []string, why string) string {
 // +kubebuilder:rbac:groups=myapp.demo.kubebuilder.io,resources=redis/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
 func (r *RedisReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
@@ -309,6 +311,9 @@ func (r *RedisReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	if createErr != nil {
 		return ctrl.Result{}, createErr
+	}
+	if err := r.ensureChildren(ctx, redis, spec); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	// Status, only when it changed. A pod just created is not Ready yet.
