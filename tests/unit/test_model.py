@@ -17,12 +17,14 @@ from reconciler.model import (
     PODS,
     Condition,
     ObjKey,
+    OwnerRef,
     PodCondition,
     PodIndex,
     ResourceType,
     controller_of,
     generation_of,
     meta_of,
+    owner_refs_of,
 )
 
 from .builders import pod, redis, snap, xca
@@ -98,6 +100,24 @@ def test_controller_is_the_reference_marked_controller_true():
     assert (empty.uid, empty.kind) == ("", "")
     none = controller_of({"ownerReferences": None})
     assert (none.uid, none.kind) == (None, None)
+
+
+def test_owner_references_as_the_api_writes_them_and_junk_skipped():
+    full = {
+        "apiVersion": "v1",
+        "kind": "Redis",
+        "name": "r",
+        "uid": "u",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    loose = {"kind": "K", "controller": "true", "blockOwnerDeletion": 1}
+    found = owner_refs_of({"ownerReferences": [full, "junk", loose]})
+    assert found == (
+        OwnerRef("v1", "Redis", "r", "u", True, True),
+        OwnerRef("", "K", "", "", False, False),
+    )
+    assert owner_refs_of({"ownerReferences": None}) == owner_refs_of({}) == ()
 
 
 def test_generation_and_meta_fall_back_when_malformed():
