@@ -151,8 +151,8 @@ func podIndex(redisName, name string) int {
 	return i
 }
 
-// podFor is reconciler's pod_manifest, with our managed-by label and the
-// controller reference set by controllerutil.
+// podFor is reconciler's pod_manifest, its default spread included, with our
+// managed-by label and the controller reference set by controllerutil.
 func (r *RedisReconciler) podFor(redis *unstructured.Unstructured, spec redisSpec, index int) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -166,6 +166,17 @@ func (r *RedisReconciler) podFor(redis *unstructured.Unstructured, spec redisSpe
 			Annotations: map[string]string{hashAnnotation: templateHash(spec)},
 		},
 		Spec: corev1.PodSpec{
+			// The reconciler's default spread: each pod of one Redis prefers a
+			// node without another (reconciler/kinds/redis/placement.py).
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+					Weight: 100,
+					PodAffinityTerm: corev1.PodAffinityTerm{
+						TopologyKey:   "kubernetes.io/hostname",
+						LabelSelector: &metav1.LabelSelector{MatchLabels: selectorOf(redis)},
+					},
+				}},
+			}},
 			Containers: []corev1.Container{{
 				Name:            containerName,
 				Image:           spec.image,
