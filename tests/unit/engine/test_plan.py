@@ -39,6 +39,10 @@ def test_a_kind_s_settings_are_found_once_a_pass_and_reach_its_rules(
     }
     assert images == {"mirror.local/redis:5"}
     assert len(calls) == 1
+    calls.clear()
+    unseen = dataclasses.replace(snap(objects, (), None), pods_error="LIST Pod: 403 Forbidden")
+    assert plan_pass(unseen, config, NOW).actions  # each says why
+    assert len(calls) == 1
 
 
 # ------------------------------------------------------------ objects planned without their pods

@@ -37,3 +37,22 @@ def test_activation_event_in_full():
     assert action.events == (
         EventSpec(ref, "Normal", "Activated", "Xca x activated", "xca-controller"),
     )
+
+
+def test_health_once_its_actions_land():
+    from reconciler.backoff import STATUS_FIELD, Failure, to_status
+    from reconciler.health import READY, Health
+    from reconciler.kinds import xca as xca_kind
+
+    inactive, active = xca(active=False), xca(active=True)
+    assert xca_kind.health(active, []) == Health(READY, "active")
+    assert xca_kind.health(inactive, plan_xca(inactive, NOW)) == Health(READY, "active")
+    activating = Health("Activating", "not active yet", progressing=True)
+    assert xca_kind.health(inactive, []) == activating
+    deleting = xca(active=False, deleting=True)
+    assert xca_kind.health(deleting, []) == Health("Deleting", "being deleted", progressing=True)
+    record = to_status(Failure(3, "403 Forbidden: no", "Forbidden", 0.0))
+    failing = PatchStatus(inactive.key, "3", {STATUS_FIELD: record})
+    assert xca_kind.health(inactive, [failing]) == Health(
+        "Forbidden", "403 Forbidden: no", degraded=True
+    )
