@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Generic, TypedDict, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from reconciler.actions import Action, ObjRef
 from reconciler.backoff import Failure, Gate, from_status
@@ -26,7 +26,7 @@ from reconciler.model import (
 
 @dataclass(frozen=True, kw_only=True)
 class Object:
-    """What every object of our kinds is decoded with (`object_fields`): its
+    """What every object of our kinds is decoded with (`decoded`): its
     metadata, its status, and the failure record that status holds. A kind
     subclasses it with its own fields (a spec, finalizers) and its
     ``resource``, so that the engine reads every kind's objects alike."""
@@ -46,37 +46,24 @@ class Object:
     def key(self) -> ObjKey:
         return ObjKey(self.resource.kind, self.namespace, self.name)
 
-
-class ObjectFields(TypedDict):
-    """The arguments of `Object` as decoded from an object read."""
-
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str
-    generation: int
-    deletion_timestamp: str | None
-    status: Mapping[str, Any]
-    failure: Failure | None
-    bucket_label: str | None
-
-
-def object_fields(obj: Mapping[str, Any]) -> ObjectFields:
-    """`Object`'s fields of ``obj``; the status is kept raw, and its failure
-    record decoded once."""
-    meta = meta_of(obj)
-    status = mapping(obj.get("status"))
-    return ObjectFields(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        resource_version=str(meta.get("resourceVersion", "")),
-        generation=generation_of(meta),
-        deletion_timestamp=meta.get("deletionTimestamp"),
-        status=status,
-        failure=from_status(status),
-        bucket_label=mapping(meta.get("labels")).get(LABEL_BUCKET),
-    )
+    @classmethod
+    def decoded(cls, obj: Mapping[str, Any], **own: Any) -> Self:
+        """``obj`` as read, with the fields of its kind (``own``): the status
+        kept raw, its failure record decoded once."""
+        meta = meta_of(obj)
+        status = mapping(obj.get("status"))
+        return cls(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            resource_version=str(meta.get("resourceVersion", "")),
+            generation=generation_of(meta),
+            deletion_timestamp=meta.get("deletionTimestamp"),
+            status=status,
+            failure=from_status(status),
+            bucket_label=mapping(meta.get("labels")).get(LABEL_BUCKET),
+            **own,
+        )
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from reconciler.actions import Action, PatchStatus
 from reconciler.backoff import STATUS_FIELD, from_status, to_status
 from reconciler.health import READY, Health
-from reconciler.kinds.base import Kind, Object, PlanInput, object_fields
+from reconciler.kinds.base import Kind, Object, PlanInput
 from reconciler.kinds.conditions import (
     Verdict,
     condition,
@@ -51,7 +51,7 @@ class Example(Object):
 
 
 def from_api(obj: Mapping[str, Any]) -> Example:
-    return Example(**object_fields(obj), spec=mapping(obj.get("spec")))
+    return Example.decoded(obj, spec=mapping(obj.get("spec")))
 
 
 def desired_status(example: Example, inp: PlanInput) -> dict[str, Any]:

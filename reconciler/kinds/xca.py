@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
 from reconciler.health import READY, Health
-from reconciler.kinds.base import Kind, Object, PlanInput, object_fields
+from reconciler.kinds.base import Kind, Object, PlanInput
 from reconciler.kinds.conditions import holder_field, status_after, status_differs
 from reconciler.model import ResourceType, rfc3339
 
@@ -29,7 +29,7 @@ class Xca(Object):
 
 
 def from_api(obj: Mapping[str, Any]) -> Xca:
-    return Xca(**object_fields(obj))
+    return Xca.decoded(obj)
 
 
 def _record(xca: Xca, failure: Failure | None, holder: str | None) -> list[Action]:

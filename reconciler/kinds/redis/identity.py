@@ -13,7 +13,7 @@ from reconciler.actions import (
 )
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.kinds import owned
-from reconciler.kinds.base import Object, object_fields
+from reconciler.kinds.base import Object
 from reconciler.model import (
     OwnerRef,
     ResourceType,
@@ -64,8 +64,8 @@ def from_api(obj: Mapping[str, Any]) -> Redis:
     """Decode a Redis; the spec is kept raw and validated by `validate_spec`,
     because objects can bypass the CRD schema."""
     finalizers = meta_of(obj).get("finalizers") or ()
-    return Redis(
-        **object_fields(obj),
+    return Redis.decoded(
+        obj,
         finalizers=tuple(f for f in finalizers if isinstance(f, str)),
         spec=mapping(obj.get("spec")),
     )
