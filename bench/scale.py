@@ -116,12 +116,21 @@ def _cluster_args(setup: Setup) -> list[str]:
     return ["-A", "--kubeconfig", str(setup.kubeconfig)]
 
 
-def converge(setup: Setup, code_dir: Path, label: str, timeout: float) -> dict[str, Any]:
-    """``sync -A --wait`` until the whole population is converged."""
+def converge(
+    setup: Setup,
+    code_dir: Path,
+    label: str,
+    timeout: float,
+    flags: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``sync -A --wait`` until the whole population is converged; ``flags``
+    and ``env`` are added to the command's and to the bench's own."""
     argv = [sys.executable, "-m", "reconciler", "sync", *_cluster_args(setup)]
-    argv += ["--wait", "--timeout", str(timeout)]
+    argv += ["--wait", "--timeout", str(timeout), *flags]
     before = setup.meter.snapshot()
-    res = proc.run(argv, setup.reconciler_env(), setup.log_dir / f"{label}.log", code_dir)
+    env = {**setup.reconciler_env(), **(env or {})}
+    res = proc.run(argv, env, setup.log_dir / f"{label}.log", code_dir)
     window = setup.meter.since(before, res.cpu)
     lines = res.stdout.strip().splitlines()
     if res.returncode != 0:

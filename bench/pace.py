@@ -1,0 +1,171 @@
+"""The pace budget, measured on rollouts: what each budget costs and saves.
+
+    python -m bench.pace [--n 1000] [--budgets 0.25,0.5,1] [--rounds 2] [--before REV]
+
+Starts the bench cluster (<repo>/.cluster-bench), creates N Redis ({port:
+6379, num: 3}, so 3N pods) and N Xca over ``--namespaces`` namespaces, and
+converges them. Then each contender rolls every pod once, with
+``sync -A --wait`` and an image of its own (``RECONCILER_IMAGE``), so each
+rollout starts from the same converged population and does the same writes:
+an eviction and a create per pod, one pod per Redis at a time, the status
+patches between. The contenders are today's code at each ``--pace-budget``
+and the code of ``--before`` (the pace that doubled while objects moved),
+measured in turn, in reversed order every other round.
+
+A rollout is where the budget matters: passes follow each other while pods
+move, and each pass looks at every object. Per rollout: the wall time, the
+passes, the client's CPU and the apiserver's and etcd's. Results go to
+bench/results/pace-<UTC timestamp>.json. See docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.contenders import Setup
+from bench.scale import converge, freeze_commit, grow, namespace_names
+
+log = logging.getLogger("bench.pace")
+ROOT = Path(__file__).resolve().parents[1]
+BEFORE = "e482c4d^"  # the code whose pace doubled from --min-interval while objects moved
+DEFAULT = 0.5  # the budget the verdicts judge (reconciler/config.py pace_budget)
+FIGURES = ("wall", "passes", "cpu", "server_cpu")
+# Today's default against the code before: no more of either CPU per rollout.
+TARGETS = {"cpu": 1.0, "server_cpu": 1.0}
+
+
+def contenders(budgets: list[float]) -> list[str]:
+    return ["before", *(f"budget {b:g}" for b in budgets)]
+
+
+def rollout(setup: Setup, code_dir: Path, name: str, image: str) -> dict[str, Any]:
+    """Every pod rolled to ``image`` by one contender, as ``sync --wait`` does it."""
+    env = {"RECONCILER_IMAGE": image}
+    if name.startswith("budget "):
+        env["RECONCILER_PACE_BUDGET"] = name.split()[1]
+    label = f"rollout-{image.rsplit(':', 1)[1]}"
+    result = converge(setup, code_dir, label, timeout=3600.0, env=env)
+    result["passes"] = len(result["pass_lines"])
+    return result
+
+
+def median_of(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in runs))
+
+
+def summary(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """Each contender's median of each figure over its rollouts."""
+    return {name: {k: median_of(runs, k) for k in FIGURES} for name, runs in results.items()}
+
+
+def verdicts(medians: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """Today's default budget against the code before, per figure bounded."""
+    ours, before = medians[f"budget {DEFAULT:g}"], medians["before"]
+    out = {}
+    for key, bound in TARGETS.items():
+        ratio = ours[key] / before[key] if before[key] else float("inf")
+        out[key] = {"ratio": ratio, "target": bound, "ok": ratio <= bound}
+    return out
+
+
+def table(n: int, results: dict[str, list[dict[str, Any]]], verdict: dict[str, Any]) -> str:
+    medians = summary(results)
+    lines = [
+        f"| N={n}: contender | rollout wall s | passes | client CPU s | apiserver+etcd CPU s |"
+        " (median of rollouts; each in brackets) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, runs in results.items():
+        cells = []
+        for key in FIGURES:
+            each = ", ".join(f"{r[key]:.1f}" if key != "passes" else str(r[key]) for r in runs)
+            cells.append(f"{medians[name][key]:.1f} ({each})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "| budget 0.5 / before | measured | target | verdict |", "|---|---|---|---|"]
+    for key, v in verdict.items():
+        ok = "PASS" if v["ok"] else "FAIL"
+        lines.append(f"| {key} per rollout | {v['ratio']:.2f} | <= {v['target']:.2f} | {ok} |")
+    return "\n".join(lines)
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.pace", description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=1000, help="Redis (and Xca) objects (%(default)s)")
+    p.add_argument("--namespaces", type=int, default=20)
+    p.add_argument("--budgets", default="0.25,0.5,1", help="today's budgets (%(default)s)")
+    p.add_argument("--rounds", type=int, default=2, help="rollouts per contender (%(default)s)")
+    p.add_argument("--before", default=BEFORE, help="the code to compare with (%(default)s)")
+    p.add_argument("--qps", type=int, default=1000)
+    p.add_argument("--burst", type=int, default=1000)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.run import STATE_DIR, freeze_code
+    from hack.cluster import cluster as launcher
+
+    args = _args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    budgets = [float(b) for b in args.budgets.split(",")]
+    if DEFAULT not in budgets:
+        raise SystemExit(f"--budgets must include the default, {DEFAULT:g}: it is judged")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    frozen = STATE_DIR / "frozen" / f"pace-{stamp}"
+    code = {"today": freeze_code(frozen / "today", False)}
+    code["before"] = freeze_commit(args.before, frozen / "before")
+    names = contenders(budgets)
+    launcher.down(STATE_DIR)
+    cluster = launcher.up(STATE_DIR)
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    try:
+        setup = Setup.for_cluster(
+            cluster,
+            STATE_DIR,
+            STATE_DIR / "logs" / f"pace-{stamp}",
+            frozen / "today",
+            qps=args.qps,
+            burst=args.burst,
+            settle_timeout=3600.0,
+            kopf_timeout=0.0,
+        )
+        grow(setup.api, namespace_names(args.namespaces), 0, args.n)
+        created = converge(setup, frozen / "today", "create", timeout=3600.0)
+        log.info("N=%d: converged in %.0fs", args.n, created["wall"])
+        for r in range(args.rounds):
+            for i, name in enumerate(names if r % 2 == 0 else names[::-1]):
+                code_dir = frozen / ("before" if name == "before" else "today")
+                started = time.monotonic()
+                result = rollout(setup, code_dir, name, f"redis:bench-{r}-{i}")
+                results[name].append(result)
+                log.info("%s rolled every pod in %.0fs", name, time.monotonic() - started)
+    finally:
+        launcher.down(STATE_DIR)
+    verdict = verdicts(summary(results))
+    doc = {
+        "command": "python -m bench.pace " + " ".join(argv or sys.argv[1:]),
+        "started": stamp,
+        "code": code,
+        "n": args.n,
+        "create": created,
+        "rollouts": results,
+        "medians": summary(results),
+        "verdicts": verdict,
+        "table": table(args.n, results, verdict),
+    }
+    out = ROOT / "bench" / "results" / f"pace-{stamp}.json"
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(doc["table"])
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
