@@ -125,6 +125,11 @@ bench-scale: deps cluster-build ## Steady pass at 1,000 and 10,000 Redis (3 pods
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.scale $(BENCH_ARGS)
 
+.PHONY: bench-pace
+bench-pace: deps cluster-build ## Every pod of 1,000 Redis rolled by each --pace-budget and by the pace before it: wall, passes, CPU.
+	pip install -q --disable-pip-version-check -e '.[bench]'
+	python -m bench.pace $(BENCH_ARGS)
+
 .PHONY: bench-foreign
 bench-foreign: deps cluster-build ## 300 Redis, then 10,000 unrelated pods: what they cost a steady pass, today and before the labelled LIST.
 	pip install -q --disable-pip-version-check -e '.[bench]'

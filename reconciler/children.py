@@ -33,6 +33,12 @@ SPEC_READ: Mapping[str, tuple[str, ...]] = {
     SERVICES.kind: ("selector", "ports"),
     PDBS.kind: ("selector", "maxUnavailable", "minAvailable", POLICY_FIELD),
 }
+# The fields of each kind's status that its rules read: the disruption
+# controller's count, from which the Eviction API answers.
+STATUS_READ: Mapping[str, tuple[str, ...]] = {
+    SERVICES.kind: (),
+    PDBS.kind: ("observedGeneration", "disruptionsAllowed", "currentHealthy", "desiredHealthy"),
+}
 
 
 def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
@@ -48,13 +54,19 @@ def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
         labels={str(k): str(v) for k, v in labels.items()},
         controller_uid=controller_of(meta).uid,
         owner_refs=owner_refs_of(meta),
-        spec=_read(kind, mapping(obj.get("spec"))),
+        spec=_read(SPEC_READ[kind], mapping(obj.get("spec"))),
         deletion_timestamp=meta.get("deletionTimestamp"),
+        generation=_int(meta.get("generation")),
+        status=_read(STATUS_READ[kind], mapping(obj.get("status"))),
     )
 
 
-def _read(kind: str, spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    return {k: spec[k] for k in SPEC_READ[kind] if k in spec}
+def _read(fields: tuple[str, ...], found: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {k: found[k] for k in fields if k in found}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def decoder(kind: str) -> Callable[[Mapping[str, Any]], Child]:

@@ -11,7 +11,7 @@ lives with that kind's rules in `reconciler.kinds`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -199,6 +199,9 @@ class Child:
     owner_refs: tuple[OwnerRef, ...]
     spec: Mapping[str, Any]
     deletion_timestamp: str | None = None
+    generation: int = 0
+    # The fields of its status that a rule reads (a budget's disruptions allowed).
+    status: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> ObjKey:

@@ -168,7 +168,18 @@ def service_of(r: Redis, **changes: Any) -> Child:
 def budget_of(r: Redis, **changes: Any) -> Child:
     """The budget a pass made for ``r``, as the apiserver stores it."""
     made = child_from_api("PodDisruptionBudget", disruption.manifest(owner_of(r)))
-    return dataclasses.replace(made, uid=f"pdb-{r.uid}", resource_version="1", **changes)
+    return dataclasses.replace(
+        made, uid=f"pdb-{r.uid}", resource_version="1", **({"status": LETS_ONE_GO} | changes)
+    )
+
+
+# A budget of three Ready pods, as the disruption controller counts it.
+LETS_ONE_GO = {
+    "observedGeneration": 0,
+    "disruptionsAllowed": 1,
+    "currentHealthy": 3,
+    "desiredHealthy": 2,
+}
 
 
 def failing(obj: Any, failure: Failure) -> Any:

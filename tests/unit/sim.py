@@ -202,10 +202,36 @@ def crash_loop(p: Pod) -> Pod:
     )
 
 
+def disruption_controller(snapshot: Snapshot, pods: Iterable[Pod]) -> Snapshot:
+    """Each budget counted over its Redis's pods as they are now, as the
+    disruption controller does (maxUnavailable 1 of the Redis's num)."""
+    budgets = snapshot.children.get("PodDisruptionBudget")
+    if budgets is None:
+        return snapshot
+    live = [p for p in pods if not p.terminating]
+    counted = []
+    for budget in budgets:
+        owner = next((r for r in redises(snapshot) if r.uid == budget.controller_uid), None)
+        num = owner.spec.get("num") if owner is not None else None
+        expected = num if isinstance(num, int) and not isinstance(num, bool) else 0
+        healthy = sum(1 for p in live if p.controller_uid == budget.controller_uid and p.ready)
+        needed = max(0, expected - 1)
+        status = {
+            "observedGeneration": budget.generation,
+            "disruptionsAllowed": max(0, healthy - needed),
+            "currentHealthy": healthy,
+            "desiredHealthy": needed,
+        }
+        same = dict(budget.status) == status
+        counted.append(budget if same else bumped(dataclasses.replace(budget, status=status)))
+    children = {**snapshot.children, "PodDisruptionBudget": tuple(counted)}
+    return dataclasses.replace(snapshot, children=children)
+
+
 def kubelet(snapshot: Snapshot) -> Snapshot:
     """Time passes: terminating pods vanish, the rest become Ready but for
     those that ended, which never run again, and those whose image crashes,
-    which never turn Ready."""
+    which never turn Ready; then the disruption controller counts them."""
     pods: list[Pod] = []
     for p in snapshot.pods or ():
         if p.terminating:
@@ -223,7 +249,7 @@ def kubelet(snapshot: Snapshot) -> Snapshot:
             )
         )
         pods.append(p if running == p else bumped(running))
-    return dataclasses.replace(snapshot, pods=tuple(pods))
+    return disruption_controller(dataclasses.replace(snapshot, pods=tuple(pods)), pods)
 
 
 def redis_named(snapshot: Snapshot, name: str) -> Redis | None:

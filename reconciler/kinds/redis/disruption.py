@@ -11,7 +11,9 @@ every drain of its node.
 Our rolling update and scale-down take Ready pods through the Eviction API,
 so every budget is honoured, ours or one its users made. A refused eviction
 is no failure of the Redis: the pod stays, the status names the budget in
-the apiserver's own words (`Refusal`), and a later pass asks again.
+the apiserver's own words (`Refusal`), and a later pass asks again. An
+eviction our own budget, as the pass listed it, would refuse is not asked at
+all (`allows_none`): the Eviction API answers from that same status.
 """
 
 from __future__ import annotations
@@ -63,6 +65,36 @@ def expected(stored: Refusal | None, evicting: frozenset[str]) -> Refusal | None
     it is taken to hold until an eviction goes through, so a blocked rollout
     writes no status each pass."""
     return stored if stored is not None and stored.pod in evicting else None
+
+
+def allows_none(budget: Child | None, owner_uid: str) -> str | None:
+    """Why our budget, as this pass listed it, lets no pod go now; None when
+    it lets one go, or when it is not ours (another's is the Eviction API's
+    to judge). The Eviction API answers from the same status (the disruption
+    controller's count, current for the budget's generation), so an eviction
+    asked now would only be refused: one request, and a refusal to handle,
+    per held pod and pass, until the controller has counted the pod that
+    just turned Ready."""
+    if budget is None or budget.controller_uid != owner_uid or budget.terminating:
+        return None
+    status = budget.status
+    observed = status.get("observedGeneration")
+    if not isinstance(observed, int) or observed < budget.generation:
+        return f"budget {budget.name} is not yet counted by the disruption controller"
+    allowed = status.get("disruptionsAllowed")
+    if isinstance(allowed, int) and allowed > 0:
+        return None
+    healthy, needed = status.get("currentHealthy"), status.get("desiredHealthy")
+    return f"budget {budget.name} allows no disruption now ({healthy} healthy, {needed} needed)"
+
+
+def held(stored: Refusal | None, pod: str, why: str) -> Refusal:
+    """The refusal an eviction not asked for stands for. A refusal already
+    said of that pod is kept in the apiserver's words, so the status and
+    the event do not change between a pass that asked and one that did not."""
+    if stored is not None and stored.pod == pod:
+        return stored
+    return Refusal(pod, f"{why}; asked again once it allows one")
 
 
 def refused_event(owner: Owner, old: Refusal | None, new: Refusal | None) -> tuple[EventSpec, ...]:

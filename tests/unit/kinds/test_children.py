@@ -49,3 +49,29 @@ def test_a_budget_keeps_every_field_its_rules_compare() -> None:
         "unhealthyPodEvictionPolicy",
     ]
     assert budget_drift(owner, child) == {"spec": {"minAvailable": None}}
+
+
+def test_a_budget_keeps_the_disruption_controller_s_count_and_its_generation() -> None:
+    owner = owner_of(redis(num=3))
+    obj = stored(budget_manifest(owner))
+    obj["metadata"]["generation"] = 2
+    obj["status"] = {
+        "observedGeneration": 2,
+        "disruptionsAllowed": 1,
+        "currentHealthy": 3,
+        "desiredHealthy": 2,
+        "expectedPods": 3,
+        "disruptedPods": {"r-0": "2026-11-27T09:00:00Z"},
+        "conditions": [{"type": "DisruptionAllowed", "status": "True"}],
+    }
+    child = child_from_api("PodDisruptionBudget", obj)
+    assert child.generation == 2
+    assert child.status == {
+        "observedGeneration": 2,
+        "disruptionsAllowed": 1,
+        "currentHealthy": 3,
+        "desiredHealthy": 2,
+    }
+    obj["metadata"]["generation"] = True  # not a number: no generation known
+    assert child_from_api("PodDisruptionBudget", obj).generation == 0
+    assert child_from_api("Service", stored(service_manifest(owner, 6379))).status == {}

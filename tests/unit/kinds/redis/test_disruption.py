@@ -179,3 +179,65 @@ def test_a_policy_the_apiserver_does_not_keep_is_not_asked_for_again():
     )
     (patch,) = of(planned(r, pods, [edited]), PatchChild)
     assert patch.body["spec"] == {"unhealthyPodEvictionPolicy": "AlwaysAllow"}
+
+
+# ------------------------------------------- evictions our budget would refuse
+
+COUNTED_NONE = {
+    "observedGeneration": 0,
+    "disruptionsAllowed": 0,
+    "currentHealthy": 2,
+    "desiredHealthy": 2,
+}
+
+
+def stale_rollout():
+    r = redis(num=3, image="redis:6")
+    return r, [pod(r, i, image="redis:5-alpine") for i in range(3)]
+
+
+def test_an_eviction_our_budget_allows_is_asked():
+    r, pods = stale_rollout()
+    (evict,) = of(planned(r, pods, [budget_of(r)]), EvictPod)
+    assert evict.name == "r-0"
+
+
+def test_an_eviction_our_budget_would_refuse_is_not_asked_and_is_said():
+    """The disruption controller has not counted the pod that just turned
+    Ready: the Eviction API would refuse, from the same status."""
+    r, pods = stale_rollout()
+    actions = planned(r, pods, [budget_of(r, status=COUNTED_NONE)])
+    assert not of(actions, EvictPod)
+    (patch,) = of(actions, PatchStatus)
+    why = "budget r allows no disruption now (2 healthy, 2 needed); asked again once it allows one"
+    assert patch.status[REFUSED_FIELD] == {"pod": "r-0", "message": why}
+    assert f"eviction of r-0 refused: {why}" in patch.status["message"]
+    assert patch.status["state"] == "RollingUpdate"
+    assert [(e.type, e.reason) for e in patch.events] == [("Warning", REFUSED)]
+
+
+def test_a_budget_not_yet_counted_for_its_generation_holds_the_eviction():
+    r, pods = stale_rollout()
+    uncounted = budget_of(r, generation=2, status={**COUNTED_NONE, "disruptionsAllowed": 1})
+    actions = planned(r, pods, [uncounted])
+    assert not of(actions, EvictPod)
+    (patch,) = of(actions, PatchStatus)
+    assert "budget r is not yet counted" in patch.status[REFUSED_FIELD]["message"]
+
+
+def test_a_refusal_said_in_the_apiserver_s_words_stays_while_the_budget_holds():
+    """No status write and no event between a pass that asked and one that did not."""
+    r, pods = stale_rollout()
+    r = dataclasses.replace(r, status=refused_status(r, pods).status)
+    actions = planned(r, pods, [budget_of(r, status=COUNTED_NONE)])
+    assert not of(actions, EvictPod)
+    for patch in of(actions, PatchStatus):  # the Service's name, listed now, is added
+        assert patch.status[REFUSED_FIELD] == {"pod": "r-0", "message": REFUSAL}
+        assert not patch.events
+
+
+def test_another_s_budget_is_left_to_the_eviction_api_to_judge():
+    r, pods = stale_rollout()
+    theirs = budget_of(r, controller_uid="someone", status=COUNTED_NONE)
+    (evict,) = of(planned(r, pods, [theirs]), EvictPod)
+    assert evict.name == "r-0"

@@ -1,0 +1,57 @@
+"""The pace bench: what each contender's rollout is run with, and how the
+rollouts are summed up and judged (bench/ is not type-checked, and
+`make bench-pace` is not part of `make test`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import pace
+
+
+def _rollout(wall: float, passes: int, cpu: float, server: float) -> dict[str, Any]:
+    return {"wall": wall, "passes": passes, "cpu": cpu, "server_cpu": server}
+
+
+def test_the_code_before_is_run_without_the_budget_setting_it_does_not_know(monkeypatch):
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def converge(setup, code_dir, label, timeout, flags=(), env=None):
+        seen.append((label, dict(env or {})))
+        return {"pass_lines": ["pass a ok", "pass b ok"]}
+
+    monkeypatch.setattr(pace, "converge", converge)
+    before = pace.rollout(None, Path("/before"), "before", "redis:bench-0-0")
+    ours = pace.rollout(None, Path("/today"), "budget 0.25", "redis:bench-0-1")
+    assert seen == [
+        ("rollout-bench-0-0", {"RECONCILER_IMAGE": "redis:bench-0-0"}),
+        (
+            "rollout-bench-0-1",
+            {"RECONCILER_IMAGE": "redis:bench-0-1", "RECONCILER_PACE_BUDGET": "0.25"},
+        ),
+    ]
+    assert before["passes"] == ours["passes"] == 2
+
+
+def test_the_default_budget_is_judged_against_the_code_before_on_medians():
+    results = {
+        "before": [_rollout(100, 30, 10.0, 50.0), _rollout(90, 28, 12.0, 40.0)],
+        "budget 0.5": [_rollout(80, 20, 9.0, 48.0), _rollout(85, 22, 13.0, 47.0)],
+    }
+    medians = pace.summary(results)
+    assert medians["before"] == {"wall": 95, "passes": 29, "cpu": 11.0, "server_cpu": 45.0}
+    verdict = pace.verdicts(medians)
+    assert verdict["cpu"]["ratio"] == pytest.approx(11.0 / 11.0)
+    assert verdict["cpu"]["ok"]
+    assert verdict["server_cpu"]["ratio"] == pytest.approx(47.5 / 45.0)
+    assert not verdict["server_cpu"]["ok"]
+    text = pace.table(1000, results, verdict)
+    assert "| before | 95.0 (100.0, 90.0) | 29.0 (30, 28) |" in text
+    assert "| server_cpu per rollout | 1.06 | <= 1.00 | FAIL |" in text
+
+
+def test_the_contenders_are_the_code_before_then_each_budget():
+    assert pace.contenders([0.25, 0.5, 1.0]) == ["before", "budget 0.25", "budget 0.5", "budget 1"]
