@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import statistics
 import sys
 import time
@@ -37,7 +38,8 @@ log = logging.getLogger("bench.pace")
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = "e482c4d^"  # the code whose pace doubled from --min-interval while objects moved
 DEFAULT = 0.5  # the budget the verdicts judge (reconciler/config.py pace_budget)
-FIGURES = ("wall", "passes", "cpu", "server_cpu")
+FIGURES = ("wall", "passes", "cpu", "server_cpu", "refused", "requests")
+COUNTS = ("passes", "refused", "requests")
 # Today's default against the code before: no more of either CPU per rollout.
 TARGETS = {"cpu": 1.0, "server_cpu": 1.0}
 
@@ -53,8 +55,20 @@ def rollout(setup: Setup, code_dir: Path, name: str, image: str) -> dict[str, An
         env["RECONCILER_PACE_BUDGET"] = name.split()[1]
     label = f"rollout-{image.rsplit(':', 1)[1]}"
     result = converge(setup, code_dir, label, timeout=3600.0, env=env)
-    result["passes"] = len(result["pass_lines"])
-    return result
+    return result | tallied(result["pass_lines"])
+
+
+_REFUSED = re.compile(r"Pod/evict/refused=(\d+)")
+_REQUESTS = re.compile(r"(\d+) API requests")
+
+
+def tallied(pass_lines: list[str]) -> dict[str, int]:
+    """The passes, the evictions refused and the requests, from the pass lines."""
+    return {
+        "passes": len(pass_lines),
+        "refused": sum(int(m[1]) for line in pass_lines for m in _REFUSED.finditer(line)),
+        "requests": sum(int(m[1]) for line in pass_lines for m in _REQUESTS.finditer(line)),
+    }
 
 
 def median_of(runs: list[dict[str, Any]], key: str) -> float:
@@ -79,15 +93,16 @@ def verdicts(medians: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
 def table(n: int, results: dict[str, list[dict[str, Any]]], verdict: dict[str, Any]) -> str:
     medians = summary(results)
     lines = [
-        f"| N={n}: contender | rollout wall s | passes | client CPU s | apiserver+etcd CPU s |"
-        " (median of rollouts; each in brackets) |",
-        "|---|---|---|---|---|",
+        f"| N={n}: contender (median of rollouts; each in brackets) | rollout wall s | passes"
+        " | client CPU s | apiserver+etcd CPU s | evictions refused | requests |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         cells = []
         for key in FIGURES:
-            each = ", ".join(f"{r[key]:.1f}" if key != "passes" else str(r[key]) for r in runs)
-            cells.append(f"{medians[name][key]:.1f} ({each})")
+            each = ", ".join(str(r[key]) if key in COUNTS else f"{r[key]:.1f}" for r in runs)
+            median = medians[name][key]
+            cells.append(f"{median:.0f} ({each})" if key in COUNTS else f"{median:.1f} ({each})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "| budget 0.5 / before | measured | target | verdict |", "|---|---|---|---|"]
     for key, v in verdict.items():

@@ -28,6 +28,9 @@ class Health:
     # Progressing=False/ProgressDeadlineExceeded: its pods stopped moving
     # before they were all Ready.
     stalled: bool = False
+    # Its next step waits on another's decision (a disruption budget that
+    # lets no pod go): no pass of ours brings it closer, so none comes early.
+    waiting: bool = False
 
     @property
     def ready(self) -> bool:

@@ -23,9 +23,11 @@ at kubectl), and a pass that finds nothing costs little. So a write buys at
 most log2(interval / min_interval) passes more, never a loop. Objects in
 backoff and Degraded objects (an invalid spec, a pod conflict that only a
 person can resolve) never make a pass early, so a stuck object costs no more
-than a quiet one; nor does a pass the apiserver throttled (429), which is
-followed at the interval while the throttling lasts. Pure: the caller hands
-in the pass and the previous pace.
+than a quiet one; nor do objects whose next eviction a disruption budget
+refuses (theirs may hold it for hours; ours for as long as the disruption
+controller takes to count a pod), nor a pass the apiserver throttled (429),
+which is followed at the interval while the throttling lasts. Pure: the
+caller hands in the pass and the previous pace.
 """
 
 from __future__ import annotations
@@ -96,7 +98,9 @@ def motion(result: PassResult) -> Motion | None:
     moving = [
         key
         for key, health in result.health.items()
-        if health.progressing and not health.degraded and key not in result.plan.backing_off
+        if health.progressing
+        and not (health.degraded or health.waiting)
+        and key not in result.plan.backing_off
     ]
     if moving:
         return Motion(Why.PROGRESSING, f"{plural(len(moving), 'object')} progressing")

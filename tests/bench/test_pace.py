@@ -13,7 +13,14 @@ from bench import pace
 
 
 def _rollout(wall: float, passes: int, cpu: float, server: float) -> dict[str, Any]:
-    return {"wall": wall, "passes": passes, "cpu": cpu, "server_cpu": server}
+    return {
+        "wall": wall,
+        "passes": passes,
+        "cpu": cpu,
+        "server_cpu": server,
+        "refused": passes * 10,
+        "requests": passes * 100,
+    }
 
 
 def test_the_code_before_is_run_without_the_budget_setting_it_does_not_know(monkeypatch):
@@ -21,7 +28,12 @@ def test_the_code_before_is_run_without_the_budget_setting_it_does_not_know(monk
 
     def converge(setup, code_dir, label, timeout, flags=(), env=None):
         seen.append((label, dict(env or {})))
-        return {"pass_lines": ["pass a ok", "pass b ok"]}
+        return {
+            "pass_lines": [
+                "pass a ok in 2s: Pod/evict/ok=3, Pod/evict/refused=12; 0 errors; 31 API requests",
+                "pass b ok in 0.3s: no changes; 0 errors; 5 API requests",
+            ]
+        }
 
     monkeypatch.setattr(pace, "converge", converge)
     before = pace.rollout(None, Path("/before"), "before", "redis:bench-0-0")
@@ -34,6 +46,7 @@ def test_the_code_before_is_run_without_the_budget_setting_it_does_not_know(monk
         ),
     ]
     assert before["passes"] == ours["passes"] == 2
+    assert (ours["refused"], ours["requests"]) == (12, 36)
 
 
 def test_the_default_budget_is_judged_against_the_code_before_on_medians():
@@ -42,14 +55,21 @@ def test_the_default_budget_is_judged_against_the_code_before_on_medians():
         "budget 0.5": [_rollout(80, 20, 9.0, 48.0), _rollout(85, 22, 13.0, 47.0)],
     }
     medians = pace.summary(results)
-    assert medians["before"] == {"wall": 95, "passes": 29, "cpu": 11.0, "server_cpu": 45.0}
+    assert medians["before"] == {
+        "wall": 95,
+        "passes": 29,
+        "cpu": 11.0,
+        "server_cpu": 45.0,
+        "refused": 290,
+        "requests": 2900,
+    }
     verdict = pace.verdicts(medians)
     assert verdict["cpu"]["ratio"] == pytest.approx(11.0 / 11.0)
     assert verdict["cpu"]["ok"]
     assert verdict["server_cpu"]["ratio"] == pytest.approx(47.5 / 45.0)
     assert not verdict["server_cpu"]["ok"]
     text = pace.table(1000, results, verdict)
-    assert "| before | 95.0 (100.0, 90.0) | 29.0 (30, 28) |" in text
+    assert "| before | 95.0 (100.0, 90.0) | 29 (30, 28) | 11.0 (10.0, 12.0) |" in text
     assert "| server_cpu per rollout | 1.06 | <= 1.00 | FAIL |" in text
 
 

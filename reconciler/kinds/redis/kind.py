@@ -311,6 +311,7 @@ def health(redis: Redis, actions: Sequence[Action]) -> Health:
         is_true(conds, "Degraded"),
         is_true(conds, "Progressing"),
         (conds.get("Progressing") or {}).get("reason") == DEADLINE_EXCEEDED,
+        waiting=status.get(disruption.REFUSED_FIELD) is not None,
     )
 
 

@@ -23,6 +23,9 @@ OTHER = ObjKey("Redis", "ns", "other")
 WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progressing=True)
 CONFLICT = Health("PodConflict", "pods not owned ...", degraded=True, progressing=True)
 DONE = Health(READY, "3/3 replicas ready")
+HELD = Health(
+    "RollingUpdate", "eviction of r-0 refused: budget r allows ...", progressing=True, waiting=True
+)
 SETTLED = "nothing moved since the last change"
 
 
@@ -108,6 +111,16 @@ MOVING = "1 object progressing"
             result(health={KEY: WAITING}, backing_off=frozenset({KEY})),
             None,
             Pace(INTERVAL, costs=C),
+        ),
+        # Its next eviction refused by a budget (theirs may hold it for
+        # hours): never early of itself, settling after a change; another
+        # object that moves still brings the pass forward.
+        (result(health={KEY: HELD}), None, Pace(INTERVAL, costs=C)),
+        (result(health={KEY: HELD}), WROTE, Pace(2, Why.SETTLING, SETTLED, C * 2)),
+        (
+            result(health={KEY: HELD, OTHER: WAITING}),
+            None,
+            Pace(MIN, Why.PROGRESSING, MOVING, C),
         ),
         # A failed write is not a write: backoff, not a fast loop, handles it.
         (result(Result.FAILED, health={KEY: DONE}), None, Pace(INTERVAL, costs=C)),

@@ -19,6 +19,7 @@ from reconciler.client.errors import EvictionRefused
 from reconciler.engine.apply import Executor
 from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
+from reconciler.kinds.redis.kind import KIND
 from reconciler.result import Result
 from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, snap
 from tests.unit.fakes import FakeKube
@@ -241,3 +242,12 @@ def test_another_s_budget_is_left_to_the_eviction_api_to_judge():
     theirs = budget_of(r, controller_uid="someone", status=COUNTED_NONE)
     (evict,) = of(planned(r, pods, [theirs]), EvictPod)
     assert evict.name == "r-0"
+
+
+def test_a_redis_whose_eviction_a_budget_holds_waits_and_brings_no_pass_forward():
+    r, pods = stale_rollout()
+    actions = planned(r, pods, [budget_of(r, status=COUNTED_NONE)])
+    held = KIND.health(r, actions)
+    assert held.progressing and held.waiting
+    moving = KIND.health(r, planned(r, pods, [budget_of(r)]))
+    assert moving.progressing and not moving.waiting
