@@ -107,6 +107,20 @@ def motion(result: PassResult) -> Motion | None:
     return None
 
 
+def held(result: PassResult) -> int:
+    """Objects whose next step waits on a disruption budget: still in motion
+    (the disruption controller, or the budget's owner, will move them), but
+    no pass of ours hurries them, so they bring none forward."""
+    return sum(
+        1
+        for key, health in result.health.items()
+        if health.progressing
+        and health.waiting
+        and not health.degraded
+        and key not in result.plan.backing_off
+    )
+
+
 def earliest(costs: tuple[float, ...], schedule: Schedule) -> float:
     """The earliest delay the budget allows after the newest of ``costs``:
     that pass's cost, or the recent mean if larger, over the budget, and

@@ -6,9 +6,10 @@ daemon's pace (reconciler.run.pacing), so a wait costs what the daemon would.
 The wait ends in one of four ways:
 
 - converged: a pass planned nothing, had no errors, and every object is Ready;
-- stuck: nothing is in motion (no write, no conflict, nothing progressing)
-  yet the scope has not converged: a Degraded object or a failure that only
-  a person can fix, so waiting longer would only delay the bad news;
+- stuck: nothing is in motion (no write, no conflict, nothing progressing,
+  no eviction a disruption budget holds) yet the scope has not converged: a
+  Degraded object or a failure that only a person can fix, so waiting
+  longer would only delay the bad news;
 - timeout: the deadline passed with objects still in motion;
 - unreachable: a pass reached nothing.
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.result import PassOutcome, PassResult, plural
-from reconciler.run.pacing import Pace, Schedule, explain, motion, next_pace
+from reconciler.run.pacing import Pace, Schedule, explain, held, motion, next_pace
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def end_of(result: PassResult) -> WaitEnd | None:
         return WaitEnd.UNREACHABLE
     if converged(result):
         return WaitEnd.CONVERGED
-    if motion(result) is None:
+    if motion(result) is None and not held(result):
         return WaitEnd.STUCK
     return None
 

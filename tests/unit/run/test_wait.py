@@ -19,6 +19,7 @@ KEY = ObjKey("Redis", "ns", "r")
 WAITING = Health("WaitingForReady", "waiting for 1 of 3 pods to be Ready", progressing=True)
 CONFLICT = Health("PodConflict", "pods not owned by this Redis hold r-0", degraded=True)
 DONE = Health(READY, "3/3 replicas ready")
+HELD = Health("RollingUpdate", "eviction of r-0 refused: ...", progressing=True, waiting=True)
 PATCH = PatchStatus(KEY, "1", {})
 SCHEDULE = Schedule(interval=30, min_interval=1, budget=0.5)
 
@@ -57,6 +58,9 @@ def result(
         (result(Result.OK), None),
         # Pods not Ready yet: they may become Ready by themselves.
         (result(health=WAITING), None),
+        # Its next eviction held by a disruption budget: the disruption
+        # controller, or the budget's owner, may let it go.
+        (result(health=HELD), None),
         # Someone else wrote first: the next pass sees what they did.
         (result(Result.CONFLICT), None),
         # A foreign pod holds a desired name: only a person can fix it.
