@@ -28,8 +28,9 @@ class Health:
     # Progressing=False/ProgressDeadlineExceeded: its pods stopped moving
     # before they were all Ready.
     stalled: bool = False
-    # Its next step waits on another's decision (a disruption budget that
-    # lets no pod go): no pass of ours brings it closer, so none comes early.
+    # Its next step waits on another's decision (an eviction a disruption
+    # budget refused, asked again): no pass of ours brings it closer, so
+    # none comes early.
     waiting: bool = False
 
     @property

@@ -23,11 +23,12 @@ at kubectl), and a pass that finds nothing costs little. So a write buys at
 most log2(interval / min_interval) passes more, never a loop. Objects in
 backoff and Degraded objects (an invalid spec, a pod conflict that only a
 person can resolve) never make a pass early, so a stuck object costs no more
-than a quiet one; nor do objects whose next eviction a disruption budget
-refuses (theirs may hold it for hours; ours for as long as the disruption
-controller takes to count a pod), nor a pass the apiserver throttled (429),
-which is followed at the interval while the throttling lasts. Pure: the
-caller hands in the pass and the previous pace.
+than a quiet one; nor do objects whose eviction a budget refused and is
+asked again (a budget of another's may hold it for hours; one our own
+budget holds is not asked, and counts as progress: the disruption
+controller is about to count a pod), nor a pass the apiserver throttled
+(429), which is followed at the interval while the throttling lasts. Pure:
+the caller hands in the pass and the previous pace.
 """
 
 from __future__ import annotations

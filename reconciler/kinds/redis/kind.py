@@ -10,8 +10,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from reconciler.actions import (
     Action,
@@ -311,7 +312,18 @@ def health(redis: Redis, actions: Sequence[Action]) -> Health:
         is_true(conds, "Degraded"),
         is_true(conds, "Progressing"),
         (conds.get("Progressing") or {}).get("reason") == DEADLINE_EXCEEDED,
-        waiting=status.get(disruption.REFUSED_FIELD) is not None,
+        waiting=_asked_again(status, actions),
+    )
+
+
+def _asked_again(status: Mapping[str, Any], actions: Sequence[Action]) -> bool:
+    """A refused eviction asked again: a budget we cannot read refuses it
+    (another's, which may hold it for hours), so no pass of ours hurries
+    it. One our own budget holds is not asked (`within_budget`): the
+    disruption controller is about to count a pod, so it is progress."""
+    refused = disruption.refusal_of(status)
+    return refused is not None and any(
+        isinstance(a, EvictPod) and a.name == refused.pod for a in actions
     )
 
 

@@ -244,10 +244,19 @@ def test_another_s_budget_is_left_to_the_eviction_api_to_judge():
     assert evict.name == "r-0"
 
 
-def test_a_redis_whose_eviction_a_budget_holds_waits_and_brings_no_pass_forward():
+def test_an_eviction_asked_again_after_a_refusal_waits_and_brings_no_pass_forward():
+    """Refused by a budget we cannot read (theirs, which may hold it for
+    hours): asked again each pass, but no pass hurries it."""
     r, pods = stale_rollout()
-    actions = planned(r, pods, [budget_of(r, status=COUNTED_NONE)])
+    r = dataclasses.replace(r, status=refused_status(r, pods).status)
+    actions = planned(r, pods, [budget_of(r)])
+    assert of(actions, EvictPod)
     held = KIND.health(r, actions)
     assert held.progressing and held.waiting
-    moving = KIND.health(r, planned(r, pods, [budget_of(r)]))
-    assert moving.progressing and not moving.waiting
+
+
+def test_an_eviction_our_budget_holds_is_progress_the_disruption_controller_brings():
+    r, pods = stale_rollout()
+    for budget in (budget_of(r, status=COUNTED_NONE), budget_of(r)):
+        moving = KIND.health(r, planned(r, pods, [budget]))
+        assert moving.progressing and not moving.waiting
