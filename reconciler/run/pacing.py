@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.config import Config
+from reconciler.health import Health
+from reconciler.model import ObjKey
 from reconciler.result import PassOutcome, PassResult, Result, plural
 
 # How many recent passes' costs stand in for the next pass's.
@@ -96,13 +98,7 @@ def motion(result: PassResult) -> Motion | None:
         return Motion(Why.WROTE, plural(wrote, "write"))
     if conflicts:
         return Motion(Why.CONFLICT, f"{plural(conflicts, 'write')} refused with 409 Conflict")
-    moving = [
-        key
-        for key, health in result.health.items()
-        if health.progressing
-        and not (health.degraded or health.waiting)
-        and key not in result.plan.backing_off
-    ]
+    moving = [key for key, health in _progressing(result) if not health.waiting]
     if moving:
         return Motion(Why.PROGRESSING, f"{plural(len(moving), 'object')} progressing")
     return None
@@ -112,14 +108,17 @@ def held(result: PassResult) -> int:
     """Objects whose next step waits on a disruption budget: still in motion
     (the disruption controller, or the budget's owner, will move them), but
     no pass of ours hurries them, so they bring none forward."""
-    return sum(
-        1
+    return sum(1 for _, health in _progressing(result) if health.waiting)
+
+
+def _progressing(result: PassResult) -> list[tuple[ObjKey, Health]]:
+    """Objects that may still change: progressing, and neither Degraded nor
+    backing off (a person, or time, has to act on those first)."""
+    return [
+        (key, health)
         for key, health in result.health.items()
-        if health.progressing
-        and health.waiting
-        and not health.degraded
-        and key not in result.plan.backing_off
-    )
+        if health.progressing and not health.degraded and key not in result.plan.backing_off
+    ]
 
 
 def earliest(costs: tuple[float, ...], schedule: Schedule) -> float:
