@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -14,7 +15,16 @@ from reconciler.config import Config
 from reconciler.health import READY, Health
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
-from reconciler.run.pacing import RECENT, Pace, Schedule, Why, earliest, explain, next_pace
+from reconciler.run.pacing import (
+    PATIENCE,
+    RECENT,
+    Pace,
+    Schedule,
+    Why,
+    earliest,
+    explain,
+    next_pace,
+)
 
 INTERVAL, MIN, BUDGET = 30.0, 1.0, 0.5
 SCHEDULE = Schedule(INTERVAL, MIN, BUDGET)
@@ -94,15 +104,32 @@ MOVING = "1 object progressing"
         (result(unreachable="cannot reach"), WROTE, Pace(INTERVAL, costs=C * 2)),
         # A write: look again soon, whatever came before.
         (result(Result.OK), Pace(16, Why.PROGRESSING), WROTE),
-        # Waiting for pods, nothing written: as soon as the budget allows,
-        # however long it has waited already (no doubling while objects move).
+        # Waiting for pods, nothing written: as soon as the budget allows
+        # while the wait is short, then after half the time waited since the
+        # last write, never later than the interval.
         (result(health={KEY: WAITING}), None, Pace(MIN, Why.PROGRESSING, MOVING, C)),
-        (result(health={KEY: WAITING}), WROTE, Pace(MIN, Why.PROGRESSING, MOVING, C * 2)),
         (
             result(health={KEY: WAITING}),
-            Pace(16, Why.PROGRESSING),
+            WROTE,
+            Pace(MIN, Why.PROGRESSING, MOVING, C * 2, waited=MIN),
+        ),
+        (
+            result(health={KEY: WAITING}),
+            Pace(6, Why.PROGRESSING, waited=4),
+            Pace(5, Why.PROGRESSING, f"{MOVING}, nothing new for 10s", C, waited=10),
+        ),
+        (
+            result(health={KEY: WAITING}),
+            Pace(30, Why.PROGRESSING, waited=60),
+            Pace(INTERVAL, Why.PROGRESSING, f"{MOVING}, nothing new for 90s", C, waited=90),
+        ),
+        # A wait counts from the last write; settling is not waiting.
+        (
+            result(health={KEY: WAITING}),
+            Pace(16, Why.SETTLING),
             Pace(MIN, Why.PROGRESSING, MOVING, C),
         ),
+        (result(Result.OK), Pace(16, Why.PROGRESSING, waited=40), WROTE),
         # Degraded (a conflict only a person resolves) or backing off: never
         # early of itself; after a change they settle as a quiet pass does.
         (result(health={KEY: CONFLICT}), None, Pace(INTERVAL, costs=C)),
@@ -162,10 +189,10 @@ def test_a_moving_cluster_is_polled_as_often_as_the_budget_allows(
 ) -> None:
     now: Pace | None = None
     for cost in costs:
-        now = pace(result(health={KEY: WAITING}), now, cost)
+        now = pace(result(Result.OK), now, cost)
     assert now is not None
     assert now.delay == pytest.approx(want)
-    assert now.why is Why.PROGRESSING
+    assert now.why is Why.WROTE
     assert now.budgeted is budgeted
 
 
@@ -266,3 +293,44 @@ def test_after_a_write_a_still_cluster_doubles_back_to_the_interval() -> None:
 
 def test_earliest_with_no_cost_known_is_min_interval() -> None:
     assert earliest((), SCHEDULE) == MIN
+
+
+def test_a_long_wait_for_pods_is_looked_at_as_often_as_a_share_of_it() -> None:
+    """After a write, objects progress and passes find nothing new for a
+    minute: min_interval while the wait is short, then half the time waited,
+    so a minute costs a dozen passes, not sixty, and a pod Ready at any time
+    in it is seen no later than half the wait after."""
+    now = pace(result(Result.OK))
+    starts = [0.0]
+    while starts[-1] < 60:
+        starts.append(starts[-1] + now.delay)
+        now = pace(result(health={KEY: WAITING}), now)
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert gaps[:3] == [MIN, MIN, MIN]
+    assert all(
+        gap <= max(MIN, PATIENCE * start) for start, gap in zip(starts[1:-1], gaps[1:], strict=True)
+    )
+    assert len(gaps) <= 12
+    again = pace(result(Result.OK), now)
+    assert again.delay == MIN and again.waited == 0
+
+
+@given(passes, schedules)
+def test_a_pass_without_writes_waits_no_longer_than_a_share_of_the_wait(
+    passes: list[tuple[bool, Health, bool, Cost]], schedule: Schedule
+) -> None:
+    """However the passes went, an early pass after one that found nothing
+    new comes by the budget's delay or PATIENCE of the time waited since the
+    last write, whichever is later."""
+    previous: Pace | None = None
+    for wrote, health, held, cost in passes:
+        res = result(
+            *([Result.OK] if wrote else []),
+            health={KEY: health, OTHER: DONE},
+            backing_off=frozenset({KEY}) if held else frozenset(),
+        )
+        now = pace(res, previous, cost, schedule)
+        if now.early and now.why is Why.PROGRESSING:
+            soonest = earliest(now.costs, schedule)
+            assert now.delay <= max(soonest, PATIENCE * now.waited) + 1e-9
+        previous = now
