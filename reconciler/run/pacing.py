@@ -18,15 +18,16 @@ turns Ready just after a pass that wrote waits one such delay.
 Delays count from the start of a pass, as the interval does.
 
 While objects progress but a pass finds nothing new to do (no write: the
-pods, the kubelet or the disruption controller have not moved since), the
-delay grows with the wait: the next pass comes after ``PATIENCE`` of the
-time waited since the last pass that wrote, if that is later than the
-budget's delay. A change after a wait of 30 s is thus seen at most 15 s
-late, and a wait costs a number of passes that grows with its logarithm,
-not its length: a LIST every half second while the cluster's own
-controllers catch up slows them on a shared machine (measured: a rollout's
-waits took 2.5x as long while polled at the budget's pace). Any write, or a
-409, returns to the budget's delay.
+kubelet, the scheduler or the disruption controller has not moved since),
+the delay grows with the wait: the next pass comes after ``PATIENCE`` (a
+quarter) of the time waited since the last pass that wrote, if that is
+later than the budget's delay. A change after a wait of 40 s is thus seen
+at most 10 s late, and a wait costs passes in the logarithm of its length,
+not in proportion: a rollout of 1,000 Redis, whose waves each wait tens of
+seconds for terminating pods to go, took 34 passes instead of 60
+(docs/performance/pace.md); a half was measured too and lost, its late
+looks delaying every wave. Any write, or a 409, returns to the budget's
+delay.
 
 Once the picture is still, the delay doubles from where it was until it
 reaches the interval: changes come in bursts (a rollout, a drain, a person
@@ -57,7 +58,7 @@ RECENT = 3
 
 # While objects progress and passes find nothing new, the share of the time
 # waited so far after which the next pass looks again.
-PATIENCE = 0.5
+PATIENCE = 0.25
 
 
 class Why(StrEnum):

@@ -136,12 +136,11 @@ def test_timeout_lists_what_is_pending_and_never_sleeps_past_the_deadline() -> N
     waited = run([result(health=WAITING)] * 10, clock, timeout=5)
     assert waited.end is WaitEnd.TIMEOUT
     # Passes of 0.5 s that cost nothing to look start a second apart
-    # (min_interval, counted from each start) until half the time waited is
-    # longer: the fifth starts 1.5 s after the fourth and ends past the deadline.
-    assert clock.slept == [0.5, 0.5, 0.5, 1.0]
-    assert waited.passes == 5
+    # (min_interval, counted from each start); the last starts at the deadline.
+    assert clock.slept == [0.5] * 5
+    assert waited.passes == 6
     assert waited.last.pending == {KEY: WAITING}
-    assert waited.one_line() == "timed out after 5 passes in 5.0s: 1 object not Ready"
+    assert waited.one_line() == "timed out after 6 passes in 5.5s: 1 object not Ready"
 
 
 def test_a_long_pass_is_followed_once_its_cost_fits_the_budget() -> None:
