@@ -246,13 +246,13 @@ passes = st.lists(
 )
 
 
-@given(passes, schedules)
-def test_the_pace_keeps_its_budget_and_its_bounds(
-    passes: list[tuple[bool, Health, bool, Cost]], schedule: Schedule
-) -> None:
-    """Every early pass follows the one before no sooner than min_interval and
-    than that pass's cost over the budget; nothing is later than the interval;
-    a still cluster is never polled early of itself."""
+Replayed = tuple[tuple[bool, Health, bool, Cost], Pace | None, Pace]
+
+
+def replayed(passes: list[tuple[bool, Health, bool, Cost]], schedule: Schedule) -> list[Replayed]:
+    """Each generated pass (wrote, health, backing off, cost) with the pace
+    before it and the pace after it, in order."""
+    out: list[Replayed] = []
     previous: Pace | None = None
     for wrote, health, held, cost in passes:
         res = result(
@@ -261,6 +261,19 @@ def test_the_pace_keeps_its_budget_and_its_bounds(
             backing_off=frozenset({KEY}) if held else frozenset(),
         )
         now = pace(res, previous, cost, schedule)
+        out.append(((wrote, health, held, cost), previous, now))
+        previous = now
+    return out
+
+
+@given(passes, schedules)
+def test_the_pace_keeps_its_budget_and_its_bounds(
+    passes: list[tuple[bool, Health, bool, Cost]], schedule: Schedule
+) -> None:
+    """Every early pass follows the one before no sooner than min_interval and
+    than that pass's cost over the budget; nothing is later than the interval;
+    a still cluster is never polled early of itself."""
+    for (wrote, health, held, cost), previous, now in replayed(passes, schedule):
         assert now.delay <= schedule.interval
         assert len(now.costs) <= RECENT
         if now.early:
@@ -269,7 +282,6 @@ def test_the_pace_keeps_its_budget_and_its_bounds(
         moving = wrote or (health.progressing and not health.degraded and not held)
         if not moving and (previous is None or not previous.early):
             assert now == Pace(schedule.interval, costs=now.costs)
-        previous = now
 
 
 @given(costs, schedules)
@@ -329,15 +341,7 @@ def test_a_pass_without_writes_waits_no_longer_than_a_share_of_the_wait(
     """However the passes went, an early pass after one that found nothing
     new comes by the budget's delay or PATIENCE of the time waited since the
     last write, whichever is later."""
-    previous: Pace | None = None
-    for wrote, health, held, cost in passes:
-        res = result(
-            *([Result.OK] if wrote else []),
-            health={KEY: health, OTHER: DONE},
-            backing_off=frozenset({KEY}) if held else frozenset(),
-        )
-        now = pace(res, previous, cost, schedule)
+    for _, _, now in replayed(passes, schedule):
         if now.early and now.why is Why.PROGRESSING:
             soonest = earliest(now.costs, schedule)
             assert now.delay <= max(soonest, PATIENCE * now.waited) + 1e-9
-        previous = now
