@@ -84,8 +84,11 @@ def allows_none(budget: Child | None, owner_uid: str) -> str | None:
     allowed = status.get("disruptionsAllowed")
     if isinstance(allowed, int) and allowed > 0:
         return None
+    said = f"budget {budget.name} allows no disruption now"
     healthy, needed = status.get("currentHealthy"), status.get("desiredHealthy")
-    return f"budget {budget.name} allows no disruption now ({healthy} healthy, {needed} needed)"
+    if isinstance(healthy, int) and isinstance(needed, int):
+        return f"{said} ({healthy} healthy, {needed} needed)"
+    return said  # counted, but without the counts to say why
 
 
 def held(stored: Refusal | None, pod: str, why: str) -> Refusal:

@@ -217,6 +217,16 @@ def test_an_eviction_our_budget_would_refuse_is_not_asked_and_is_said():
     assert [(e.type, e.reason) for e in patch.events] == [("Warning", REFUSED)]
 
 
+def test_a_budget_counted_without_its_counts_says_none_it_lacks():
+    """A status with a generation and no pods counted (disruptionsAllowed 0,
+    nothing else): the message names no count it does not have."""
+    r, pods = stale_rollout()
+    bare = budget_of(r, status={"observedGeneration": 1, "disruptionsAllowed": 0})
+    (patch,) = of(planned(r, pods, [bare]), PatchStatus)
+    why = "budget r allows no disruption now; asked again once it allows one"
+    assert patch.status[REFUSED_FIELD] == {"pod": "r-0", "message": why}
+
+
 def test_a_budget_not_yet_counted_for_its_generation_holds_the_eviction():
     r, pods = stale_rollout()
     uncounted = budget_of(r, generation=2, status={**COUNTED_NONE, "disruptionsAllowed": 1})
