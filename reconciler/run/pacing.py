@@ -169,34 +169,19 @@ def next_pace(result: PassResult | None, previous: Pace | None, schedule: Schedu
     moved = motion(result)
     if moved is None:
         return _settling(previous, soonest, regular)
-    if moved.why is Why.PROGRESSING:
-        return _waiting(previous, soonest, moved, costs, schedule)
-    budgeted = soonest > schedule.min_interval
-    return Pace(soonest, moved.why, moved.detail, costs, budgeted)
-
-
-def _waiting(
-    previous: Pace | None,
-    soonest: float,
-    moved: Motion,
-    costs: tuple[float, ...],
-    schedule: Schedule,
-) -> Pace:
-    """Objects progress and this pass had nothing to write: look again after
-    PATIENCE of the time waited so far, or the budget's delay if later, and
-    never after the interval."""
-    waited = _waited(previous)
+    waited = _waited(previous) if moved.why is Why.PROGRESSING else 0.0
     patient = min(PATIENCE * waited, schedule.interval)
-    if patient <= soonest:
-        budgeted = soonest > schedule.min_interval
-        return Pace(soonest, moved.why, moved.detail, costs, budgeted, waited)
-    detail = f"{moved.detail}, nothing new for {waited:.0f}s"
-    return Pace(patient, moved.why, detail, costs, waited=waited)
+    if patient > soonest:  # nothing new for a while: look after a share of the wait
+        detail = f"{moved.detail}, nothing new for {waited:.0f}s"
+        return Pace(patient, moved.why, detail, costs, waited=waited)
+    budgeted = soonest > schedule.min_interval
+    return Pace(soonest, moved.why, moved.detail, costs, budgeted, waited)
 
 
 def _waited(previous: Pace | None) -> float:
-    """Seconds from the last pass that wrote (or met a 409) to this one; 0
-    when the early passes start with this one."""
+    """Objects progress and this pass had nothing to write: the seconds
+    from the last pass that wrote (or met a 409) to this one, counted in the
+    delays planned since; 0 when the early passes start with this one."""
     if previous is None:
         return 0.0
     if previous.why in (Why.WROTE, Why.CONFLICT):
