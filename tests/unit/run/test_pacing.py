@@ -340,8 +340,13 @@ def test_a_pass_without_writes_waits_no_longer_than_a_share_of_the_wait(
 ) -> None:
     """However the passes went, an early pass after one that found nothing
     new comes by the budget's delay or PATIENCE of the time waited since the
-    last write, whichever is later."""
-    for _, _, now in replayed(passes, schedule):
+    last write, whichever is later; the wait it counts is never longer than
+    the time since that write, or since the first pass if none wrote (the
+    delays replayed since)."""
+    since = 0.0
+    for (wrote, *_), previous, now in replayed(passes, schedule):
+        since = 0.0 if wrote else since + (previous.delay if previous is not None else 0.0)
         if now.early and now.why is Why.PROGRESSING:
             soonest = earliest(now.costs, schedule)
             assert now.delay <= max(soonest, PATIENCE * now.waited) + 1e-9
+            assert now.waited <= since + 1e-9
