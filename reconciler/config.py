@@ -64,6 +64,8 @@ class Config:
     compression: bool = True
     protobuf: bool = True  # pods and metadata LISTs as protobuf (full CRD objects: JSON only)
     write_concurrency: int = 8
+    # Clusters served at once by a command given several (`cli/clusters.py`).
+    clusters_in_parallel: int = 4
     qps: float = 50.0
     burst: int = 100
     max_retries: int = 3
@@ -107,6 +109,7 @@ _POSITIVE = {
     "pace_budget",
     "timeout",
     "write_concurrency",
+    "clusters_in_parallel",
     "qps",
     "burst",
     "failure_threshold",

@@ -17,8 +17,10 @@ from typing import Any, NoReturn
 import click
 
 from reconciler import __version__
-from reconciler.cli import logs, render
-from reconciler.cli.settings import FLAGS, KIND_FIELDS, load
+from reconciler.cli import clusters, logs, served
+from reconciler.cli.clusters import Cluster, Fleet
+from reconciler.cli.served import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, Served
+from reconciler.cli.settings import FLAGS, KIND_FIELDS, Layers
 from reconciler.client.errors import ConfigMissing
 from reconciler.client.kube import Kube
 from reconciler.config import Config, ConfigError
@@ -28,26 +30,12 @@ from reconciler.engine.events import FLUSH_SECONDS, EventQueue
 from reconciler.engine.sync import Mode, run_pass
 from reconciler.result import PassOutcome, PassResult
 from reconciler.run.pacing import Schedule
-from reconciler.run.wait import WaitEnd, WaitResult, wait
+from reconciler.run.wait import wait
 
 log = logging.getLogger("reconciler")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TIMEOUT = 0, 1, 2, 3, 4
-EXIT_CODES = {
-    PassOutcome.OK: EXIT_OK,
-    PassOutcome.ERRORS: EXIT_FAILED,
-    PassOutcome.UNREACHABLE: EXIT_UNREACHABLE,
-}
-WAIT_EXIT_CODES = {
-    WaitEnd.CONVERGED: EXIT_OK,
-    WaitEnd.STUCK: EXIT_FAILED,
-    WaitEnd.TIMEOUT: EXIT_TIMEOUT,
-    WaitEnd.UNREACHABLE: EXIT_UNREACHABLE,
-}
 DEFAULT_WAIT_TIMEOUT = 300.0  # seconds, as `helm --wait`
 COMPLETE_VAR = "_RECONCILER_COMPLETE"  # click's variable for the program name "reconciler"
-# `plan --detailed-exitcode`: changes are pending.
-EXIT_CHANGES = 2
 
 
 def _fail(code: int, message: str) -> NoReturn:
@@ -63,15 +51,18 @@ def _fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
-def _config(ctx: click.Context, **command_flags: Any) -> Config:
+def _fleet(ctx: click.Context, **command_flags: Any) -> Fleet:
+    """The clusters the command serves, each with its settings."""
     flags = dict(ctx.obj["flags"])
     flags.update({k: v for k, v in command_flags.items() if v is not None})
     try:
-        config = load(ctx.obj["config_file"], flags)
-    except ConfigError as exc:
+        layers = Layers.read(ctx.obj["config_file"])
+        fleet = clusters.resolve(layers, flags, ctx.obj["contexts"], ctx.obj["all_contexts"])
+    except (ConfigError, ConfigMissing) as exc:
         _fail(EXIT_USAGE, str(exc))
-    logs.setup(config.log_level, config.log_format)
-    return config
+    first = fleet.clusters[0].config
+    logs.setup(first.log_level, first.log_format)
+    return fleet
 
 
 def _mode(config: Config) -> Mode:
@@ -79,10 +70,26 @@ def _mode(config: Config) -> Mode:
 
 
 def _kube(config: Config) -> Kube:
-    try:
-        return Kube(config)
-    except ConfigMissing as exc:
-        _fail(EXIT_USAGE, str(exc))
+    return Kube(config)
+
+
+def _kubes(fleet: Fleet) -> list[Kube]:
+    """A client per cluster, before any pass: a context the kubeconfig lacks
+    is a usage error, as kubectl makes it."""
+    kubes = []
+    for c in fleet.clusters:
+        try:
+            kubes.append(_kube(c.config))
+        except ConfigMissing as exc:
+            _fail(EXIT_USAGE, f"[{c.name}] {exc}" if fleet.listed else str(exc))
+    return kubes
+
+
+def _emit(fleet: Fleet, each: list[Served], output: str) -> NoReturn:
+    json_out = output == "json"
+    if fleet.listed:
+        sys.exit(served.emit_fleet([c.name for c in fleet.clusters], each, json_out))
+    sys.exit(served.emit(each[0], json_out))
 
 
 def _kind_flag(key: str, help: str) -> Any:
@@ -102,7 +109,18 @@ def global_options(f: Any) -> Any:
             default=None,
             help="Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.",
         ),
-        click.option("--context", default=None, help="kubeconfig context to use."),
+        click.option(
+            "--context",
+            "contexts",
+            multiple=True,
+            help="kubeconfig context to use; repeat it to serve several clusters.",
+        ),
+        click.option(
+            "--all-contexts",
+            is_flag=True,
+            default=False,
+            help="Serve every context of the kubeconfig, each cluster on its own.",
+        ),
         click.option(
             "-n",
             "--namespace",
@@ -140,7 +158,8 @@ def global_options(f: Any) -> Any:
 def _collect(
     ctx: click.Context,
     kubeconfig: str | None,
-    context: str | None,
+    contexts: tuple[str, ...],
+    all_contexts: bool,
     namespaces: tuple[str, ...],
     all_namespaces: bool,
     config_file: str | None,
@@ -155,7 +174,6 @@ def _collect(
     flags = obj.setdefault("flags", {})
     given = {
         "kubeconfig": kubeconfig,
-        "context": context,
         "log_level": log_level,
         "log_format": log_format,
         **kind_flags,
@@ -165,6 +183,10 @@ def _collect(
         flags["namespaces"] = namespaces
     if all_namespaces:
         flags["namespaces"] = ()
+    if contexts:
+        obj["contexts"] = contexts
+    obj.setdefault("contexts", ())
+    obj["all_contexts"] = obj.get("all_contexts", False) or all_contexts
     if config_file:
         obj["config_file"] = config_file
     obj.setdefault("config_file", None)
@@ -190,42 +212,6 @@ def _flush(events: EventQueue) -> None:
     left = events.flush(timeout=FLUSH_SECONDS)
     if left:
         log.warning("stopping with %d events not posted after %gs", left, FLUSH_SECONDS)
-
-
-def _finish(result: PassResult, output: str) -> None:
-    if result.unreachable:
-        _fail(EXIT_UNREACHABLE, result.unreachable)
-    if output == "json":
-        click.echo(json.dumps(result.summary(), indent=2))
-    else:
-        click.echo(result.one_line())
-        for err in result.errors:
-            click.echo(f"  error: {err}")
-    sys.exit(EXIT_CODES[result.outcome])
-
-
-def _finish_wait(waited: WaitResult, output: str, timeout: float) -> None:
-    code = WAIT_EXIT_CODES[waited.end]
-    result = waited.last
-    if result.unreachable:
-        _fail(EXIT_UNREACHABLE, result.unreachable)
-    if output == "json":
-        wait_summary = {
-            "result": str(waited.end),
-            "passes": waited.passes,
-            "seconds": round(waited.elapsed, 3),
-            "timeout_seconds": timeout,
-        }
-        click.echo(
-            json.dumps({**result.summary(), "wait": wait_summary, "exit_code": code}, indent=2)
-        )
-    else:
-        click.echo(waited.one_line())
-        for key, health in result.pending.items():
-            click.echo(f"  {key.kind} {key}: {health.state}: {health.message}")
-        for err in result.errors:
-            click.echo(f"  error: {err}")
-    sys.exit(code)
 
 
 @cli.command()
@@ -279,29 +265,42 @@ def sync(
     ctx.find_root().obj["output"] = output
     if timeout is not None and not wait_:
         raise click.UsageError("--timeout needs --wait")
-    config = _config(ctx, dry_run=dry_run, state_file=state_file)
-    if wait_ and config.dry_run:
+    fleet = _fleet(ctx, dry_run=dry_run, state_file=state_file)
+    if wait_ and any(c.config.dry_run for c in fleet.clusters):
         raise click.UsageError("--wait cannot be used with --dry-run: nothing would change")
-    kube = _kube(config)
+    kubes = _kubes(fleet)
+    limit = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
+
+    def serve(cluster: Cluster, kube: Kube) -> Served:
+        return _sync(cluster, kube, wait_, limit, output, fleet.listed)
+
+    _emit(fleet, fleet.each(serve, kubes), output)
+
+
+def _sync(
+    cluster: Cluster, kube: Kube, wait_: bool, limit: float, output: str, named: bool
+) -> Served:
+    """One cluster's `sync`: a pass, or passes until it converges."""
+    config = cluster.config
     st = state_store.load(config.state_file)
     # Waiting: events go from a queue, so they do not hold up the next pass.
     events = EventQueue(kube) if wait_ else None
+    prefix = f"[{cluster.name}] " if named else ""
 
     def one_pass() -> PassResult:
         result = run_pass(kube, config, st, mode=_mode(config), events=events)
         if result.outcome is not PassOutcome.UNREACHABLE and not config.dry_run:
             state_store.save(config.state_file, st)
         if wait_ and output == "text" and not result.unreachable:
-            click.echo(result.one_line())
+            click.echo(prefix + result.one_line())
         return result
 
     if not wait_:
-        _finish(one_pass(), output)
-    limit = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
+        return served.of_pass(one_pass())
     waited = wait(one_pass, timeout=limit, schedule=Schedule.of(config))
     if events is not None:
         _flush(events)
-    _finish_wait(waited, output, limit)
+    return served.of_wait(waited, limit)
 
 
 @cli.command()
@@ -327,20 +326,15 @@ def plan(
     object that would still not be Ready, with the reason."""
     _collect(ctx, **options)
     ctx.find_root().obj.update(output=output, detailed_exitcode=detailed_exitcode)
-    config = _config(ctx, state_file=state_file)
-    kube = _kube(config)
-    st = state_store.load(config.state_file)
-    result = run_pass(kube, config, st, mode=Mode.PLAN)
-    if result.unreachable:
-        _fail(EXIT_UNREACHABLE, result.unreachable)
-    click.echo(render.plan_json(result.plan) if output == "json" else render.plan_text(result.plan))
-    for line in crd_release.lagging(kube):
-        click.echo(f"warning: {line}", err=True)
-    for err in result.errors:
-        click.echo(f"error: {err}", err=True)
-    if result.errors:
-        sys.exit(EXIT_FAILED)
-    sys.exit(EXIT_CHANGES if detailed_exitcode and result.plan.actions else EXIT_OK)
+    fleet = _fleet(ctx, state_file=state_file)
+
+    def serve(cluster: Cluster, kube: Kube) -> Served:
+        st = state_store.load(cluster.config.state_file)
+        result = run_pass(kube, cluster.config, st, mode=Mode.PLAN)
+        lagging = [] if result.unreachable else crd_release.lagging(kube)
+        return served.of_plan(result, lagging, detailed_exitcode)
+
+    _emit(fleet, fleet.each(serve, _kubes(fleet)), output)
 
 
 @cli.command()
@@ -408,7 +402,7 @@ def run(
     from reconciler.run import manager
 
     _collect(ctx, **options)
-    config = _config(
+    fleet = _fleet(
         ctx,
         interval=interval,
         jitter=jitter,
@@ -423,7 +417,14 @@ def run(
         shard_buckets=shard_buckets,
         metrics_address=metrics_address,
     )
-    kube = _kube(config)
+    if len(fleet.clusters) > 1:
+        _fail(
+            EXIT_USAGE,
+            f"run serves one cluster, got {len(fleet.clusters)}: run one daemon per"
+            " context (systemd/reconciler@.service), or sync several from cron",
+        )
+    (kube,) = _kubes(fleet)
+    config = fleet.clusters[0].config
     try:
         manager.check_leases(kube, config)
         for line in crd_release.lagging(kube):

@@ -2,16 +2,68 @@
 
 Per-object lines carry a ``[namespace/name]`` prefix in text, and the object,
 action, result and pass id as fields in JSON, so they can be filtered either way.
+A command serving several clusters names the cluster too: ``[prod
+default/redis-sample]`` in text, a ``cluster`` field in JSON. The name is a
+context variable of the thread that serves the cluster (`in_cluster`), so
+no module below the CLI passes it along.
 """
 
 from __future__ import annotations
 
+import contextvars
+import copy
 import json
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import ParamSpec, TypeVar
 
-EXTRA_FIELDS = ("object", "kind", "action", "result", "pass_id")
+EXTRA_FIELDS = ("cluster", "object", "kind", "action", "result", "pass_id")
+# The cluster the current thread serves; empty when a command serves one.
+CLUSTER: contextvars.ContextVar[str] = contextvars.ContextVar("cluster", default="")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def in_cluster(name: str, work: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run ``work`` with its log lines (and those of the threads it starts
+    from a copy of its context) naming the cluster ``name``."""
+
+    def named() -> T:
+        CLUSTER.set(name)
+        return work(*args, **kwargs)
+
+    return contextvars.copy_context().run(named)
+
+
+def prefixed(message: str, cluster: str) -> str:
+    """``[ns/name] text`` becomes ``[cluster ns/name] text``; any other line
+    ``[cluster] text``."""
+    if not cluster:
+        return message
+    if message.startswith("["):
+        return f"[{cluster} {message[1:]}"
+    return f"[{cluster}] {message}"
+
+
+class _NameCluster(logging.Filter):
+    """Adds the serving thread's cluster to each record, as ``cluster``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (name := CLUSTER.get()) and not hasattr(record, "cluster"):
+            record.cluster = name
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        cluster = getattr(record, "cluster", "")
+        if cluster:
+            record = copy.copy(record)
+            record.message = prefixed(record.message, cluster)
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,7 +87,8 @@ def setup(level: str = "INFO", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)-7s %(message)s"))
+    handler.addFilter(_NameCluster())
     handler._reconciler = True  # type: ignore[attr-defined]
     root = logging.getLogger()
     # Replace only our own handler, so embedding code (and pytest) keeps theirs.

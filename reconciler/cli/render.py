@@ -96,13 +96,16 @@ def action_json(action: Action) -> dict[str, Any]:
     return out
 
 
+def plan_doc(plan: Plan) -> dict[str, Any]:
+    """The plan as JSON-ready values (values JSON has no type for as strings)."""
+    doc = {
+        "actions": [action_json(a) for a in plan.actions],
+        "backing_off": sorted(str(k) for k in plan.backing_off),
+        "not_ready": not_ready_json(plan.health),
+    }
+    loaded: dict[str, Any] = json.loads(json.dumps(doc, default=str))
+    return loaded
+
+
 def plan_json(plan: Plan) -> str:
-    return json.dumps(
-        {
-            "actions": [action_json(a) for a in plan.actions],
-            "backing_off": sorted(str(k) for k in plan.backing_off),
-            "not_ready": not_ready_json(plan.health),
-        },
-        indent=2,
-        default=str,
-    )
+    return json.dumps(plan_doc(plan), indent=2)

@@ -9,7 +9,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import Field
+from dataclasses import Field, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,16 @@ def _suggest(name: str, known: list[str]) -> str:
     return f" (known: {', '.join(sorted(known))})"
 
 
+# The file's list of clusters (`reconciler.cli.clusters`): not a key of `Config`.
+CLUSTERS_KEY = "clusters"
+# What a cluster entry names besides the keys it overrides.
+CLUSTER_NAME, CLUSTER_CONTEXT = "name", "context"
+
+
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML config file; unknown keys are errors (a typo must not be silent)."""
+    """Read a YAML config file; unknown keys are errors (a typo must not be silent).
+    Its ``clusters`` come back under CLUSTERS_KEY as a tuple of mappings, each
+    value checked as the same key at the top level is."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -71,10 +79,46 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{p}: the top level must be a mapping of keys to values")
     out: dict[str, Any] = {}
     for key, value in data.items():
+        if key == CLUSTERS_KEY:
+            out[key] = _cluster_entries(value, str(p))
+            continue
         if key not in KEYS:
-            raise ConfigError(f"{p}: {key}: unknown key{_suggest(str(key), list(KEYS))}")
+            known = [*KEYS, CLUSTERS_KEY]
+            raise ConfigError(f"{p}: {key}: unknown key{_suggest(str(key), known)}")
         out[key] = _coerce(key, value, str(p))
     return out
+
+
+def _cluster_entries(value: Any, source: str) -> tuple[dict[str, Any], ...]:
+    """Each entry: a ``context``, an optional ``name`` (default: the context),
+    and any other key, which the cluster takes in place of the top level's."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{source}: {CLUSTERS_KEY}: must be a list of clusters")
+    entries = []
+    for i, entry in enumerate(value):
+        where = f"{source}: {CLUSTERS_KEY}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where}: must be a mapping with a context")
+        context = entry.get(CLUSTER_CONTEXT)
+        if not isinstance(context, str) or not context:
+            raise ConfigError(f"{where}: {CLUSTER_CONTEXT}: a kubeconfig context is required")
+        name = entry.get(CLUSTER_NAME, context)
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            raise ConfigError(f"{where}: {CLUSTER_NAME}: must be a word, got {name!r}")
+        out: dict[str, Any] = {CLUSTER_NAME: name}
+        for key, raw in entry.items():
+            if key == CLUSTER_NAME:
+                continue
+            if key not in KEYS:
+                raise ConfigError(f"{where}: {key}: unknown key{_suggest(str(key), list(KEYS))}")
+            out[key] = _coerce(key, raw, where)
+        entries.append(out)
+    names = [e[CLUSTER_NAME] for e in entries]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"{source}: {CLUSTERS_KEY}: the name {twice[0]} is given twice")
+    return tuple(entries)
 
 
 ENV_PREFIX = "RECONCILER_"
@@ -104,17 +148,41 @@ def load(
     environ: Mapping[str, str] | None = None,
 ) -> Config:
     """Merge the layers; ``flags`` holds only options given on the command line."""
-    environ = os.environ if environ is None else environ
-    merged: dict[str, Any] = {}
-    config_file = config_file or environ.get(CONFIG_FILE_ENV)
-    if config_file:
-        merged.update(read_file(config_file))
-    merged.update(read_env(environ))
-    for key, value in flags.items():
-        if key not in KEYS:
-            raise ConfigError(f"--{key.replace('_', '-')}: unknown option")
-        merged[key] = _coerce(key, value, f"--{key.replace('_', '-')}")
-    config = _config(merged)
+    return Layers.read(config_file, environ).config(flags)
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The file and the environment, read once; `config` adds the flags and,
+    for one cluster of the file's list, that cluster's keys over the file's."""
+
+    file: Mapping[str, Any]
+    env: Mapping[str, Any]
+
+    @classmethod
+    def read(cls, config_file: str | None, environ: Mapping[str, str] | None = None) -> Layers:
+        environ = os.environ if environ is None else environ
+        config_file = config_file or environ.get(CONFIG_FILE_ENV)
+        return cls(read_file(config_file) if config_file else {}, read_env(environ))
+
+    @property
+    def clusters(self) -> tuple[Mapping[str, Any], ...]:
+        """The file's cluster entries, as `_cluster_entries` checked them."""
+        return tuple(self.file.get(CLUSTERS_KEY, ()))
+
+    def config(self, flags: Mapping[str, Any], cluster: Mapping[str, Any] | None = None) -> Config:
+        merged = {k: v for k, v in self.file.items() if k != CLUSTERS_KEY}
+        merged.update({k: v for k, v in (cluster or {}).items() if k != CLUSTER_NAME})
+        merged.update(self.env)
+        for key, value in flags.items():
+            if key not in KEYS:
+                raise ConfigError(f"--{key.replace('_', '-')}: unknown option")
+            merged[key] = _coerce(key, value, f"--{key.replace('_', '-')}")
+        return _checked(_config(merged))
+
+
+def _checked(config: Config) -> Config:
+    """Refuse the combinations no single key's check can see."""
     if not config.retry_period < config.renew_deadline < config.lease_duration:
         raise ConfigError(
             "leader election: need retry_period < renew_deadline < lease_duration, got "

@@ -95,6 +95,11 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
     )
 
 
+def context_names(path: Path) -> list[str]:
+    """Every context of ``path``, in the file's order (`--all-contexts`)."""
+    return _contexts(_read(path))
+
+
 def _exec(section: object, where: str, cluster: dict[str, Any], ca_file: str | None) -> ExecSpec:
     """A user's exec section, refused as client-go refuses it."""
     if not isinstance(section, dict):

@@ -25,12 +25,29 @@ def _home_kubeconfig() -> str | None:
     return str(default) if default.is_file() else None
 
 
-def load_kubeconfig(settings: Config) -> kubeconfig.KubeConfig:
-    """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
+def _kubeconfig_path(settings: Config) -> str | None:
     path = settings.kubeconfig or os.environ.get("KUBECONFIG") or _home_kubeconfig()
     if path and not Path(path).is_file():
         source = "--kubeconfig" if settings.kubeconfig else "$KUBECONFIG"
         raise ConfigMissing(f"{source} {path}: no such file")
+    return path
+
+
+def context_names(settings: Config) -> list[str]:
+    """Every context of the kubeconfig ``settings`` would read (kubectl's
+    ``config get-contexts -o name``); in a pod, there is none to name."""
+    path = _kubeconfig_path(settings)
+    if not path:
+        raise ConfigMissing("--all-contexts: no kubeconfig to read the contexts of")
+    try:
+        return kubeconfig.context_names(Path(path))
+    except kubeconfig.KubeconfigError as exc:
+        raise ConfigMissing(str(exc)) from None
+
+
+def load_kubeconfig(settings: Config) -> kubeconfig.KubeConfig:
+    """kubeconfig flag, then $KUBECONFIG or ~/.kube/config, then in-cluster."""
+    path = _kubeconfig_path(settings)
     try:
         if path:
             return kubeconfig.from_file(Path(path), settings.context)

@@ -10,6 +10,7 @@ event, no backoff); anything else is a failure recorded for backoff.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -157,8 +158,14 @@ class Executor:
         workers = min(self.concurrency, len(groups))
         progress = _Progress(len(groups), self.pass_id)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply") as pool:
-            for outcomes in pool.map(lambda item: self._run_owner(*item), groups.items()):
-                report.outcomes.extend(outcomes)
+            # Each write runs in a copy of this thread's context, so its log
+            # lines name the cluster the pass is for (`cli.logs`).
+            futures = [
+                pool.submit(contextvars.copy_context().run, self._run_owner, owner, actions)
+                for owner, actions in groups.items()
+            ]
+            for future in futures:
+                report.outcomes.extend(future.result())
                 progress.step()
         report.pruned = self.pruned
         return report

@@ -7,6 +7,7 @@ same event reported again finds its earlier copy (409) and bumps ``count`` and
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import socket
@@ -126,7 +127,13 @@ class EventQueue:
             self._pending.append((spec, self.clock()))
             self._changed.notify_all()
             if self._thread is None:
-                self._thread = threading.Thread(target=self._drain, name="events", daemon=True)
+                # In the context of the pass that queued first: its cluster's name.
+                self._thread = threading.Thread(
+                    target=contextvars.copy_context().run,
+                    args=(self._drain,),
+                    name="events",
+                    daemon=True,
+                )
                 self._thread.start()
 
     def flush(self, timeout: float | None = None) -> int:

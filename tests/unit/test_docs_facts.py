@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-from reconciler.cli import commands
+from reconciler.cli import commands, served
 from reconciler.cli.settings import CONFIG_FILE_ENV, ENV_PREFIX, KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,16 +44,16 @@ def test_the_exit_codes_have_one_home_and_it_lists_the_code_s():
     assert list(tables) == [ROOT / "README.md"], "the exit codes are told in one table"
     readme = tables[ROOT / "README.md"]
     codes = {
-        commands.EXIT_OK,
-        commands.EXIT_FAILED,
-        commands.EXIT_USAGE,
-        commands.EXIT_UNREACHABLE,
-        commands.EXIT_TIMEOUT,
+        served.EXIT_OK,
+        served.EXIT_FAILED,
+        served.EXIT_USAGE,
+        served.EXIT_UNREACHABLE,
+        served.EXIT_TIMEOUT,
     }
     assert set(readme) == codes
-    assert "--wait" in readme[commands.EXIT_TIMEOUT]
-    assert "unreachable" in readme[commands.EXIT_UNREACHABLE]
-    assert "config" in readme[commands.EXIT_USAGE]
+    assert "--wait" in readme[served.EXIT_TIMEOUT]
+    assert "unreachable" in readme[served.EXIT_UNREACHABLE]
+    assert "config" in readme[served.EXIT_USAGE]
 
 
 # "(0 converged, 1 some objects failed, ...": the codes told again in prose.
@@ -69,9 +69,9 @@ def test_no_other_doc_tells_the_exit_codes_again():
 
 def test_the_pass_outcomes_exit_as_the_table_says():
     table = exit_code_tables()[ROOT / "README.md"]
-    for outcome, code in commands.EXIT_CODES.items():
+    for outcome, code in served.EXIT_CODES.items():
         assert code in table, outcome
-    for end, code in commands.WAIT_EXIT_CODES.items():
+    for end, code in served.WAIT_EXIT_CODES.items():
         assert code in table, end
 
 
