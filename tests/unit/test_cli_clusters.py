@@ -1,0 +1,103 @@
+"""`sync` and `plan` over several clusters: each on its own, each named, the worst code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reconciler.cli import commands as cli_mod
+from reconciler.client.errors import ApiError, ConfigMissing, Unreachable
+from tests.unit.fakes import FakeKube
+from tests.unit.test_cli import REDIS, invoke
+
+
+class DownKube(FakeKube):
+    """A cluster whose every read fails the same way."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.lists = {kind: error for kind in ("Pod", "Redis", "Xca", "Service")}
+
+    def _listed(self, res, namespace, selector, accept, page_size):  # type: ignore[no-untyped-def]
+        raise self.lists["Pod"]  # type: ignore[misc]
+
+
+@pytest.fixture
+def fleet(monkeypatch):
+    """Context ``up`` reaches a cluster with one Redis; ``down`` none at all;
+    ``refused`` answers 401."""
+    up = FakeKube()
+    up.lists = {"Pod": [], "Redis": [REDIS], "Xca": []}
+    kubes = {
+        "up": up,
+        "down": DownKube(Unreachable("connect to 127.0.0.1:1: connection refused")),
+        "refused": DownKube(ApiError(401, "Unauthorized", "Unauthorized")),
+    }
+
+    def kube(config):
+        if config.context not in kubes:
+            raise ConfigMissing(f"context {config.context!r} not found in kubeconfig")
+        return kubes[config.context]
+
+    monkeypatch.setattr(cli_mod, "_kube", kube)
+    return kubes
+
+
+def test_a_cluster_that_is_down_fails_only_itself(fleet):
+    result = invoke("sync", "--context", "up", "--context", "down", "-o", "json")
+    out = json.loads(result.stdout)
+    assert result.exit_code == 3 and out["exit_code"] == 3
+    assert out["clusters"]["up"]["result"] == "ok" and out["clusters"]["up"]["exit_code"] == 0
+    assert out["clusters"]["up"]["actions"]["Pod/create/ok"] == 1
+    assert out["clusters"]["down"]["result"] == "unreachable"
+    assert "connection refused" in out["clusters"]["down"]["error"]
+    assert ("POST", "r-0") in fleet["up"].calls
+    assert "reconciler: error: [down] " in result.stderr
+
+
+def test_each_clusters_text_and_log_lines_name_it(fleet):
+    result = invoke("sync", "--context", "up", "--context", "refused")
+    assert result.exit_code == 3
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("[up] pass ") for line in lines), lines
+    assert any(line.startswith("[refused] unreachable: ") for line in lines), lines
+    assert "[up default/r] " in result.stderr
+    assert "401" in result.stdout
+
+
+def test_the_worst_code_wins_and_one_cluster_alone_prints_as_before(fleet):
+    fleet["up"].errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers: bad")
+    both = invoke("sync", "--context", "up", "--context", "down")
+    assert both.exit_code == 3
+    alone = invoke("sync", "--context", "up", "-o", "json")
+    assert alone.exit_code == 1
+    assert "clusters" not in json.loads(alone.stdout)
+
+
+def test_plan_prints_each_clusters_plan_under_its_name(fleet):
+    result = invoke("plan", "--context", "up", "--context", "down", "--detailed-exitcode")
+    assert result.exit_code == 3
+    assert "[up] " in result.stdout and "[down] unreachable: " in result.stdout
+    assert fleet["up"].writes == []
+
+
+def test_a_context_the_kubeconfig_lacks_is_refused_before_any_pass(fleet):
+    result = invoke("sync", "--context", "up", "--context", "typo")
+    assert result.exit_code == 2
+    assert "reconciler: error: [typo] context 'typo' not found" in result.stderr
+    assert fleet["up"].calls == []
+
+
+def test_run_refuses_several_clusters_naming_the_way_to_serve_them(fleet):
+    result = invoke("run", "--context", "up", "--context", "down")
+    assert result.exit_code == 2
+    assert "reconciler@.service" in result.stderr
+
+
+def test_json_log_lines_carry_the_cluster_as_a_field(fleet):
+    result = invoke("sync", "--context", "up", "--context", "down", "--log-format", "json")
+    lines = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    create = next(x for x in lines if x.get("action") == "create")
+    assert create["cluster"] == "up" and create["message"].startswith("[default/r] ")
+    assert {x["cluster"] for x in lines} == {"up", "down"}
