@@ -36,9 +36,13 @@ helm: deps ## Build helm (cached) into .venv/bin, for the chart in dist/chart.
 cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig).
 	@$(CLUSTER) up
 
+.PHONY: cluster-fleet-up
+cluster-fleet-up: deps cluster-build ## Two control planes side by side, one kubeconfig with contexts local and local-2 (.cluster-fleet/kubeconfig).
+	@$(CLUSTER) fleet-up
+
 .PHONY: cluster-down
-cluster-down: ## Stop the local control plane; leaves no process behind.
-	@$(CLUSTER) down
+cluster-down: ## Stop the local control planes (both of cluster-fleet-up); leaves no process behind.
+	@$(CLUSTER) fleet-down
 
 .PHONY: docker-build docker-push
 docker-build: ## Build the image IMG with docker, else podman, else buildah (BASE= replaces python:3.11-slim).

@@ -43,6 +43,10 @@ REPO = HERE.parents[1]
 BUILD_SH = HERE / "build.sh"
 CRDS_DIR = REPO / "crds"
 DEFAULT_STATE_DIR = REPO / ".cluster"
+# Two clusters side by side (`fleet-up`), by context name: the first is the
+# default one; the second has its own state dir, ports and etcd.
+FLEET = {"local": DEFAULT_STATE_DIR, "local-2": REPO / ".cluster-2"}
+FLEET_KUBECONFIG = REPO / ".cluster-fleet" / "kubeconfig"
 
 HOST = "127.0.0.1"
 TIMEOUT = 60.0  # per component / readiness step
@@ -329,6 +333,27 @@ def extra_apiserver(
     _write_kubeconfig(cluster)
     _wait(lay, name, "apiserver /readyz", lambda: _apiserver_ready(cluster))
     return cluster, pid
+
+
+def fleet_kubeconfig(clusters: dict[str, Cluster], path: Path) -> Path:
+    """One kubeconfig with a context per running cluster, named as given
+    (its cluster and user take the same name): what a bastion's kubeconfig
+    looks like. The first is the current context."""
+    entries = {"clusters": [], "users": [], "contexts": []}
+    for name, c in clusters.items():
+        ca = base64.b64encode(c.ca_file.read_bytes()).decode()
+        server = {"server": c.server, "certificate-authority-data": ca}
+        entries["clusters"].append({"name": name, "cluster": server})
+        entries["users"].append({"name": name, "user": {"token": c.token}})
+        context = {"cluster": name, "user": name, "namespace": "default"}
+        entries["contexts"].append({"name": name, "context": context})
+    doc = {"apiVersion": "v1", "kind": "Config", **entries, "current-context": next(iter(clusters))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.chmod(0o600)
+    tmp.replace(path)
+    return path
 
 
 # ---------------------------------------------------------------- start-up
@@ -1057,11 +1082,21 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_STATE_DIR,
         help="state directory (default: %(default)s)",
     )
-    parser.add_argument("command", choices=("up", "down", "status", "env"))
+    parser.add_argument(
+        "command", choices=("up", "down", "status", "env", "fleet-up", "fleet-down")
+    )
     args = parser.parse_args(argv)
     lay = _layout(args.state_dir)
     try:
-        if args.command == "up":
+        if args.command == "fleet-up":
+            path = fleet_kubeconfig(
+                {name: up(state_dir) for name, state_dir in FLEET.items()}, FLEET_KUBECONFIG
+            )
+            print(f"export KUBECONFIG={shlex.quote(str(path))}")
+        elif args.command == "fleet-down":
+            for state_dir in FLEET.values():
+                down(state_dir)
+        elif args.command == "up":
             cluster = up(lay.root)
             print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
         elif args.command == "down":
