@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from reconciler.cli import logs
 from reconciler.cli.settings import CLUSTER_CONTEXT, CLUSTER_NAME, Layers
 from reconciler.client.locate import context_names
 from reconciler.config import Config, ConfigError
+from reconciler.log_cluster import in_cluster
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -54,7 +54,7 @@ class Fleet:
         if not self.listed:
             return [work(c, item) for c, item in pairs]
         with ThreadPoolExecutor(self.parallel, thread_name_prefix="cluster") as pool:
-            futures = [pool.submit(logs.in_cluster, c.name, work, c, item) for c, item in pairs]
+            futures = [pool.submit(in_cluster, c.name, work, c, item) for c, item in pairs]
             return [f.result() for f in futures]
 
 

@@ -4,38 +4,21 @@ Per-object lines carry a ``[namespace/name]`` prefix in text, and the object,
 action, result and pass id as fields in JSON, so they can be filtered either way.
 A command serving several clusters names the cluster too: ``[prod
 default/redis-sample]`` in text, a ``cluster`` field in JSON. The name is a
-context variable of the thread that serves the cluster (`in_cluster`), so
-no module below the CLI passes it along.
+context variable of the thread that serves the cluster
+(`reconciler.log_cluster`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import json
 import logging
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import ParamSpec, TypeVar
+
+from reconciler.log_cluster import CLUSTER
 
 EXTRA_FIELDS = ("cluster", "object", "kind", "action", "result", "pass_id")
-# The cluster the current thread serves; empty when a command serves one.
-CLUSTER: contextvars.ContextVar[str] = contextvars.ContextVar("cluster", default="")
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def in_cluster(name: str, work: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``work`` with its log lines (and those of the threads it starts
-    from a copy of its context) naming the cluster ``name``."""
-
-    def named() -> T:
-        CLUSTER.set(name)
-        return work(*args, **kwargs)
-
-    return contextvars.copy_context().run(named)
 
 
 def prefixed(message: str, cluster: str) -> str:

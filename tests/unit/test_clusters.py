@@ -7,7 +7,7 @@ import threading
 import pytest
 import yaml
 
-from reconciler.cli import logs
+from reconciler import log_cluster
 from reconciler.cli.clusters import resolve
 from reconciler.cli.settings import Layers
 from reconciler.config import ConfigError
@@ -121,7 +121,7 @@ def test_each_serves_the_clusters_at_once_each_logging_under_its_name(tmp_path):
 
     def work(cluster, item):
         both_in.wait()
-        return (cluster.name, item, logs.CLUSTER.get())
+        return (cluster.name, item, log_cluster.CLUSTER.get())
 
     assert fleet.each(work, [1, 2]) == [("a", 1, "a"), ("b", 2, "b")]
-    assert logs.CLUSTER.get() == ""
+    assert log_cluster.CLUSTER.get() == ""
