@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -31,6 +31,10 @@ from reconciler.engine.sync import Mode, run_pass
 from reconciler.result import PassOutcome, PassResult
 from reconciler.run.pacing import Schedule
 from reconciler.run.wait import wait
+
+if TYPE_CHECKING:  # the daemon's modules: `sync` from cron loads none of them
+    from reconciler.run.daemon import Loop
+    from reconciler.run.metrics import Metrics
 
 log = logging.getLogger("reconciler")
 
@@ -417,21 +421,34 @@ def run(
         shard_buckets=shard_buckets,
         metrics_address=metrics_address,
     )
-    if len(fleet.clusters) > 1:
-        _fail(
-            EXIT_USAGE,
-            f"run serves one cluster, got {len(fleet.clusters)}: run one daemon per"
-            " context (systemd/reconciler@.service), or sync several from cron",
-        )
-    (kube,) = _kubes(fleet)
-    config = fleet.clusters[0].config
+    kubes = _kubes(fleet)
+    top = fleet.clusters[0].config  # the process's own keys: the same in every cluster
     try:
-        manager.check_leases(kube, config)
-        for line in crd_release.lagging(kube):
-            log.warning("%s", line)
-        parts = manager.assemble(kube, config)
+        metrics = manager.serve_metrics(top, named=fleet.listed)
+        started = fleet.each(lambda c, kube: _start(c, kube, metrics, fleet.listed), kubes)
     except manager.CannotStart as exc:
         _fail(EXIT_USAGE, str(exc))
+    code = manager.run([loop for loop, _ in started], top.clusters_in_parallel)
+    for _, events in started:
+        _flush(events)
+    sys.exit(code)
+
+
+def _start(
+    cluster: Cluster, kube: Kube, metrics: Metrics | None, named: bool
+) -> tuple[Loop, EventQueue]:
+    """One cluster's loop, once its Lease can be held."""
+    from reconciler.run import manager
+
+    config = cluster.config
+    where = f"[{cluster.name}] " if named else ""
+    try:
+        manager.check_leases(kube, config)
+    except manager.CannotStart as exc:
+        raise manager.CannotStart(f"{where}{exc}") from None
+    for line in crd_release.lagging(kube):
+        log.warning("%s", line)
+    parts = manager.assemble(kube, config, metrics, cluster.name)
     st = state_store.load(config.state_file)
     events = EventQueue(kube)
 
@@ -451,9 +468,7 @@ def run(
             state_store.save(config.state_file, st)
         return result
 
-    code = manager.run(one_pass, parts, kube, config)
-    _flush(events)
-    sys.exit(code)
+    return manager.loop(one_pass, parts, kube, config, cluster.name), events
 
 
 @cli.command()

@@ -58,6 +58,8 @@ def _suggest(name: str, known: list[str]) -> str:
 CLUSTERS_KEY = "clusters"
 # What a cluster entry names besides the keys it overrides.
 CLUSTER_NAME, CLUSTER_CONTEXT = "name", "context"
+# Keys of the process, not of one cluster: only at the top level.
+PROCESS_KEYS = frozenset({"metrics_address", "log_level", "log_format", "clusters_in_parallel"})
 
 
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -113,6 +115,8 @@ def _cluster_entries(value: Any, source: str) -> tuple[dict[str, Any], ...]:
                 continue
             if key not in KEYS:
                 raise ConfigError(f"{where}: {key}: unknown key{_suggest(str(key), list(KEYS))}")
+            if key in PROCESS_KEYS:
+                raise ConfigError(f"{where}: {key}: a setting of the process: set it at the top")
             out[key] = _coerce(key, raw, where)
         entries.append(out)
     names = [e[CLUSTER_NAME] for e in entries]

@@ -1,8 +1,11 @@
 """`reconciler run`: the same pass on an APScheduler interval, brought
 forward while objects progress (reconciler/run/pacing.py).
 
-One pass at a time (max_instances=1, coalesce): a slow pass delays the next
-rather than overlapping it, and missed runs are logged, not queued. SIGTERM
+One pass at a time per cluster (max_instances=1, coalesce): a slow pass
+delays the next rather than overlapping it, and missed runs are logged, not
+queued. Each cluster a process serves is a `Loop` of its own, a job of the one
+scheduler: its own pace, Lease or buckets and metrics, so a cluster that is
+down or slow delays no other. SIGTERM
 and SIGINT let the running pass finish before the process exits 0. With
 leader election, only the holder of the Lease runs passes; the others tick
 and stay healthy, ready to take over. Sharded, every replica runs passes
@@ -15,7 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -25,8 +28,11 @@ from apscheduler.events import (
     EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
 )
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 
+from reconciler.log_cluster import in_cluster
 from reconciler.result import PassResult, plural
 from reconciler.run import sdnotify
 from reconciler.run.leader import LeaderElector
@@ -34,21 +40,25 @@ from reconciler.run.pacing import Pace, Schedule, explain, next_pace
 from reconciler.run.shard import ShardMember
 
 if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are served
-    from reconciler.run.metrics import Metrics
+    from reconciler.run.metrics import ClusterMetrics
 
 log = logging.getLogger(__name__)
 
 
-class Daemon:
+class Loop:
+    """One cluster's passes: its pace, its Lease or buckets, its metrics.
+    The `Daemon` runs each loop as a job of its one scheduler."""
+
     def __init__(
         self,
         one_pass: Callable[[], PassResult],
         *,
         schedule: Schedule,
         jitter: float,
+        name: str = "",
         elector: LeaderElector | None = None,
         shard: ShardMember | None = None,
-        metrics: Metrics | None = None,
+        metrics: ClusterMetrics | None = None,
         requests: Callable[[], dict[tuple[str, str], int]] = dict,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -56,6 +66,8 @@ class Daemon:
         self.schedule = schedule
         self.interval = schedule.interval
         self.jitter = jitter
+        self.name = name  # empty for the one cluster of a process that serves one
+        self.job_id = f"pass {name}" if name else "pass"
         self.pace: Pace | None = None
         # When the next pass comes early: set by a pass, handed to the
         # scheduler once that pass's job has ended (a job may not run twice at
@@ -71,14 +83,6 @@ class Daemon:
         self.passes = 0
         self.ticks = 0
         self.said: str | None = None  # the Lease trouble last logged
-        self.scheduler = BlockingScheduler(
-            timezone=UTC,
-            job_defaults={
-                "max_instances": 1,
-                "coalesce": True,
-                "misfire_grace_time": max(1, int(schedule.interval)),
-            },
-        )
 
     def tick(self) -> None:
         with self.pass_lock:
@@ -121,14 +125,14 @@ class Daemon:
         wait = round((when - now).total_seconds(), 1)
         log.info("next pass in %gs: %s", wait, explain(self.pace, self.schedule))
         if self.metrics is not None:
-            self.metrics.early.labels(str(self.pace.why)).inc()
+            self.metrics.count_early(str(self.pace.why))
         self.early_at = when
 
-    def _ended(self) -> None:
+    def ended(self, scheduler: BaseScheduler) -> None:
         """The pass's job has ended: bring the next one forward if it asked."""
         when, self.early_at = self.early_at, None
         if when is not None and not self.stopping.is_set():
-            self.scheduler.modify_job("pass", next_run_time=when)
+            scheduler.modify_job(self.job_id, next_run_time=when)
 
     def _after(self, result: PassResult | None) -> None:
         if self.metrics is not None:
@@ -142,7 +146,7 @@ class Daemon:
         trouble = self.trouble()
         self._say(trouble)
         status = result.one_line() if result is not None else trouble or "standby: nothing held"
-        sdnotify.notify(f"STATUS={status}")
+        sdnotify.notify(f"STATUS={f'[{self.name}] ' if self.name else ''}{status}")
         sdnotify.notify("WATCHDOG=1")
 
     def trouble(self) -> str | None:
@@ -159,30 +163,14 @@ class Daemon:
             log.info("ready again: the Lease is held or seen")
         self.said = trouble
 
-    def _retry_period(self) -> float:
+    def retry_period(self) -> float:
         source = self.elector or self.shard
         return source.config.retry_period if source is not None else 0.0
-
-    def _listener(self, event) -> None:  # type: ignore[no-untyped-def]
-        if event.code == EVENT_JOB_EXECUTED:
-            self._ended()
-        elif event.code == EVENT_JOB_MISSED:
-            log.warning("pass scheduled at %s was missed", event.scheduled_run_time)
-        elif event.code == EVENT_JOB_MAX_INSTANCES:
-            log.warning("pass skipped: the previous pass is still running")
-        elif event.code == EVENT_JOB_ERROR:
-            log.error("pass raised: %s", event.exception)
-
-    def _stop(self, signum: int, _frame: object) -> None:
-        log.info("received %s; finishing the current pass", signal.Signals(signum).name)
-        sdnotify.notify("STOPPING=1")
-        self.stopping.set()
-        self.scheduler.shutdown(wait=False)
 
     def _start_shard(self, shard: ShardMember) -> threading.Thread:
         if self.metrics is not None:
             metrics = self.metrics
-            metrics.buckets.set(shard.config.buckets)
+            metrics.set_buckets(shard.config.buckets)
             shard.on_change = metrics.record_buckets
         # Join, then take our share a retry period later, once the replicas
         # started with us have joined too: know our buckets before the first pass.
@@ -195,49 +183,104 @@ class Daemon:
         thread.start()
         return thread
 
-    def run(self) -> int:
-        renewer = None
+    def start_leases(self) -> threading.Thread | None:
+        """Before the first pass: know our role (leader or standby, buckets
+        held), then keep the Leases renewed in a thread."""
         if self.metrics is not None:
             self.metrics.blocked = self.trouble
         if self.elector is None and self.metrics is not None:
-            self.metrics.leader.set(1)  # a writer: the no-leader alert stays quiet
+            self.metrics.set_leader(True)  # a writer: the no-leader alert stays quiet
         if self.elector is not None:
             elector = self.elector
             if self.metrics is not None:
-                gauge = self.metrics.leader
-                elector.on_change = lambda leader: gauge.set(1 if leader else 0)
-            elector.try_acquire_or_renew()  # know our role before the first pass
+                elector.on_change = self.metrics.set_leader
+            elector.try_acquire_or_renew()
             renewer = threading.Thread(
                 target=elector.run, args=(self.stopping,), name="lease", daemon=True
             )
             renewer.start()
+            return renewer
         if self.shard is not None:
-            renewer = self._start_shard(self.shard)
-        self.scheduler.add_job(
-            self.tick,
-            "interval",
-            seconds=self.interval,
-            jitter=self.jitter,
-            next_run_time=datetime.now(UTC),
-            id="pass",
-            name="reconcile pass",
+            return self._start_shard(self.shard)
+        return None
+
+    def stop(self, renewer: threading.Thread | None) -> None:
+        """After the last pass: give up what this loop holds."""
+        with self.pass_lock:  # wait for a pass still running in the pool
+            pass
+        self.stopping.set()
+        if renewer is not None:
+            renewer.join(timeout=self.retry_period() + 5)
+        if self.elector is not None:
+            self.elector.release()
+        if self.shard is not None:
+            self.shard.leave()
+        log.info("stopped after %s", plural(self.passes, "pass", "passes"))
+
+
+class Daemon:
+    """The process: one scheduler running every cluster's loop, at most
+    ``parallel`` passes at once, until SIGTERM."""
+
+    def __init__(self, loops: Sequence[Loop], parallel: int = 1) -> None:
+        self.loops = {loop.job_id: loop for loop in loops}
+        self.stopping = threading.Event()
+        self.scheduler = BlockingScheduler(
+            timezone=UTC,
+            executors={"default": ThreadPoolExecutor(max(1, parallel))},
+            job_defaults={"max_instances": 1, "coalesce": True},
         )
+
+    def _listener(self, event) -> None:  # type: ignore[no-untyped-def]
+        loop = self.loops.get(event.job_id)
+        prefix = f"[{loop.name}] " if loop is not None and loop.name else ""
+        if event.code == EVENT_JOB_EXECUTED and loop is not None:
+            loop.ended(self.scheduler)
+        elif event.code == EVENT_JOB_MISSED:
+            log.warning("%spass scheduled at %s was missed", prefix, event.scheduled_run_time)
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            log.warning("%spass skipped: the previous pass is still running", prefix)
+        elif event.code == EVENT_JOB_ERROR:
+            log.error("%spass raised: %s", prefix, event.exception)
+
+    def _stop(self, signum: int, _frame: object) -> None:
+        log.info("received %s; finishing the current passes", signal.Signals(signum).name)
+        sdnotify.notify("STOPPING=1")
+        self.stopping.set()
+        for loop in self.loops.values():
+            loop.stopping.set()
+        self.scheduler.shutdown(wait=False)
+
+    def run(self) -> int:
+        renewers = {
+            job_id: in_cluster(loop.name, loop.start_leases) for job_id, loop in self.loops.items()
+        }
+        for loop in self.loops.values():
+            self.scheduler.add_job(
+                in_cluster,
+                "interval",
+                args=(loop.name, loop.tick),
+                seconds=loop.interval,
+                jitter=loop.jitter,
+                next_run_time=datetime.now(UTC),
+                misfire_grace_time=max(1, int(loop.interval)),
+                id=loop.job_id,
+                name=f"reconcile pass {loop.name}".strip(),
+            )
+            log.info(
+                "%srunning a pass every %.0fs (jitter %.0fs)",
+                f"[{loop.name}] " if loop.name else "",
+                loop.interval,
+                loop.jitter,
+            )
         self.scheduler.add_listener(
             self._listener,
             EVENT_JOB_EXECUTED | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR,
         )
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
-        log.info("running a pass every %.0fs (jitter %.0fs)", self.interval, self.jitter)
         self.scheduler.start()
-        with self.pass_lock:  # wait for a pass still running in the pool
-            pass
         self.stopping.set()
-        if renewer is not None:
-            renewer.join(timeout=self._retry_period() + 5)
-        if self.elector is not None:
-            self.elector.release()
-        if self.shard is not None:
-            self.shard.leave()
-        log.info("stopped after %s", plural(self.passes, "pass", "passes"))
+        for job_id, loop in self.loops.items():
+            in_cluster(loop.name, loop.stop, renewers[job_id])
         return 0

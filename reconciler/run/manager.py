@@ -1,9 +1,10 @@
 """The daemon put together: what `reconciler run` starts beside its passes.
 
 As controller-runtime's manager wires a controller's process, this wires
-ours from the settings: the Lease check before anything starts, the leader
-elector or the shard member (on a request budget of their own), the metrics
-and health server, and who may still write. The pass itself is the
+ours from the settings: the metrics and health server of the process, and
+for each cluster the Lease check before anything starts, the leader elector
+or the shard member (on a request budget of their own), and who may still
+write. The pass itself is the
 engine's, handed in by the CLI (`run/` does not import `engine/`).
 """
 
@@ -18,13 +19,13 @@ from reconciler.client.kube import Kube
 from reconciler.config import Config
 from reconciler.result import PassResult
 from reconciler.run import lease_access
-from reconciler.run.daemon import Daemon
+from reconciler.run.daemon import Daemon, Loop
 from reconciler.run.leader import LEASE_BURST, LEASE_QPS, LEASE_RETRIES, LeaderElector, LeaseConfig
 from reconciler.run.pacing import Schedule
 from reconciler.run.shard import ShardConfig, ShardMember
 
 if TYPE_CHECKING:
-    from reconciler.run.metrics import Metrics
+    from reconciler.run.metrics import ClusterMetrics, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +36,11 @@ class CannotStart(Exception):
 
 @dataclass(frozen=True)
 class Parts:
-    """What runs beside the passes; each None when the settings leave it out."""
+    """What runs beside one cluster's passes; each None when the settings leave it out."""
 
     elector: LeaderElector | None
     member: ShardMember | None
-    metrics: Metrics | None
+    metrics: ClusterMetrics | None
 
     @property
     def keep_going(self) -> Callable[[], bool] | None:
@@ -63,9 +64,24 @@ def check_leases(kube: Kube, config: Config) -> None:
         raise CannotStart(str(exc)) from None
 
 
-def assemble(kube: Kube, config: Config) -> Parts:
-    """The elector or shard member, and the metrics server (started here).
-    Lease requests get a budget of their own: never behind a pass's writes."""
+def serve_metrics(config: Config, named: bool) -> Metrics | None:
+    """The metrics and health server of the process (started here), shared
+    by its clusters; ``named``: their series carry a ``cluster`` label."""
+    if not config.metrics_address:
+        return None
+    from reconciler.run.metrics import Metrics, serve  # about 2 MB: only when served
+
+    metrics = Metrics(named=named)
+    try:
+        serve(config.metrics_address, metrics)
+    except (OSError, ValueError) as exc:
+        raise CannotStart(f"--metrics-address {config.metrics_address}: {exc}") from None
+    return metrics
+
+
+def assemble(kube: Kube, config: Config, metrics: Metrics | None, name: str = "") -> Parts:
+    """One cluster's elector or shard member, and its metrics. Lease
+    requests get a budget of their own: never behind a pass's writes."""
     leases = kube.with_budget(LEASE_QPS, LEASE_BURST, LEASE_RETRIES)
     elector = _elector(leases, config)
     member = None
@@ -78,7 +94,9 @@ def assemble(kube: Kube, config: Config) -> Parts:
             config.leader_election_namespace,
             member.base,
         )
-    parts = Parts(elector, member, _metrics(config))
+    stale_after = config.interval * config.healthz_intervals + config.jitter
+    own = metrics.cluster(name, config.interval, stale_after) if metrics is not None else None
+    parts = Parts(elector, member, own)
     if parts.keep_going is not None:
         kube.still_writing = parts.keep_going
     elif member is not None:
@@ -99,29 +117,22 @@ def _elector(leases: Kube, config: Config) -> LeaderElector | None:
     return elector
 
 
-def _metrics(config: Config) -> Metrics | None:
-    if not config.metrics_address:
-        return None
-    from reconciler.run.metrics import Metrics, serve  # about 2 MB: only when served
-
-    metrics = Metrics(interval=config.interval)
-    stale_after = config.interval * config.healthz_intervals + config.jitter
-    try:
-        serve(config.metrics_address, metrics, stale_after)
-    except (OSError, ValueError) as exc:
-        raise CannotStart(f"--metrics-address {config.metrics_address}: {exc}") from None
-    return metrics
-
-
-def run(one_pass: Callable[[], PassResult], parts: Parts, kube: Kube, config: Config) -> int:
-    """Passes until SIGTERM; the exit code."""
-    daemon = Daemon(
+def loop(
+    one_pass: Callable[[], PassResult], parts: Parts, kube: Kube, config: Config, name: str = ""
+) -> Loop:
+    """One cluster's passes, as the daemon schedules them."""
+    return Loop(
         one_pass,
         schedule=Schedule.of(config),
         jitter=config.jitter,
+        name=name,
         elector=parts.elector,
         shard=parts.member,
         metrics=parts.metrics,
         requests=lambda: dict(kube.stats.requests),
     )
-    return daemon.run()
+
+
+def run(loops: list[Loop], parallel: int) -> int:
+    """Every cluster's passes until SIGTERM; the exit code."""
+    return Daemon(loops, parallel).run()

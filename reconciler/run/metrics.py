@@ -1,11 +1,13 @@
 """Prometheus metrics and the /healthz and /readyz endpoints of `reconciler run`.
 
-/healthz fails when no pass has completed for ``stale_after`` seconds, so a
-loop that hangs (rather than crashes) is restarted by systemd or the kubelet.
-A standby replica that skips passes because it is not the leader still counts
-as alive: its loop is ticking. /readyz fails, with the reason, while a replica
-can neither hold nor see the holder of its Lease for longer than the lease
-duration (``blocked``): then nothing says anyone reconciles.
+/healthz fails when a cluster's loop has completed no pass for ``stale_after``
+seconds (healthz_intervals intervals), so a loop that hangs (rather than
+crashes) is restarted by systemd or the kubelet. A standby replica that skips
+passes because it is not the leader still counts as alive: its loop is
+ticking. /readyz fails, with the reason and the cluster, while a replica can
+neither hold nor see the holder of its Lease for longer than the lease
+duration (``blocked``), or while no pass has reached a cluster for
+``stale_after`` seconds: then nothing reconciles there.
 """
 
 from __future__ import annotations
@@ -37,162 +39,246 @@ CONDITIONS = ("Ready", "Degraded", "Progressing")
 
 
 class Metrics:
-    def __init__(self, interval: float = 0.0) -> None:
+    """The process's registry and its health, over every cluster it serves.
+
+    Served for several clusters (``named``), every metric but the process's
+    own carries a ``cluster`` label; for one, none does, as before.
+    """
+
+    def __init__(self, named: bool = False) -> None:
         self.registry = CollectorRegistry()
+        self.named = named
+        self.clusters: dict[str, ClusterMetrics] = {}
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU seconds
+        c = ("cluster",) if named else ()
         r = self.registry
-        # Why this replica cannot tell whether anyone reconciles (set by the daemon).
-        self.blocked: Callable[[], str | None] | None = None
-        ProcessCollector(registry=r)  # process_resident_memory_bytes, CPU seconds
         # The stalled-passes alert (config/prometheus) counts in intervals, so
         # it follows a changed --interval without an edit to the rule.
         self.interval = Gauge(
             "reconciler_pass_interval_seconds",
             "Configured seconds between passes of `reconciler run`.",
+            c,
             registry=r,
         )
-        self.interval.set(interval)
         self.pass_duration = Histogram(
             "reconciler_pass_duration_seconds",
             "Wall time of one reconcile pass.",
+            c,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
             registry=r,
         )
         self.passes = Counter(
-            "reconciler_passes_total", "Passes by result.", ["result"], registry=r
+            "reconciler_passes_total", "Passes by result.", [*c, "result"], registry=r
         )
         self.throttled = Counter(
             "reconciler_throttled_total",
             "Objects whose writes the apiserver throttled (429) past the retries; "
             "the next pass writes them.",
-            ["kind"],
+            [*c, "kind"],
             registry=r,
         )
         self.actions = Counter(
             "reconciler_actions_total",
             "Actions by kind, verb and result.",
-            ["kind", "verb", "result"],
+            [*c, "kind", "verb", "result"],
             registry=r,
         )
         self.requests = Counter(
             "reconciler_api_requests_total",
             "API requests by verb and code.",
-            ["verb", "code"],
+            [*c, "verb", "code"],
             registry=r,
         )
         self.observed = Gauge(
-            "reconciler_objects_observed", "Objects seen in the last pass.", ["kind"], registry=r
+            "reconciler_objects_observed",
+            "Objects seen in the last pass.",
+            [*c, "kind"],
+            registry=r,
         )
         self.last_success = Gauge(
             "reconciler_last_success_timestamp_seconds",
             "Unix time of the last pass without errors.",
+            c,
             registry=r,
         )
         self.objects = Gauge(
             "reconciler_objects",
             "Objects whose condition is True as the last pass left them, by kind.",
-            ["kind", "condition"],
+            [*c, "kind", "condition"],
             registry=r,
         )
         self.backing_off = Gauge(
             "reconciler_objects_backing_off",
             "Objects whose writes are held after repeated failures, by kind.",
-            ["kind"],
+            [*c, "kind"],
             registry=r,
         )
         self.stalled = Gauge(
             "reconciler_objects_progress_deadline_exceeded",
             "Objects whose pods stopped moving before all were Ready "
             "(Progressing=False/ProgressDeadlineExceeded), by kind.",
-            ["kind"],
+            [*c, "kind"],
             registry=r,
         )
         self.early = Counter(
             "reconciler_early_passes_total",
             "Passes scheduled before the interval, by why: wrote, conflict, progressing, settling.",
-            ["reason"],
+            [*c, "reason"],
             registry=r,
         )
         self.next_pass = Gauge(
             "reconciler_next_pass_delay_seconds",
             "Seconds from the start of the last pass to the start of the next.",
+            c,
             registry=r,
         )
         self.look = Gauge(
             "reconciler_pass_look_seconds",
             "What observing and planning took in the last pass (wall or client CPU,"
             " whichever is larger): the cost the pace budget counts.",
+            c,
             registry=r,
         )
         self.budgeted = Counter(
             "reconciler_budget_paced_passes_total",
             "Early passes that waited past --min-interval for the pace budget "
             "(the recent passes' looking over --pace-budget).",
+            c,
             registry=r,
         )
         self.leader = Gauge(
             "reconciler_leader",
             "1 if this instance may write: it holds the Lease, or runs without leader election.",
+            c,
             registry=r,
         )
         self.buckets = Gauge(
             "reconciler_shard_buckets",
             "Buckets the objects are split into (sharded replicas; 0 otherwise).",
+            c,
             registry=r,
         )
         self.buckets_held = Gauge(
             "reconciler_shard_buckets_held",
             "Buckets this replica holds and may write.",
+            c,
             registry=r,
         )
         self.bucket_changes = Counter(
             "reconciler_shard_bucket_changes_total",
             "Buckets this replica took or gave up.",
-            ["change"],
+            [*c, "change"],
             registry=r,
         )
+        self.reached = Gauge(
+            "reconciler_last_reached_timestamp_seconds",
+            "Unix time of the last pass that reached the cluster (every LIST answered"
+            " or refused object by object): /readyz fails once it is healthz_intervals"
+            " intervals old.",
+            c,
+            registry=r,
+        )
+
+    def cluster(self, name: str, interval: float, stale_after: float) -> ClusterMetrics:
+        """The metrics and health of one cluster (``name``: empty for the one
+        cluster of a process that serves one)."""
+        metrics = ClusterMetrics(self, name, interval, stale_after)
+        self.clusters[name] = metrics
+        return metrics
+
+    def healthy(self) -> bool:
+        """Every cluster's loop ticks: one that hangs stops only its cluster,
+        silently, so the process is restarted."""
+        return bool(self.clusters) and all(c.healthy() for c in self.clusters.values())
+
+    def not_ready(self) -> str | None:
+        """Why /readyz fails, naming the cluster when there are several."""
+        for name, cluster in self.clusters.items():
+            why = cluster.not_ready()
+            if why is not None:
+                return f"{name}: {why}" if self.named else why
+        return None if self.clusters else "no cluster served"
+
+
+class ClusterMetrics:
+    """One cluster's series (its ``cluster`` label bound) and its health."""
+
+    def __init__(self, metrics: Metrics, name: str, interval: float, stale_after: float) -> None:
+        self.family = metrics
+        self.name = name
+        self.bound: tuple[str, ...] = (name,) if metrics.named else ()
+        self.stale_after = stale_after
+        # Why this replica cannot tell whether anyone reconciles (set by the daemon).
+        self.blocked: Callable[[], str | None] | None = None
+        self.of(metrics.interval).set(interval)
         self._held: frozenset[int] = frozenset()
         self._seen_requests: dict[tuple[str, str], int] = {}
         self.last_tick = 0.0
+        self.last_reached = time.monotonic()  # a cluster down from the start counts from here
+        self.unreached: str | None = None  # why the last pass did not reach it
         self.ready = False
         self.lock = threading.Lock()
 
+    def of(self, family: Any, *labels: str) -> Any:
+        """``family``'s series for this cluster and ``labels``."""
+        values = (*self.bound, *labels)
+        return family.labels(*values) if values else family
+
+    def set_leader(self, leader: bool) -> None:
+        self.of(self.family.leader).set(1 if leader else 0)
+
+    def set_buckets(self, buckets: int) -> None:
+        self.of(self.family.buckets).set(buckets)
+
+    def count_early(self, why: str) -> None:
+        self.of(self.family.early, why).inc()
+
     def record_buckets(self, held: frozenset[int]) -> None:
         """Called by the shard member whenever its held buckets change."""
+        f = self.family
         with self.lock:
             taken, given = len(held - self._held), len(self._held - held)
             self._held = held
-        self.buckets_held.set(len(held))
+        self.of(f.buckets_held).set(len(held))
         if taken:
-            self.bucket_changes.labels("taken").inc(taken)
+            self.of(f.bucket_changes, "taken").inc(taken)
         if given:
-            self.bucket_changes.labels("given-up").inc(given)
-        self.leader.set(1 if held else 0)
+            self.of(f.bucket_changes, "given-up").inc(given)
+        self.set_leader(bool(held))
 
     def record_pace(self, pace: Pace) -> None:
-        self.next_pass.set(pace.delay)
+        f = self.family
+        self.of(f.next_pass).set(pace.delay)
         if pace.costs:
-            self.look.set(pace.costs[-1])
+            self.of(f.look).set(pace.costs[-1])
         if pace.budgeted:
-            self.budgeted.inc()
+            self.of(f.budgeted).inc()
 
     def record_pass(self, result: PassResult, requests: dict[tuple[str, str], int]) -> None:
-        self.pass_duration.observe(result.duration)
-        self.passes.labels(str(result.outcome)).inc()
+        f = self.family
+        self.of(f.pass_duration).observe(result.duration)
+        self.of(f.passes, str(result.outcome)).inc()
         for (kind, verb, res), n in result.applied.counts().items():
-            self.actions.labels(kind, verb, res).inc(n)
+            self.of(f.actions, kind, verb, res).inc(n)
         for outcome in result.applied.throttled():
-            self.throttled.labels(outcome.action.owner.kind).inc()
+            self.of(f.throttled, outcome.action.owner.kind).inc()
         for kind, n in result.observed.items():
-            self.observed.labels(kind).set(n)
+            self.of(f.observed, kind).set(n)
         self.record_health(result)
         if result.outcome is PassOutcome.OK:
-            self.last_success.set(time.time())
+            self.of(f.last_success).set(time.time())
+        if result.outcome is PassOutcome.UNREACHABLE:
+            self.unreached = result.unreachable
+        else:
+            self.last_reached, self.unreached = time.monotonic(), None
+            self.of(f.reached).set(time.time())
         self.record_requests(requests)
         self.tick()
 
     def record_health(self, result: PassResult) -> None:
         """Every kind listed this pass is set, zeros included, so that an
         alert clears; a kind whose LIST failed keeps its last values."""
+        f = self.family
         listed = [kind for kind in result.observed if kind != PODS.kind]
         counts: collections.Counter[tuple[str, str]] = collections.Counter()
         for key, health in result.health.items():
@@ -203,9 +289,9 @@ class Metrics:
         stalled = collections.Counter(k.kind for k, h in result.health.items() if h.stalled)
         for kind in listed:
             for condition in CONDITIONS:
-                self.objects.labels(kind, condition).set(counts[(kind, condition)])
-            self.backing_off.labels(kind).set(held[kind])
-            self.stalled.labels(kind).set(stalled[kind])
+                self.of(f.objects, kind, condition).set(counts[(kind, condition)])
+            self.of(f.backing_off, kind).set(held[kind])
+            self.of(f.stalled, kind).set(stalled[kind])
 
     def record_requests(self, requests: dict[tuple[str, str], int]) -> None:
         """Counters only go up: add what the client counted since last time."""
@@ -213,21 +299,28 @@ class Metrics:
             for key, total in requests.items():
                 delta = total - self._seen_requests.get(key, 0)
                 if delta > 0:
-                    self.requests.labels(*key).inc(delta)
+                    self.of(self.family.requests, *key).inc(delta)
                 self._seen_requests[key] = total
 
     def tick(self) -> None:
         self.last_tick = time.monotonic()
         self.ready = True
 
-    def healthy(self, stale_after: float) -> bool:
-        return self.ready and time.monotonic() - self.last_tick < stale_after
+    def healthy(self) -> bool:
+        return self.ready and time.monotonic() - self.last_tick < self.stale_after
 
     def not_ready(self) -> str | None:
-        """Why /readyz fails: no pass yet, or a Lease this replica cannot see."""
+        """Why /readyz fails for this cluster: no pass yet, a Lease it cannot
+        see, or no pass that reached it for ``stale_after`` seconds."""
         if not self.ready:
             return "first pass not done"
-        return self.blocked() if self.blocked is not None else None
+        blocked = self.blocked() if self.blocked is not None else None
+        if blocked is not None:
+            return blocked
+        unreached_for = time.monotonic() - self.last_reached
+        if self.unreached is not None and unreached_for >= self.stale_after:
+            return f"no pass has reached the cluster for {unreached_for:.0f}s: {self.unreached}"
+        return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -238,7 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/metrics":
             self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
         elif self.path == "/healthz":
-            ok = metrics.healthy(self.server.stale_after)
+            ok = metrics.healthy()
             self._send(200 if ok else 503, b"ok\n" if ok else b"no pass completed recently\n")
         elif self.path == "/readyz":
             why = metrics.not_ready()
@@ -260,10 +353,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], metrics: Metrics, stale_after: float) -> None:
+    def __init__(self, address: tuple[str, int], metrics: Metrics) -> None:
         super().__init__(address, _Handler)
         self.metrics = metrics
-        self.stale_after = stale_after
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -276,8 +368,8 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def serve(address: str, metrics: Metrics, stale_after: float) -> ThreadingHTTPServer:
-    server = _Server(parse_address(address), metrics, stale_after)
+def serve(address: str, metrics: Metrics) -> ThreadingHTTPServer:
+    server = _Server(parse_address(address), metrics)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     host, port = server.server_address[:2]
     log.info("serving /metrics, /healthz and /readyz on %s:%s", host or "*", port)

@@ -39,6 +39,12 @@ class FakeKube:
         # The answer to a kind's LIST of metadata, byte for byte; else its objects as JSON.
         self.metadata_bodies: dict[str, bytes] = {}
         self.streamed: list[str] = []  # the kind of each LIST read as it arrives
+        self.user_agent = "reconciler/test"
+        self.still_writing: Callable[[], bool] | None = None
+
+    def with_budget(self, qps: float, burst: int, max_retries: int) -> FakeKube:
+        """As `Kube.with_budget`: the same fake (its calls recorded together)."""
+        return self
 
     def _maybe_fail(self, verb: str, name: str) -> None:
         self.calls.append((verb, name))

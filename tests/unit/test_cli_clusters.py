@@ -89,10 +89,24 @@ def test_a_context_the_kubeconfig_lacks_is_refused_before_any_pass(fleet):
     assert fleet["up"].calls == []
 
 
-def test_run_refuses_several_clusters_naming_the_way_to_serve_them(fleet):
+def test_run_makes_a_loop_per_cluster_each_with_its_own_client(fleet, monkeypatch):
+    from reconciler.run import manager
+
+    loops = []
+    monkeypatch.setattr(manager, "run", lambda given, parallel: loops.extend(given) or 0)
     result = invoke("run", "--context", "up", "--context", "down")
+    assert result.exit_code == 0, result.output
+    assert [loop.name for loop in loops] == ["up", "down"]
+    assert loops[0].one_pass().outcome == "ok" and ("POST", "r-0") in fleet["up"].calls
+    assert loops[1].one_pass().outcome == "unreachable"
+
+
+def test_a_process_setting_in_a_cluster_entry_is_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("clusters: [{context: a, metrics_address: ':9'}]\n")
+    result = invoke("sync", "--config", str(path))
     assert result.exit_code == 2
-    assert "reconciler@.service" in result.stderr
+    assert "clusters[0]: metrics_address: a setting of the process" in result.stderr
 
 
 def test_json_log_lines_carry_the_cluster_as_a_field(fleet):

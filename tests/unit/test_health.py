@@ -143,7 +143,8 @@ def test_with_its_pods_unseen_a_failed_write_plans_no_status_counted_from_nothin
 
 
 def test_gauges_count_conditions_and_backoff_by_kind_and_clear():
-    metrics = Metrics()
+    family = Metrics()
+    metrics = family.cluster("", interval=30, stale_after=90)
     rk, xk = ObjKey("Redis", "ns", "a"), ObjKey("Xca", "ns", "x")
     health = {
         rk: Health("PodConflict", "m", degraded=True),
@@ -159,7 +160,7 @@ def test_gauges_count_conditions_and_backoff_by_kind_and_clear():
     metrics.record_health(dataclasses.replace(result, health=health))
 
     def value(name, **labels):
-        return metrics.registry.get_sample_value(name, labels)
+        return family.registry.get_sample_value(name, labels)
 
     assert value("reconciler_objects", kind="Redis", condition="Degraded") == 2
     assert value("reconciler_objects_progress_deadline_exceeded", kind="Redis") == 1

@@ -17,7 +17,7 @@ from apscheduler.events import EVENT_JOB_EXECUTED
 from reconciler.actions import PatchStatus, Plan
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
-from reconciler.run.daemon import Daemon
+from reconciler.run.daemon import Daemon, Loop
 from reconciler.run.pacing import Pace, Schedule, Why
 from tests.unit.imports import loaded_after
 
@@ -29,8 +29,8 @@ def crash() -> PassResult:
     raise RuntimeError("a bug in the pass")
 
 
-def daemon(**kw: Any) -> Daemon:
-    d = Daemon(crash, schedule=SCHEDULE, jitter=0, **kw)
+def daemon(**kw: Any) -> Loop:
+    d = Loop(crash, schedule=SCHEDULE, jitter=0, **kw)
     d.pace = Pace(8, Why.SETTLING, "nothing moved since the last change")
     return d
 
@@ -98,7 +98,7 @@ def run_until_second_pass(pass_seconds: float, budget: float) -> float:
         d.scheduler.shutdown(wait=False)
         return quiet()
 
-    d = Daemon(one_pass, schedule=Schedule(30, 0.5, budget), jitter=0)
+    d = Daemon([Loop(one_pass, schedule=Schedule(30, 0.5, budget), jitter=0)])
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     guard = threading.Timer(10, lambda: d.scheduler.shutdown(wait=False))
     guard.start()
@@ -132,13 +132,14 @@ def test_an_early_pass_is_handed_to_the_scheduler_only_once_the_job_has_ended() 
     1): a time already past, set from inside a long pass, meant the next pass
     came a whole interval later."""
     calls: list[tuple[datetime, bool]] = []
-    d = Daemon(wrote, schedule=SCHEDULE, jitter=0)
+    loop = Loop(wrote, schedule=SCHEDULE, jitter=0)
+    d = Daemon([loop])
     d.scheduler = SimpleNamespace(  # type: ignore[assignment]
-        modify_job=lambda _id, next_run_time: calls.append((next_run_time, d.pass_lock.locked()))
+        modify_job=lambda _id, next_run_time: calls.append((next_run_time, loop.pass_lock.locked()))
     )
-    d.tick()
+    loop.tick()
     assert calls == []
-    d._listener(SimpleNamespace(code=EVENT_JOB_EXECUTED))
+    d._listener(SimpleNamespace(code=EVENT_JOB_EXECUTED, job_id=loop.job_id))
     ((_, during_pass),) = calls
     assert not during_pass
 

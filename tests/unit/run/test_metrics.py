@@ -25,9 +25,9 @@ def get(url: str) -> tuple[int, str]:
 @pytest.fixture
 def server():
     metrics = Metrics()
-    srv = serve("127.0.0.1:0", metrics, stale_after=0.5)
+    srv = serve("127.0.0.1:0", metrics)
     base = f"http://127.0.0.1:{srv.server_address[1]}"
-    yield metrics, base
+    yield metrics.cluster("", interval=30, stale_after=0.5), base
     srv.shutdown()
 
 
@@ -70,7 +70,9 @@ def test_readyz_says_why_while_the_lease_cannot_be_seen(server):
 
 
 def test_the_interval_is_exported_for_the_stalled_alert():
-    body = generate_latest(Metrics(interval=45).registry).decode()
+    metrics = Metrics()
+    metrics.cluster("", interval=45, stale_after=135)
+    body = generate_latest(metrics.registry).decode()
     assert "reconciler_pass_interval_seconds 45.0" in body
 
 
@@ -85,3 +87,62 @@ def test_a_port_out_of_range_is_a_value_error_naming_it():
     """Not the socket's OverflowError, which the daemon does not expect."""
     with pytest.raises(ValueError, match="port 99999 is not between 0 and 65535"):
         parse_address(":99999")
+
+
+def unreachable(message: str = "connect to 10.0.0.1:443: connection refused") -> PassResult:
+    return PassResult("p", Plan(), ApplyReport(), unreachable=message)
+
+
+def test_several_clusters_label_every_series_and_readyz_names_the_one_not_reached(monkeypatch):
+    import time
+
+    metrics = Metrics(named=True)
+    srv = serve("127.0.0.1:0", metrics)
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        prod = metrics.cluster("prod", interval=30, stale_after=90)
+        staging = metrics.cluster("staging", interval=10, stale_after=30)
+        assert get(base + "/readyz") == (503, "prod: first pass not done\n")
+        prod.record_pass(PassResult("p", Plan(), ApplyReport(), observed={"Redis": 2}), {})
+        staging.record_pass(unreachable(), {("LIST", "error"): 1})
+        assert get(base + "/readyz") == (200, "ok\n")  # down, but not yet for three intervals
+        body = get(base + "/metrics")[1]
+        assert 'reconciler_objects_observed{cluster="prod",kind="Redis"} 2.0' in body
+        assert 'reconciler_passes_total{cluster="staging",result="unreachable"} 1.0' in body
+        assert 'reconciler_pass_interval_seconds{cluster="staging"} 10.0' in body
+        assert 'reconciler_api_requests_total{cluster="staging",code="error",verb="LIST"}' in body
+        later = time.monotonic() + 31
+        monkeypatch.setattr(time, "monotonic", lambda: later)
+        prod.tick()
+        staging.record_pass(unreachable(), {})
+        code, why = get(base + "/readyz")
+        assert code == 503
+        assert why.startswith("staging: no pass has reached the cluster for 3")
+        assert why.endswith("connection refused\n")
+        staging.record_pass(PassResult("p", Plan(), ApplyReport()), {})
+        assert get(base + "/readyz") == (200, "ok\n")
+    finally:
+        srv.shutdown()
+
+
+def test_healthz_fails_when_any_clusters_loop_stops_ticking(monkeypatch):
+    import time
+
+    metrics = Metrics(named=True)
+    quick, slow = (metrics.cluster(n, interval=1, stale_after=3) for n in ("a", "b"))
+    quick.tick()
+    slow.tick()
+    assert metrics.healthy()
+    later = time.monotonic() + 4
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    quick.tick()
+    assert not metrics.healthy()
+
+
+def test_one_cluster_has_no_cluster_label():
+    metrics = Metrics()
+    one = metrics.cluster("", interval=30, stale_after=90)
+    one.record_pass(PassResult("p", Plan(), ApplyReport(), observed={"Redis": 1}), {})
+    body = generate_latest(metrics.registry).decode()
+    assert 'reconciler_objects_observed{kind="Redis"} 1.0' in body
+    assert "cluster=" not in body
