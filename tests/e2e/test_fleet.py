@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ import yaml
 
 from hack.cluster import cluster as launcher
 
-from .conftest import Kubectl, Reconciler, delete_namespace, wait_for
+from .conftest import Kubectl, Reconciler, delete_namespace, free_port, wait_for
 from .test_redis import pods, redis_yaml, settled
 
 ONE, TWO = "local", "local-2"
@@ -120,3 +123,61 @@ def test_a_context_whose_credentials_are_refused_is_named_unauthorized(
     assert out["clusters"][TWO]["result"] == "unreachable"
     assert "unauthorized" in out["clusters"][TWO]["error"].lower()
     assert pods(kubectl2, ns) == {}
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def readyz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def ready_redis(kubectl: Kubectl, ns: str, want: int) -> bool:
+    found = kubectl.json("get", "redis", "redis-sample", "-n", ns).get("status") or {}
+    return found.get("readyReplicas") == want and len(pods(kubectl, ns)) == want
+
+
+def test_one_daemon_keeps_one_cluster_converging_while_the_other_is_down(
+    kubectl: Kubectl, kubectl2: Kubectl, ns: str, fleet_kubeconfig: Path
+):
+    kubectl.apply(redis_yaml(ns, num=1))
+    kubectl2.apply(redis_yaml(ns, num=1))
+    port = free_port()
+    daemon = Reconciler(fleet_kubeconfig).daemon(
+        ns, "--context", ONE, "--context", TWO, "--metrics-address", f"127.0.0.1:{port}"
+    )
+    try:
+        for k in (kubectl, kubectl2):
+            wait_for(lambda k=k: ready_redis(k, ns, 1), what="both clusters converged")
+        wait_for(lambda: readyz(port) == (200, "ok\n"), what="the daemon ready")
+        patch = ("patch", "redis", "redis-sample", "-n", ns, "--type=merge")
+        kubectl2.run(*patch, "-p", '{"spec":{"num":2}}')
+        wait_for(lambda: ready_redis(kubectl2, ns, 2), what="a change in the second reconciled")
+
+        launcher.stop_component("kube-apiserver", launcher.FLEET[TWO])
+        kubectl.run(*patch, "-p", '{"spec":{"num":3}}')
+        wait_for(lambda: ready_redis(kubectl, ns, 3), what="the first converging alone")
+        _, why = wait_for(
+            lambda: (r := readyz(port))[0] == 503 and r, what="/readyz to name the cluster down"
+        )
+        assert why.startswith(f"{TWO}: no pass has reached the cluster for "), why
+        metrics = scrape(port)
+        assert f'reconciler_passes_total{{cluster="{TWO}",result="unreachable"}}' in metrics
+        assert f'reconciler_objects_observed{{cluster="{ONE}",kind="Redis"}} 1.0' in metrics
+
+        launcher.start_component("kube-apiserver", launcher.FLEET[TWO])
+        kubectl2.run(*patch, "-p", '{"spec":{"num":1}}')
+        wait_for(lambda: ready_redis(kubectl2, ns, 1), what="the second converging again")
+        wait_for(lambda: readyz(port) == (200, "ok\n"), what="the daemon ready again")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, _ = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, out[-3000:]
+    assert f"[{ONE} {ns}/redis-sample] " in out and f"[{TWO} {ns}/redis-sample] " in out
+    assert f"[{TWO}] " in out and "connection refused" in out, out[-3000:]
