@@ -443,7 +443,19 @@ def test_hadolint_passes_and_would_catch_a_bad_dockerfile(tmp_path: Path):
 
 # ------------------------------------------------------------------ systemd
 
-UNITS = ("reconciler.service", "reconciler-sync.service", "reconciler-sync.timer")
+UNITS = (
+    "reconciler.service",
+    "reconciler-sync.service",
+    "reconciler-sync.timer",
+    "reconciler@.service",
+)
+# What an instance of the template has of its own (%i: the context, escaped).
+PER_INSTANCE = {
+    "StateDirectory": "reconciler/%i",
+    "Environment": "HOME=%S/reconciler/%i",
+    "EnvironmentFile": "-/etc/reconciler/%i.env",
+    "SyslogIdentifier": "reconciler@%i",
+}
 HARDENING = {
     "DynamicUser": "yes",
     "NoNewPrivileges": "yes",
@@ -478,9 +490,9 @@ def exec_start(u: dict[str, list[tuple[str, str]]]) -> list[str]:
 def parse_cli(argv: list[str]) -> click.Context:
     """Parse like `reconciler ARGS` does, without running: an unknown flag fails."""
     args = [
-        a.replace("${CREDENTIALS_DIRECTORY}", "/run/credentials/x").replace(
-            "${STATE_DIRECTORY}", "/var/lib/reconciler"
-        )
+        a.replace("${CREDENTIALS_DIRECTORY}", "/run/credentials/x")
+        .replace("${STATE_DIRECTORY}", "/var/lib/reconciler")
+        .replace("%I", "prod")
         for a in argv[1:]
     ]
     i = next(i for i, a in enumerate(args) if a in cli.commands)
@@ -511,6 +523,26 @@ def test_service_units_are_sandboxed(name: str):
     for key, want in HARDENING.items():
         assert value(u, "Service", key) == want, key
     assert values(u, "Service", "SystemCallFilter")[0] == "@system-service"
+
+
+def test_the_template_is_the_daemon_unit_for_the_context_named_by_its_instance():
+    """reconciler@prod.service: reconciler.service with `--context prod`, a
+    state directory, a variables file and a log name of its own."""
+    daemon, template = unit(SYSTEMD / "reconciler.service"), unit(SYSTEMD / "reconciler@.service")
+    argv = exec_start(template)
+    assert argv[argv.index("--context") + 1] == "%I"
+    context = parse_cli(argv)
+    assert context.info_name == "run" and context.params["contexts"] == ("prod",)
+    assert [a for a in argv if a not in ("--context", "%I")] == exec_start(daemon)
+    assert values(template, "Service", "EnvironmentFile") == [
+        "-/etc/reconciler/reconciler.env",
+        PER_INSTANCE["EnvironmentFile"],
+    ]
+    for key, want in PER_INSTANCE.items():
+        if key != "EnvironmentFile":
+            assert value(template, "Service", key) == want, key
+    same = {k: v for k, v in daemon["Service"] if k not in PER_INSTANCE and k != "ExecStart"}
+    assert same == {k: v for k, v in template["Service"] if k in same}
 
 
 def test_sync_unit_is_a_oneshot_started_by_the_timer():
@@ -565,6 +597,12 @@ def exposure(path: Path) -> float:
     match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out.stdout)
     assert match, out.stdout + out.stderr
     return float(match.group(1))
+
+
+def test_an_instance_of_the_template_is_as_sandboxed(tmp_path: Path):
+    instance = tmp_path / "reconciler@prod.service"
+    instance.write_text((SYSTEMD / "reconciler@.service").read_text())
+    assert exposure(instance) <= EXPOSURE_MAX
 
 
 @pytest.mark.parametrize("name", ["reconciler.service", "reconciler-sync.service"])
