@@ -31,7 +31,7 @@ DASHBOARD = ROOT / "config" / "grafana" / "reconciler.json"
 RULES = ROOT / "config" / "prometheus" / "rules.yaml"
 JOB = "reconciler-metrics"
 # What Grafana puts in place of the dashboard's variables.
-VARIABLES = {"$__rate_interval": "1m", "$job": ".+"}
+VARIABLES = {"$__rate_interval": "1m", "$job": ".+", "$cluster": ".*"}
 
 
 @dataclass
