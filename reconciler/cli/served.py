@@ -122,5 +122,5 @@ def emit_fleet(names: Sequence[str], each: Sequence[Served], json_out: bool) -> 
     for name, served in zip(names, each, strict=True):
         text = served.lines if served.error is None else (f"unreachable: {served.error}",)
         for line in "\n".join(text).splitlines():
-            click.echo(f"[{name}] {line}")
+            click.echo(f"[{name}] {line}".rstrip())
     return code
