@@ -115,3 +115,19 @@ def test_json_log_lines_carry_the_cluster_as_a_field(fleet):
     create = next(x for x in lines if x.get("action") == "create")
     assert create["cluster"] == "up" and create["message"].startswith("[default/r] ")
     assert {x["cluster"] for x in lines} == {"up", "down"}
+
+
+@pytest.mark.parametrize(
+    ("codes", "worst"),
+    [
+        ((0, 0), 0),
+        ((0, 2), 2),  # plan --detailed-exitcode: changes pending somewhere
+        ((2, 1), 1),  # an error outweighs pending changes, as in terraform
+        ((1, 4), 4),  # sync --wait: a timeout outweighs failed objects
+        ((4, 3, 1), 3),  # a cluster not reached at all outweighs everything
+    ],
+)
+def test_the_worst_code_of_the_clusters_is_the_commands(codes, worst):
+    from reconciler.cli.served import worst as worst_of
+
+    assert worst_of(list(codes)) == worst
