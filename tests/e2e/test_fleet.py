@@ -181,3 +181,66 @@ def test_one_daemon_keeps_one_cluster_converging_while_the_other_is_down(
     assert daemon.returncode == 0, out[-3000:]
     assert f"[{ONE} {ns}/redis-sample] " in out and f"[{TWO} {ns}/redis-sample] " in out
     assert f"[{TWO}] " in out and "connection refused" in out, out[-3000:]
+
+
+def refused_kubeconfig(fleet_kubeconfig: Path, path: Path) -> Path:
+    """The fleet's kubeconfig with the second context's token replaced by one
+    its apiserver refuses."""
+    doc = yaml.safe_load(fleet_kubeconfig.read_text())
+    for user in doc["users"]:
+        if user["name"] == TWO:
+            user["user"]["token"] = "not-a-token"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_one_daemon_holds_a_lease_in_each_cluster(
+    kubectl: Kubectl, kubectl2: Kubectl, ns: str, fleet_kubeconfig: Path
+):
+    kubectl.apply(redis_yaml(ns, num=1))
+    kubectl2.apply(redis_yaml(ns, num=1))
+    daemon = Reconciler(fleet_kubeconfig).daemon(
+        ns, "--context", ONE, "--context", TWO, "--leader-elect",
+        "--leader-election-namespace", ns,
+    )  # fmt: skip
+    try:
+        for k in (kubectl, kubectl2):
+            wait_for(lambda k=k: ready_redis(k, ns, 1), what="both clusters converged")
+        holders = [
+            k.json("get", "lease", "reconciler", "-n", ns)["spec"]["holderIdentity"]
+            for k in (kubectl, kubectl2)
+        ]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, _ = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, out[-3000:]
+    assert all(holders), holders  # each cluster's Lease, held by this process's elector there
+    # Released on the way out, in each cluster.
+    for k in (kubectl, kubectl2):
+        assert not k.json("get", "lease", "reconciler", "-n", ns)["spec"].get("holderIdentity")
+
+
+def test_one_daemon_names_the_cluster_that_refuses_its_credentials(
+    kubectl: Kubectl, kubectl2: Kubectl, ns: str, fleet_kubeconfig: Path, tmp_path: Path
+):
+    refused = refused_kubeconfig(fleet_kubeconfig, tmp_path / "kubeconfig")
+    kubectl.apply(redis_yaml(ns, num=2))
+    kubectl2.apply(redis_yaml(ns, num=1))
+    port = free_port()
+    daemon = Reconciler(refused).daemon(
+        ns, "--context", ONE, "--context", TWO, "--metrics-address", f"127.0.0.1:{port}"
+    )
+    try:
+        wait_for(lambda: ready_redis(kubectl, ns, 2), what="the first cluster converged")
+        _, why = wait_for(
+            lambda: (r := readyz(port))[0] == 503 and r, what="/readyz to name the refused one"
+        )
+        metrics = scrape(port)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, _ = daemon.communicate(timeout=60)
+    assert why.startswith(f"{TWO}: no pass has reached the cluster for "), why
+    assert "unauthorized" in why, why
+    assert f'reconciler_api_requests_total{{cluster="{TWO}",code="401",verb="LIST"}}' in metrics
+    assert pods(kubectl2, ns) == {}
+    assert f"[{TWO}] unauthorized" in out, out[-3000:]
