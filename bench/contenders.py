@@ -53,19 +53,31 @@ class Setup:
 
     @classmethod
     def for_cluster(
-        cls, cluster: Any, state_dir: Path, log_dir: Path, code_dir: Path, **limits: Any
+        cls,
+        cluster: Any,
+        state_dir: Path,
+        log_dir: Path,
+        code_dir: Path,
+        *,
+        qps: int = 1000,
+        burst: int = 1000,
+        settle_timeout: float = 600.0,
+        kopf_timeout: float = 0.0,
     ) -> Setup:
-        """The Setup of a bench cluster; ``limits`` are qps, burst, settle_timeout
-        and kopf_timeout. Creates the log directory."""
+        """The Setup of a bench cluster, with the client limits every bench
+        gives the contenders unless told otherwise. Creates the log directory."""
         log_dir.mkdir(parents=True, exist_ok=True)
         return cls(
             api=Api(cluster.server, cluster.token, cluster.ca_file),
             kubeconfig=Path(cluster.kubeconfig),
             log_dir=log_dir,
+            qps=qps,
+            burst=burst,
             write_concurrency=Config().write_concurrency,
+            settle_timeout=settle_timeout,
+            kopf_timeout=kopf_timeout,
             meter=CpuMeter(state_dir),
             code_dir=code_dir,
-            **limits,
         )
 
     def reconciler_env(self) -> dict[str, str]:

@@ -20,7 +20,6 @@ steady round at most 1.1x, the time to the end state in each cluster at most
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -180,7 +179,7 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.run import STATE_DIR, freeze_code
+    from bench.run import STATE_DIR, freeze_code, publish
     from hack.cluster import cluster as launcher
 
     p = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__.split("\n")[0])
@@ -199,17 +198,9 @@ def main(argv: list[str] | None = None) -> int:
             launcher.down(d)
         clusters = [launcher.up(d) for d in dirs]
         launcher.fleet_kubeconfig(dict(zip(NAMES, clusters, strict=True)), kubeconfig)
+        logs = STATE_DIR / "logs" / f"fleet-{stamp}"
         return [
-            Setup.for_cluster(
-                c,
-                d,
-                STATE_DIR / "logs" / f"fleet-{stamp}",
-                Path(code["dir"]),
-                qps=1000,
-                burst=1000,
-                settle_timeout=600.0,
-                kopf_timeout=args.timeout,
-            )
+            Setup.for_cluster(c, d, logs, Path(code["dir"]), kopf_timeout=args.timeout)
             for c, d in zip(clusters, dirs, strict=True)
         ]
 
@@ -229,18 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     fleet, apart = median_of(results["fleet"]), median_of(results["apart"])
     judged = verdicts(fleet, apart)
     text = table(args.n, results, judged)
-    out = ROOT / "bench" / "results" / f"fleet-{stamp}.json"
     doc = {
-        "command": "python -m bench.fleet " + " ".join(argv or sys.argv[1:]),
         "code": code,
         "rounds": results,
         "medians": {"fleet": fleet, "apart": apart},
         "verdicts": judged,
         "table": text,
     }
-    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    print(text)
-    print(f"\nresults: {out}")
+    publish("fleet", stamp, argv, doc)
     return 0
 
 

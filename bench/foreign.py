@@ -216,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             STATE_DIR,
             STATE_DIR / "logs" / f"foreign-{stamp}",
             frozen / "today",
-            qps=1000,
-            burst=1000,
             settle_timeout=1800.0,
-            kopf_timeout=0.0,
         )
         grow(setup.api, namespace_names(5), 0, args.redis)
         doc["converge"] = converge(setup, codes["today"], "converge", timeout=1800.0)

@@ -417,9 +417,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    import json
 
-    from bench.run import STATE_DIR, freeze_code  # one bench cluster for both
+    from bench.run import STATE_DIR, freeze_code, publish  # one bench cluster for both
     from hack.cluster import cluster as launcher
 
     p = argparse.ArgumentParser(
@@ -463,18 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             launcher.down(STATE_DIR)
-    text = table(rows)
-    out = ROOT / "bench" / "results" / f"operators-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "command": "python -m bench.operators " + " ".join(argv or sys.argv[1:]),
-        "code": code,
-        "rows": rows,
-        "table": text,
-    }
-    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    print(text)
-    print(f"\nresults: {out}")
+    publish("operators", stamp, argv, {"code": code, "rows": rows, "table": table(rows)})
     return 0
 
 

@@ -39,6 +39,18 @@ STATE_DIR = ROOT / ".cluster-bench"
 RESULTS = ROOT / "bench" / "results"
 
 
+def publish(bench: str, stamp: str, argv: list[str] | None, doc: dict[str, Any]) -> Path:
+    """Write a run's JSON to bench/results/<bench>-<stamp>.json, with the
+    command that made it, and print its table and where it went."""
+    out = RESULTS / f"{bench}-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = f"python -m bench.{bench} " + " ".join(argv or sys.argv[1:])
+    out.write_text(json.dumps({"command": command, **doc}, indent=2, default=str) + "\n")
+    print(doc["table"])
+    print(f"\nresults: {out}")
+    return out
+
+
 def _tree_hash(root: Path) -> str:
     """Content hash of the Python sources under root, to detect edits mid-run."""
     digest = hashlib.sha256()

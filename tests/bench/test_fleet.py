@@ -39,3 +39,16 @@ def test_the_table_shows_each_contender_and_each_verdict():
     text = table(1000, results, verdicts(*(median_of(results[k]) for k in ("fleet", "apart"))))
     assert "| one process, both contexts | 60.00, 50.00 | 70 | 0.500 |" in text
     assert "| time to the end state, worst cluster | 1.50x | 1.2x | FAIL |" in text
+
+
+def test_publish_writes_the_run_with_its_command_and_prints_where(tmp_path, monkeypatch, capsys):
+    import json
+
+    from bench import run
+
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    out = run.publish("fleet", "20990101T000000Z", ["--n", "5"], {"table": "| t |", "x": 1})
+    assert out == tmp_path / "fleet-20990101T000000Z.json"
+    doc = json.loads(out.read_text())
+    assert doc == {"command": "python -m bench.fleet --n 5", "table": "| t |", "x": 1}
+    assert capsys.readouterr().out == f"| t |\n\nresults: {out}\n"

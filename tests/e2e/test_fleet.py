@@ -109,12 +109,7 @@ def test_a_cluster_whose_apiserver_is_down_holds_up_no_other(
 def test_a_context_whose_credentials_are_refused_is_named_unauthorized(
     kubectl: Kubectl, kubectl2: Kubectl, ns: str, fleet_kubeconfig: Path, tmp_path: Path
 ):
-    doc = yaml.safe_load(fleet_kubeconfig.read_text())
-    for user in doc["users"]:
-        if user["name"] == TWO:
-            user["user"]["token"] = "not-a-token"
-    refused = tmp_path / "kubeconfig"
-    refused.write_text(yaml.safe_dump(doc))
+    refused = refused_kubeconfig(fleet_kubeconfig, tmp_path / "kubeconfig")
     kubectl.apply(redis_yaml(ns, num=1))
     kubectl2.apply(redis_yaml(ns, num=1))
     code, out, _ = both(refused, ns, "sync", expect=None)
@@ -138,6 +133,14 @@ def readyz(port: int) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def both_daemon(kubeconfig: Path, ns: str) -> tuple[subprocess.Popen[str], int]:
+    """``reconciler run --context local --context local-2 -n ns``, with its metrics port."""
+    port = free_port()
+    contexts = ("--context", ONE, "--context", TWO)
+    daemon = Reconciler(kubeconfig).daemon(ns, *contexts, "--metrics-address", f"127.0.0.1:{port}")
+    return daemon, port
+
+
 def ready_redis(kubectl: Kubectl, ns: str, want: int) -> bool:
     found = kubectl.json("get", "redis", "redis-sample", "-n", ns).get("status") or {}
     return found.get("readyReplicas") == want and len(pods(kubectl, ns)) == want
@@ -148,10 +151,7 @@ def test_one_daemon_keeps_one_cluster_converging_while_the_other_is_down(
 ):
     kubectl.apply(redis_yaml(ns, num=1))
     kubectl2.apply(redis_yaml(ns, num=1))
-    port = free_port()
-    daemon = Reconciler(fleet_kubeconfig).daemon(
-        ns, "--context", ONE, "--context", TWO, "--metrics-address", f"127.0.0.1:{port}"
-    )
+    daemon, port = both_daemon(fleet_kubeconfig, ns)
     try:
         for k in (kubectl, kubectl2):
             wait_for(lambda k=k: ready_redis(k, ns, 1), what="both clusters converged")
@@ -226,10 +226,7 @@ def test_one_daemon_names_the_cluster_that_refuses_its_credentials(
     refused = refused_kubeconfig(fleet_kubeconfig, tmp_path / "kubeconfig")
     kubectl.apply(redis_yaml(ns, num=2))
     kubectl2.apply(redis_yaml(ns, num=1))
-    port = free_port()
-    daemon = Reconciler(refused).daemon(
-        ns, "--context", ONE, "--context", TWO, "--metrics-address", f"127.0.0.1:{port}"
-    )
+    daemon, port = both_daemon(refused, ns)
     try:
         wait_for(lambda: ready_redis(kubectl, ns, 2), what="the first cluster converged")
         _, why = wait_for(
