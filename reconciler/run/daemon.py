@@ -15,6 +15,8 @@ ticks like a standby.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import logging
 import signal
 import threading
@@ -43,6 +45,13 @@ if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are served
     from reconciler.run.metrics import ClusterMetrics
 
 log = logging.getLogger(__name__)
+
+
+def _thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
+    """A daemon thread in a copy of this thread's context: a Lease renewer
+    logs under the cluster of the loop that started it (`log_cluster`)."""
+    run = contextvars.copy_context().run
+    return threading.Thread(target=run, args=(target, *args), name=name, daemon=True)
 
 
 class Loop:
@@ -177,9 +186,7 @@ class Loop:
         shard.round()
         self.stopping.wait(shard.config.retry_period)
         shard.round()
-        thread = threading.Thread(
-            target=shard.run, args=(self.stopping, self.pass_lock), name="shard", daemon=True
-        )
+        thread = _thread("shard", shard.run, self.stopping, self.pass_lock)
         thread.start()
         return thread
 
@@ -195,9 +202,7 @@ class Loop:
             if self.metrics is not None:
                 elector.on_change = self.metrics.set_leader
             elector.try_acquire_or_renew()
-            renewer = threading.Thread(
-                target=elector.run, args=(self.stopping,), name="lease", daemon=True
-            )
+            renewer = _thread("lease", elector.run, self.stopping)
             renewer.start()
             return renewer
         if self.shard is not None:
@@ -252,9 +257,14 @@ class Daemon:
         self.scheduler.shutdown(wait=False)
 
     def run(self) -> int:
-        renewers = {
-            job_id: in_cluster(loop.name, loop.start_leases) for job_id, loop in self.loops.items()
-        }
+        # Every cluster's first Lease round in parallel: the first passes wait
+        # for the slowest cluster's round, not for the sum of them all.
+        with concurrent.futures.ThreadPoolExecutor(len(self.loops)) as pool:
+            started = {
+                job_id: pool.submit(in_cluster, loop.name, loop.start_leases)
+                for job_id, loop in self.loops.items()
+            }
+        renewers = {job_id: future.result() for job_id, future in started.items()}
         for loop in self.loops.values():
             self.scheduler.add_job(
                 in_cluster,

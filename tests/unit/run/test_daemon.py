@@ -148,3 +148,23 @@ def test_the_daemon_loads_prometheus_client_only_to_serve_metrics() -> None:
     """About 2 MB of resident memory that a daemon without --metrics-address never uses."""
     modules = "reconciler.cli, reconciler.run.daemon, reconciler.run.leader"
     assert loaded_after(modules, {"prometheus_client"}) == []
+
+
+def test_a_loops_lease_thread_logs_under_its_cluster() -> None:
+    """threading.Thread starts with an empty context: the renewer must be
+    handed the loop's, or its lines ("lost the lease") name no cluster."""
+    from reconciler import log_cluster
+
+    seen: list[str] = []
+    elector = SimpleNamespace(
+        is_leader=True,
+        on_change=None,
+        try_acquire_or_renew=lambda: None,
+        run=lambda stop: seen.append(log_cluster.CLUSTER.get()),
+        sighting=SimpleNamespace(trouble=lambda: None),
+    )
+    loop = Loop(quiet, schedule=SCHEDULE, jitter=0, name="prod", elector=elector)
+    renewer = log_cluster.in_cluster("prod", loop.start_leases)
+    assert renewer is not None
+    renewer.join(timeout=5)
+    assert seen == ["prod"]
