@@ -75,20 +75,32 @@ def pod_event(
 
 @dataclass(frozen=True, slots=True)
 class CreatePod:
+    """Create the pod ``name`` from ``template``: a pod manifest without a
+    name, shared by the creates of one object. A first pass over 1,000 Redis
+    plans 3,000 creates, and a manifest of their own held 1.3 kB each until
+    the pass ended; this one is made when it is sent. As a StatefulSet's
+    pods, the pod's hostname is its name."""
+
     owner: ObjKey
-    manifest: Mapping[str, Any]
+    name: str
+    template: Mapping[str, Any]
     event: EventSpec | None = None
     verb: Verb = field(default=Verb.CREATE, init=False)
     kind: str = field(default=PODS.kind, init=False)
 
     @property
+    def manifest(self) -> dict[str, Any]:
+        meta = {"name": self.name, **self.template["metadata"]}
+        spec = {**self.template["spec"], "hostname": self.name}
+        return {**self.template, "metadata": meta, "spec": spec}
+
+    @property
     def target(self) -> ObjKey:
-        meta = self.manifest["metadata"]
-        return ObjKey(PODS.kind, meta["namespace"], meta["name"])
+        return ObjKey(PODS.kind, self.template["metadata"]["namespace"], self.name)
 
     @property
     def owner_uid(self) -> str:
-        return str(self.manifest["metadata"]["ownerReferences"][0]["uid"])
+        return str(self.template["metadata"]["ownerReferences"][0]["uid"])
 
     def describe(self) -> str:
         return f"create pod {self.target}" + (f" ({self.event.message})" if self.event else "")

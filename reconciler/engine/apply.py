@@ -10,12 +10,10 @@ event, no backoff); anything else is a failure recorded for backoff.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never
@@ -47,6 +45,7 @@ from reconciler.client.errors import (
     Throttled,
 )
 from reconciler.client.interface import Client
+from reconciler.engine.bounded import completed
 from reconciler.engine.events import merge_pod_events, post_event
 from reconciler.engine.failures import (
     NO_STATUS_SUBRESOURCE,
@@ -157,16 +156,11 @@ class Executor:
             return report
         workers = min(self.concurrency, len(groups))
         progress = _Progress(len(groups), self.pass_id)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="apply") as pool:
-            # Each write runs in a copy of this thread's context, so its log
-            # lines name the cluster the pass is for (`cli.logs`).
-            futures = [
-                pool.submit(contextvars.copy_context().run, self._run_owner, owner, actions)
-                for owner, actions in groups.items()
-            ]
-            for future in futures:
-                report.outcomes.extend(future.result())
-                progress.step()
+        ran: list[list[Outcome]] = [[] for _ in groups]
+        for i, outcomes in completed(self._run_owner, list(groups.items()), workers, "apply"):
+            ran[i] = outcomes
+            progress.step()
+        report.outcomes = [outcome for outcomes in ran for outcome in outcomes]
         report.pruned = self.pruned
         return report
 
@@ -191,7 +185,8 @@ class Executor:
     def _may_write(self, owner: ObjKey) -> bool:
         return self.keep_going is None or self.keep_going(owner)
 
-    def _run_owner(self, owner: ObjKey, actions: list[Action]) -> list[Outcome]:
+    def _run_owner(self, group: tuple[ObjKey, list[Action]]) -> list[Outcome]:
+        owner, actions = group
         outcomes: list[Outcome] = []
         run = _ObjectRun()
         try:

@@ -197,9 +197,11 @@ def bucket_labels(obj: Object, actions: list[Action], pods: PodLookup, total: in
     if obj.bucket_label != want[LABEL_BUCKET]:
         out.append(PatchLabels(obj.key, obj.resource_version, want, BUCKET_LABEL_WHY))
     patched = {a.name for a in actions if isinstance(a, PatchPodMetadata | DeletePod | EvictPod)}
+    templates: dict[int, Mapping[str, Any]] = {}  # the creates of one object share theirs
     for action in actions:
         if isinstance(action, CreatePod):
-            action = replace(action, manifest=_labelled(action.manifest, want))
+            template = templates.setdefault(id(action.template), _labelled(action.template, want))
+            action = replace(action, template=template)
         elif isinstance(action, PatchPodMetadata):
             action = replace(action, labels={**action.labels, **want})
         out.append(action)

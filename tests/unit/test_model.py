@@ -232,7 +232,7 @@ def test_obj_key_prints_as_namespace_slash_name():
         Plan(),
         PatchStatus(ObjKey("Xca", "ns", "x"), "1", {}),
         DeletePod(ObjKey("Pod", "ns", "n"), "ns", "n", "u", "why"),
-        CreatePod(ObjKey("Redis", "ns", "r"), {}),
+        CreatePod(ObjKey("Redis", "ns", "r"), "r-0", {}),
         EventSpec(ObjRef("v1", "Pod", "ns", "n", "u"), "Normal", "R", "m", "c"),
     ],
     ids=lambda v: type(v).__name__,

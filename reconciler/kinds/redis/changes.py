@@ -20,7 +20,7 @@ from reconciler.kinds.conditions import (
     observed_conditions,
 )
 from reconciler.kinds.redis.identity import COMPONENT, Redis, pod_index, pod_name, ref
-from reconciler.kinds.redis.pods import PodSet, held_by_another, named, pod_template
+from reconciler.kinds.redis.pods import PodSet, held_by_another, pod_template
 from reconciler.kinds.redis.removal import Removal, delete, remove
 from reconciler.kinds.redis.repair import metadata_repair
 from reconciler.kinds.redis.rollout import Rollout, rolling_update
@@ -79,7 +79,7 @@ def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
             involved = involved or ref(redis)
             why = _create_reason(redis, idx)
             event = pod_event(involved, "CreatePod", (name,), why, COMPONENT)
-            creates.append(CreatePod(redis.key, named(template, name), event))
+            creates.append(CreatePod(redis.key, name, template, event))
     return Missing(tuple(creates), tuple(conflicts))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from reconciler.actions import CreatePod
 from reconciler.kinds.redis import placement
 from reconciler.kinds.redis.identity import (
     ADMITTED_IMAGE_ANNOTATION,
@@ -114,15 +115,9 @@ def _pod_spec(container: Container) -> dict[str, Any]:
     }
 
 
-def named(template: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """The manifest of one pod: the template's, with its own metadata and
-    hostname (``<pod>.<redis>.<namespace>.svc`` through the Service)."""
-    spec = {**template["spec"], "hostname": name}
-    return {**template, "metadata": {"name": name, **template["metadata"]}, "spec": spec}
-
-
 def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
-    return named(pod_template(redis, spec), pod_name(redis, index))
+    """One pod's manifest, as its create sends it (the benches make pods with it)."""
+    return CreatePod(redis.key, pod_name(redis, index), pod_template(redis, spec)).manifest
 
 
 def own_container(pod: Pod) -> Container | None:
