@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from sys import intern
 from typing import Any
 
 from reconciler.model import (
@@ -19,6 +20,7 @@ from reconciler.model import (
     mapping,
     meta_of,
     owner_refs_of,
+    shared,
 )
 
 SERVICES = ResourceType("", "v1", "Service", "services")
@@ -47,11 +49,11 @@ def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
     labels = mapping(meta.get("labels"))
     return Child(
         kind=kind,
-        namespace=str(meta.get("namespace", "")),
+        namespace=intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
+        uid=intern(str(meta.get("uid", ""))),
         resource_version=str(meta.get("resourceVersion", "")),
-        labels={str(k): str(v) for k, v in labels.items()},
+        labels={intern(str(k)): intern(str(v)) for k, v in labels.items()},
         controller_uid=controller_of(meta).uid,
         owner_refs=owner_refs_of(meta),
         spec=_read(SPEC_READ[kind], mapping(obj.get("spec"))),
@@ -62,7 +64,7 @@ def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
 
 
 def _read(fields: tuple[str, ...], found: Mapping[str, Any]) -> Mapping[str, Any]:
-    return {k: found[k] for k in fields if k in found}
+    return {k: shared(found[k]) for k in fields if k in found}
 
 
 def _int(value: Any) -> int:

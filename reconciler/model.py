@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from sys import intern
 from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -237,6 +238,20 @@ def mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def shared(value: Any) -> Any:
+    """A decoded JSON value with its strings interned. What a snapshot keeps
+    of our objects and their children repeats across them (keys, condition
+    reasons and times, label keys and values, the namespace): 1,000 Redis
+    and 1,000 Xca with their Services and budgets held 3.2 MB of copies."""
+    if isinstance(value, str):
+        return intern(value)
+    if isinstance(value, dict):
+        return {intern(k) if isinstance(k, str) else k: shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shared(v) for v in value]
+    return value
+
+
 def generation_of(meta: Mapping[str, Any]) -> int:
     gen = meta.get("generation")
     return gen if isinstance(gen, int) else 0
@@ -258,17 +273,17 @@ class Controller:
 def controller_of(meta: Mapping[str, Any]) -> Controller:
     for ref in meta.get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller") is True:
-            return Controller(str(ref.get("uid", "")), str(ref.get("kind", "")))
+            return Controller(intern(str(ref.get("uid", ""))), intern(str(ref.get("kind", ""))))
     return Controller(None, None)
 
 
 def owner_refs_of(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
     return tuple(
         OwnerRef(
-            str(r.get("apiVersion", "")),
-            str(r.get("kind", "")),
-            str(r.get("name", "")),
-            str(r.get("uid", "")),
+            intern(str(r.get("apiVersion", ""))),
+            intern(str(r.get("kind", ""))),
+            intern(str(r.get("name", ""))),
+            intern(str(r.get("uid", ""))),
             r.get("controller") is True,
             r.get("blockOwnerDeletion") is True,
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from sys import intern
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from reconciler.actions import Action, ObjRef
@@ -21,10 +22,11 @@ from reconciler.model import (
     generation_of,
     mapping,
     meta_of,
+    shared,
 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Object:
     """What every object of our kinds is decoded with (`decoded`): its
     metadata, its status, and the failure record that status holds. A kind
@@ -51,11 +53,11 @@ class Object:
         """``obj`` as read, with the fields of its kind (``own``): the status
         kept raw, its failure record decoded once."""
         meta = meta_of(obj)
-        status = mapping(obj.get("status"))
+        status = mapping(shared(obj.get("status")))
         return cls(
-            namespace=str(meta.get("namespace", "")),
+            namespace=intern(str(meta.get("namespace", ""))),
             name=str(meta.get("name", "")),
-            uid=str(meta.get("uid", "")),
+            uid=intern(str(meta.get("uid", ""))),
             resource_version=str(meta.get("resourceVersion", "")),
             generation=generation_of(meta),
             deletion_timestamp=meta.get("deletionTimestamp"),

@@ -41,7 +41,7 @@ COMPONENT = "example-controller"  # the source of its events
 OBSERVED = "Observed"  # the reason of its Ready condition
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Example(Object):
     """The fields its rules read, decoded once (`from_api`): those of every
     object (`Object`), and its own."""

@@ -23,7 +23,7 @@ RESOURCE = ResourceType(GROUP, VERSION, "Xca", "xcas")
 COMPONENT = "xca-controller"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Xca(Object):
     resource: ClassVar[ResourceType] = RESOURCE
 

@@ -241,3 +241,32 @@ def test_observed_values_and_actions_are_immutable(value):
     field = dataclasses.fields(value)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(value, field, None)
+
+
+def test_decoded_objects_and_children_share_their_repeated_strings() -> None:
+    """Each object decoded from its own JSON has its own copies of strings
+    that repeat across objects: kept in a snapshot, they took 3.2 MB of
+    1,000 Redis and 1,000 Xca with their Services and budgets."""
+    import json
+
+    from reconciler.children import child_from_api
+    from reconciler.kinds.redis.identity import from_api
+
+    def decoded(name: str) -> dict:
+        status = {"conditions": [{"type": "Ready", "reason": "AllReplicasReady" + ""}]}
+        doc = {"metadata": {"name": name, "namespace": "prod", "uid": name}, "status": status}
+        doc["spec"] = {"selector": {"app.kubernetes.io/name": "redis"}, "num": 1}
+        doc["metadata"]["labels"] = {"app.kubernetes.io/name": "redis"}
+        return json.loads(json.dumps(doc))
+
+    a, b = from_api(decoded("a")), from_api(decoded("b"))
+    (ca,), (cb,) = a.status["conditions"], b.status["conditions"]
+    assert ca["reason"] is cb["reason"]
+    assert next(iter(ca)) is next(iter(cb))  # the keys too
+    assert a.namespace is b.namespace
+    sa, sb = (child_from_api("Service", decoded(n)) for n in ("a", "b"))
+    assert (
+        sa.spec["selector"]["app.kubernetes.io/name"]
+        is sb.spec["selector"]["app.kubernetes.io/name"]
+    )
+    assert next(iter(sa.labels)) is next(iter(sb.labels))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from sys import intern
 from typing import Any, ClassVar
 
 from reconciler.actions import (
@@ -19,6 +20,7 @@ from reconciler.model import (
     ResourceType,
     mapping,
     meta_of,
+    shared,
 )
 
 GROUP = "myapp.demo.kubebuilder.io"
@@ -53,7 +55,7 @@ CONTAINER_NAME = "redis"
 APP_NAME = "redis"  # the app.kubernetes.io/name of its pods
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Redis(Object):
     resource: ClassVar[ResourceType] = RESOURCE
     finalizers: tuple[str, ...]
@@ -66,8 +68,8 @@ def from_api(obj: Mapping[str, Any]) -> Redis:
     finalizers = meta_of(obj).get("finalizers") or ()
     return Redis.decoded(
         obj,
-        finalizers=tuple(f for f in finalizers if isinstance(f, str)),
-        spec=mapping(obj.get("spec")),
+        finalizers=tuple(intern(f) for f in finalizers if isinstance(f, str)),
+        spec=mapping(shared(obj.get("spec"))),
     )
 
 

@@ -475,3 +475,5 @@ def test_creates_of_one_redis_share_their_template():
         assert other["metadata"]["labels"] is first["metadata"]["labels"]
         assert other["metadata"]["ownerReferences"] is first["metadata"]["ownerReferences"]
     assert creates[1].event.involved is creates[0].event.involved
+    # Until sent, a create holds its name and the one template, no manifest.
+    assert len({id(c.template) for c in creates}) == 1
