@@ -15,7 +15,6 @@ ticks like a standby.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import logging
 import signal
@@ -92,11 +91,18 @@ class Loop:
         self.passes = 0
         self.ticks = 0
         self.said: str | None = None  # the Lease trouble last logged
+        self.leases_started = False
+        self.renewer: threading.Thread | None = None
 
     def tick(self) -> None:
         with self.pass_lock:
             if self.stopping.is_set():
                 return
+            if not self.leases_started:
+                # In the loop's own job: a cluster whose first Lease round
+                # hangs delays its own first pass, never another cluster's.
+                self.leases_started = True
+                self.renewer = self.start_leases()
             self.ticks += 1
             if self.elector is not None and not self.elector.is_leader:
                 log.debug("not the leader; skipping this pass")
@@ -209,13 +215,13 @@ class Loop:
             return self._start_shard(self.shard)
         return None
 
-    def stop(self, renewer: threading.Thread | None) -> None:
+    def stop(self) -> None:
         """After the last pass: give up what this loop holds."""
         with self.pass_lock:  # wait for a pass still running in the pool
             pass
         self.stopping.set()
-        if renewer is not None:
-            renewer.join(timeout=self.retry_period() + 5)
+        if self.renewer is not None:
+            self.renewer.join(timeout=self.retry_period() + 5)
         if self.elector is not None:
             self.elector.release()
         if self.shard is not None:
@@ -257,14 +263,6 @@ class Daemon:
         self.scheduler.shutdown(wait=False)
 
     def run(self) -> int:
-        # Every cluster's first Lease round in parallel: the first passes wait
-        # for the slowest cluster's round, not for the sum of them all.
-        with concurrent.futures.ThreadPoolExecutor(len(self.loops)) as pool:
-            started = {
-                job_id: pool.submit(in_cluster, loop.name, loop.start_leases)
-                for job_id, loop in self.loops.items()
-            }
-        renewers = {job_id: future.result() for job_id, future in started.items()}
         for loop in self.loops.values():
             self.scheduler.add_job(
                 in_cluster,
@@ -291,6 +289,6 @@ class Daemon:
         signal.signal(signal.SIGINT, self._stop)
         self.scheduler.start()
         self.stopping.set()
-        for job_id, loop in self.loops.items():
-            in_cluster(loop.name, loop.stop, renewers[job_id])
+        for loop in self.loops.values():
+            in_cluster(loop.name, loop.stop)
         return 0

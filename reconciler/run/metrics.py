@@ -1,13 +1,14 @@
 """Prometheus metrics and the /healthz and /readyz endpoints of `reconciler run`.
 
-/healthz fails when a cluster's loop has completed no pass for ``stale_after``
-seconds (healthz_intervals intervals), so a loop that hangs (rather than
-crashes) is restarted by systemd or the kubelet. A standby replica that skips
-passes because it is not the leader still counts as alive: its loop is
-ticking. /readyz fails, with the reason and the cluster, while a replica can
-neither hold nor see the holder of its Lease for longer than the lease
-duration (``blocked``), or while no pass has reached a cluster for
-``stale_after`` seconds: then nothing reconciles there.
+/healthz fails when no cluster's loop has completed a pass for
+``stale_after`` seconds (healthz_intervals intervals), so a process that
+hangs (rather than crashes) is restarted by systemd or the kubelet. A standby
+replica that skips passes because it is not the leader still counts as alive:
+its loop is ticking. /readyz fails, with the reason and the cluster, while a
+replica can neither hold nor see the holder of its Lease for longer than the
+lease duration (``blocked``), while a cluster's loop has ended no pass for
+``stale_after`` seconds, or while no pass has reached a cluster for that
+long: then nothing reconciles there.
 """
 
 from __future__ import annotations
@@ -187,9 +188,10 @@ class Metrics:
         return metrics
 
     def healthy(self) -> bool:
-        """Every cluster's loop ticks: one that hangs stops only its cluster,
-        silently, so the process is restarted."""
-        return bool(self.clusters) and all(c.healthy() for c in self.clusters.values())
+        """Some cluster's loop ticks. A restart would stop the passes of every
+        cluster for the one whose loop hangs: that one is named by /readyz
+        instead, as systemd's watchdog is fed by any loop's tick."""
+        return any(c.healthy() for c in self.clusters.values())
 
     def not_ready(self) -> str | None:
         """Why /readyz fails, naming the cluster when there are several."""
@@ -311,7 +313,8 @@ class ClusterMetrics:
 
     def not_ready(self) -> str | None:
         """Why /readyz fails for this cluster: no pass yet, a Lease it cannot
-        see, or no pass that reached it for ``stale_after`` seconds."""
+        see, or for ``stale_after`` seconds no pass that reached it or none
+        that ended."""
         if not self.ready:
             return "first pass not done"
         blocked = self.blocked() if self.blocked is not None else None
@@ -320,6 +323,9 @@ class ClusterMetrics:
         unreached_for = time.monotonic() - self.last_reached
         if self.unreached is not None and unreached_for >= self.stale_after:
             return f"no pass has reached the cluster for {unreached_for:.0f}s: {self.unreached}"
+        ended_for = time.monotonic() - self.last_tick
+        if ended_for >= self.stale_after:
+            return f"no pass has ended for {ended_for:.0f}s: one is still running"
         return None
 
 

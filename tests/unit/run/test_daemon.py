@@ -41,9 +41,21 @@ def test_a_crashed_pass_forgets_the_pace_it_was_settling_at() -> None:
     assert d.pace is None
 
 
+def elector(leader: bool, trouble: list[str], first_round: Any = lambda: None) -> SimpleNamespace:
+    """What the loop asks of a LeaderElector."""
+    return SimpleNamespace(
+        is_leader=leader,
+        on_change=None,
+        try_acquire_or_renew=first_round,
+        run=lambda stop: None,
+        release=lambda: None,
+        config=SimpleNamespace(retry_period=0.1),
+        sighting=SimpleNamespace(trouble=lambda: trouble[0] if trouble else None),
+    )
+
+
 def standby(trouble: list[str]) -> SimpleNamespace:
-    sighting = SimpleNamespace(trouble=lambda: trouble[0] if trouble else None)
-    return SimpleNamespace(is_leader=False, sighting=sighting)
+    return elector(False, trouble)
 
 
 def test_a_standby_tick_forgets_the_pace_so_a_new_leader_starts_at_the_interval() -> None:
@@ -168,3 +180,42 @@ def test_a_loops_lease_thread_logs_under_its_cluster() -> None:
     assert renewer is not None
     renewer.join(timeout=5)
     assert seen == ["prod"]
+
+
+def test_a_cluster_whose_first_lease_round_hangs_delays_no_other_clusters_first_pass() -> None:
+    """The first Lease round runs in its loop's first tick: before, every
+    loop's round ran before any pass, so one cluster's hung apiserver held
+    back the first pass of all."""
+    release = threading.Event()
+    passed = threading.Event()
+
+    def one_pass() -> PassResult:
+        passed.set()
+        return quiet()
+
+    hung = elector(True, [], first_round=lambda: release.wait(10))
+    loops = [
+        Loop(quiet, schedule=SCHEDULE, jitter=0, name="hung", elector=hung),
+        Loop(one_pass, schedule=SCHEDULE, jitter=0, name="fine"),
+    ]
+    d = Daemon(loops, parallel=2)
+    saw: list[bool] = []
+
+    def watch() -> None:
+        saw.append(passed.wait(5))
+        release.set()
+        deadline = time.monotonic() + 15
+        while not d.scheduler.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        d._stop(signal.SIGTERM, None)
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        d.run()
+    finally:
+        watcher.join()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert saw == [True]

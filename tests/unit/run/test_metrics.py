@@ -125,7 +125,10 @@ def test_several_clusters_label_every_series_and_readyz_names_the_one_not_reache
         srv.shutdown()
 
 
-def test_healthz_fails_when_any_clusters_loop_stops_ticking(monkeypatch):
+def test_a_stuck_clusters_loop_fails_readyz_with_its_name_not_healthz(monkeypatch):
+    """A restart would stop every cluster's passes for one that hangs: the
+    stuck loop is named by /readyz (and its alerts), and /healthz fails only
+    once no loop ticks at all."""
     import time
 
     metrics = Metrics(named=True)
@@ -133,10 +136,26 @@ def test_healthz_fails_when_any_clusters_loop_stops_ticking(monkeypatch):
     quick.tick()
     slow.tick()
     assert metrics.healthy()
+    assert metrics.not_ready() is None
     later = time.monotonic() + 4
     monkeypatch.setattr(time, "monotonic", lambda: later)
     quick.tick()
+    assert metrics.healthy()
+    assert metrics.not_ready() == "b: no pass has ended for 4s: one is still running"
+    monkeypatch.setattr(time, "monotonic", lambda: later + 4)
     assert not metrics.healthy()
+
+
+def test_one_clusters_stuck_loop_fails_healthz():
+    import time
+
+    metrics = Metrics()
+    one = metrics.cluster("", interval=1, stale_after=3)
+    one.tick()
+    assert metrics.healthy()
+    one.last_tick = time.monotonic() - 4
+    assert not metrics.healthy()
+    assert metrics.not_ready() == "no pass has ended for 4s: one is still running"
 
 
 def test_one_cluster_has_no_cluster_label():
