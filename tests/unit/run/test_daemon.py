@@ -95,6 +95,19 @@ def quiet() -> PassResult:
     return PassResult("p", Plan(), ApplyReport())
 
 
+def run_beside(d: Daemon, helper: threading.Thread, done: Any) -> None:
+    """Run the daemon on its real scheduler with ``helper`` started beside
+    it, then ``done``; the daemon's signal handlers are undone after."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    helper.start()
+    try:
+        d.run()
+    finally:
+        done()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
 def run_until_second_pass(pass_seconds: float, budget: float) -> float:
     """Run the daemon on its real scheduler; seconds from the end of a first
     pass that wrote (and spent ``pass_seconds`` looking) to the start of the second."""
@@ -111,15 +124,8 @@ def run_until_second_pass(pass_seconds: float, budget: float) -> float:
         return quiet()
 
     d = Daemon([Loop(one_pass, schedule=Schedule(30, 0.5, budget), jitter=0)])
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     guard = threading.Timer(10, lambda: d.scheduler.shutdown(wait=False))
-    guard.start()
-    try:
-        d.run()
-    finally:
-        guard.cancel()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    run_beside(d, guard, guard.cancel)
     assert len(times) == 3, "no second pass within 10 s"
     return times[2] - times[1]
 
@@ -209,13 +215,6 @@ def test_a_cluster_whose_first_lease_round_hangs_delays_no_other_clusters_first_
             time.sleep(0.05)
         d._stop(signal.SIGTERM, None)
 
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        d.run()
-    finally:
-        watcher.join()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    run_beside(d, watcher, watcher.join)
     assert saw == [True]
