@@ -446,13 +446,18 @@ def _start(
         manager.check_leases(kube, config)
     except manager.CannotStart as exc:
         raise manager.CannotStart(f"{where}{exc}") from None
-    for line in crd_release.lagging(kube):
-        log.warning("%s", line)
     parts = manager.assemble(kube, config, metrics, cluster.name)
     st = state_store.load(config.state_file)
     events = EventQueue(kube)
+    unchecked = [True]
 
     def one_pass() -> PassResult:
+        if unchecked:
+            # In the cluster's own first pass: a cluster that hangs makes no
+            # other wait for its answer (the request timeout) to start.
+            unchecked.clear()
+            for line in crd_release.lagging(kube):
+                log.warning("%s", line)
         result = run_pass(
             kube,
             config,

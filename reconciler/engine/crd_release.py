@@ -2,7 +2,8 @@
 cluster keeps the CRDs of the release first installed: fields this release
 writes are pruned, printer columns lie. Each CRD carries the release that
 shipped it in its ``app.kubernetes.io/version`` label; `reconciler plan` and
-the daemon at start name every CRD whose label is not this release.
+the daemon in its first pass in each cluster name every CRD whose label is
+not this release.
 """
 
 from __future__ import annotations

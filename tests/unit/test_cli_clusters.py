@@ -131,3 +131,28 @@ def test_the_worst_code_of_the_clusters_is_the_commands(codes, worst):
     from reconciler.cli.served import worst as worst_of
 
     assert worst_of(list(codes)) == worst
+
+
+def test_run_starts_every_loop_before_asking_a_cluster_for_its_crds(fleet, monkeypatch):
+    """A cluster that hangs answered the CRD check only after the request
+    timeout, and every cluster's first pass waited for it."""
+    from reconciler.engine import crd_release
+    from reconciler.run import manager
+
+    asked: list[str] = []
+    monkeypatch.setattr(crd_release, "lagging", lambda kube: asked.append("crds") or [])
+    started: list[list[str]] = []
+    loops = []
+
+    def run(given, parallel):
+        started.append(list(asked))
+        loops.extend(given)
+        return 0
+
+    monkeypatch.setattr(manager, "run", run)
+    result = invoke("run", "--context", "up", "--context", "down")
+    assert result.exit_code == 0, result.output
+    assert started == [[]]
+    loops[0].one_pass()
+    loops[0].one_pass()
+    assert asked == ["crds"]  # in its first pass, once
