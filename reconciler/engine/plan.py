@@ -200,7 +200,9 @@ def bucket_labels(obj: Object, actions: list[Action], pods: PodLookup, total: in
     templates: dict[int, Mapping[str, Any]] = {}  # the creates of one object share theirs
     for action in actions:
         if isinstance(action, CreatePod):
-            template = templates.setdefault(id(action.template), _labelled(action.template, want))
+            template = templates.get(id(action.template))
+            if template is None:
+                template = templates[id(action.template)] = _labelled(action.template, want)
             action = replace(action, template=template)
         elif isinstance(action, PatchPodMetadata):
             action = replace(action, labels={**action.labels, **want})
