@@ -37,6 +37,10 @@ class Snapshot:
     # absent, or None, was not listed completely, and is neither created nor
     # repaired this pass.
     children: Mapping[str, tuple[Child, ...] | None] = field(default_factory=dict)
+    # Of each kind, the objects this pass read added or changed since the
+    # pass before (engine/observe/churn.py): the next pass lists a kind that
+    # moved a lot in full at once, without a LIST of its metadata first.
+    churn: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def listed_children(self) -> frozenset[str]:

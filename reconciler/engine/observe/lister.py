@@ -136,6 +136,15 @@ class MetaList:
     page_size: int
 
 
+@dataclass(frozen=True)
+class Cheap(Generic[T]):
+    """A kind read by a LIST of metadata: its objects, and how many of them
+    were fetched (added or changed since the pass before)."""
+
+    items: list[T]
+    fetched: int
+
+
 def _unchanged_or_fetched(
     kube: Client,
     res: ResourceType,
@@ -144,7 +153,7 @@ def _unchanged_or_fetched(
     how: MetaList,
     selector: str | None,
     keep: Callable[[Version], bool] | None,
-) -> list[T] | None:
+) -> Cheap[T] | None:
     """The objects of a kind from a LIST of their metadata alone: each one at
     a resourceVersion already decoded is reused, any other is fetched by GET
     (of those ``keep`` keeps: a sharded replica's, the others are dropped
@@ -179,7 +188,7 @@ def _unchanged_or_fetched(
         log.warning("LIST %s: metadata unreadable (%s); listing in full", res.kind, exc)
         return None
     found = (reuse.known.get(v.known_as) or fetched.get(v.known_as) for v in versions)
-    return [obj for obj in found if obj is not None]
+    return Cheap([obj for obj in found if obj is not None], len(unknown))
 
 
 def get_one(
@@ -204,9 +213,20 @@ class Lister:
     """LISTs of one pass: a failed LIST is recorded, never raised."""
 
     def __init__(
-        self, kube: Client, namespaces: Sequence[str], meta: MetaList, sorter: Sorter
+        self,
+        kube: Client,
+        namespaces: Sequence[str],
+        meta: MetaList,
+        sorter: Sorter,
+        in_full: frozenset[str] = frozenset(),
     ) -> None:
         self.kube, self.namespaces, self.meta, self.sorter = kube, namespaces, meta, sorter
+        # Kinds that moved past FETCH_MAX between the last two passes: listed
+        # in full at once, their metadata LIST would only precede it.
+        self.in_full = in_full
+        # Of each kind read by a LIST of metadata alone, the objects fetched
+        # by GET: its churn (churn.py), known without comparing snapshots.
+        self.fetched: dict[str, int] = {}
         self.errors: list[str] = []
         # Of each kind whose LIST failed in a way the next pass will meet
         # again: why, in words that stay the same from pass to pass.
@@ -258,14 +278,19 @@ class Lister:
         reuse: Reuse[Any] | None,
         namespaces: Sequence[str] | None,
     ) -> Sequence[Any]:
-        """By a LIST of metadata when the pass before saw the kind, else in full."""
+        """By a LIST of metadata when the pass before saw the kind and it has
+        not been moving, else in full."""
         scope = self.namespaces if namespaces is None else namespaces
-        if reuse is not None:
+        if reuse is not None and res.kind not in self.in_full:
             keep = self.sorter.keep(res)
             cheap = _unchanged_or_fetched(self.kube, res, scope, reuse, self.meta, selector, keep)
             if cheap is not None:
                 log.debug("%s: unchanged or fetched one by one", res.kind)
-                return cheap
+                self.fetched[res.kind] = self.fetched.get(res.kind, 0) + cheap.fetched
+                return cheap.items
+        elif reuse is not None:
+            log.debug("%s: moving since the pass before, listed in full at once", res.kind)
+        self.fetched.pop(res.kind, None)
         return across(scope, list_in)
 
     @property

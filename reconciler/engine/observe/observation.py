@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.buckets import Scope
@@ -31,6 +31,7 @@ from reconciler.client.protowire import (
     META_ACCEPT_JSON,
 )
 from reconciler.constants import MANAGED_POD_SELECTOR
+from reconciler.engine.observe.churn import churn, in_full
 from reconciler.engine.observe.lister import (
     JSON_METADATA_PAGE_SIZE,
     FullList,
@@ -113,7 +114,7 @@ def observe(
     else:
         meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
     sorter = Sorter(scope)
-    lister = Lister(kube, namespaces, meta, sorter)
+    lister = Lister(kube, namespaces, meta, sorter, in_full(previous.churn if previous else {}))
     pod_reuse = reuse_of(None if previous is None else previous.pods, pod_from_api)
     chosen = selection(scope)
     where = pod_namespaces(namespaces, previous)
@@ -145,8 +146,9 @@ def observe(
     )
     for warning in seen.warnings:
         log.warning("%s", warning)
+    snapshot = Snapshot(objects, pods, seen.terminating, pods_error, children=children)
     return Observation(
-        Snapshot(objects, pods, seen.terminating, pods_error, children=children),
+        replace(snapshot, churn=churn(previous, snapshot, lister.fetched)),
         report_pods,
         tuple(lister.errors),
         lister.unreachable,

@@ -214,6 +214,59 @@ def test_past_fetch_max_changes_the_kind_is_listed_in_full():
     assert not gets(kube)
 
 
+def _redis_lists(kube: FakeKube) -> list[str | None]:
+    """The Accept of each LIST of Redis: None for a full LIST."""
+    return [accept for kind, accept in kube.accepts if kind == "Redis"]
+
+
+def test_a_kind_that_moved_past_fetch_max_is_listed_in_full_at_once_until_it_settles():
+    """While a kind moves, its LIST of metadata would only precede the full
+    one; once a full LIST finds it quiet, the next pass lists metadata again."""
+    many = [redis_obj(f"r{i}") for i in range(FETCH_MAX + 1)]
+    kube = FakeKube()
+    kube.lists["Redis"] = many
+    first = one_pass(kube)
+    assert first.snapshot.churn == {}  # no pass before: nothing to compare with
+
+    kube.lists["Redis"] = [redis_obj(r["metadata"]["name"], "2") for r in many]
+    kube.accepts.clear()
+    moved = one_pass(kube, first.snapshot)
+    assert _redis_lists(kube) == [META_ACCEPT_JSON, None]  # as before: metadata, then in full
+    assert moved.snapshot.churn["Redis"] == FETCH_MAX + 1
+
+    kube.lists["Redis"] = [redis_obj(r["metadata"]["name"], "3") for r in many[:2]] + many[2:]
+    kube.accepts.clear()
+    at_once = one_pass(kube, moved.snapshot)
+    assert _redis_lists(kube) == [None]
+    assert at_once.snapshot.churn["Redis"] == FETCH_MAX + 1  # "1" again is not what it was at "2"
+
+    kube.accepts.clear()
+    still = one_pass(kube, at_once.snapshot)
+    assert _redis_lists(kube) == [None]
+    assert still.snapshot.churn["Redis"] == 0
+    assert all(
+        a is b
+        for a, b in zip(at_once.snapshot.of("Redis"), still.snapshot.of("Redis"), strict=True)
+    )
+
+    kube.accepts.clear()
+    one_pass(kube, still.snapshot)
+    assert _redis_lists(kube) == [META_ACCEPT_JSON]
+
+
+def test_a_kind_that_moved_a_little_keeps_its_list_of_metadata():
+    kube = FakeKube()
+    kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(FETCH_MAX + 1)]
+    first = one_pass(kube)
+    kube.lists["Redis"] = [redis_obj("r0", "2"), *kube.lists["Redis"][1:]]
+    kube.objects[("Redis", "a", "r0")] = redis_obj("r0", "2")
+    second = one_pass(kube, first.snapshot)
+    assert second.snapshot.churn["Redis"] == 1
+    kube.accepts.clear()
+    one_pass(kube, second.snapshot)
+    assert _redis_lists(kube) == [META_ACCEPT_JSON]
+
+
 def test_a_failed_get_falls_back_to_the_full_list():
     def change(k: FakeKube) -> None:
         k.lists["Redis"] = [redis_obj("r0", "2"), redis_obj("r1"), redis_obj("r2")]
@@ -653,3 +706,20 @@ def test_a_failed_service_lookup_leaves_the_services_unlisted():
     seen = one_pass(kube)
     assert seen.snapshot.children["Service"] is None
     assert "Service" not in seen.snapshot.listed_children
+
+
+def test_pods_that_moved_past_fetch_max_are_listed_in_full_at_once():
+    def pods(version: str) -> list[dict]:
+        made = [pod_obj(f"p{i}", labelled=True) for i in range(FETCH_MAX + 1)]
+        for pod in made:
+            pod["metadata"]["resourceVersion"] = version
+        return made
+
+    kube = cluster(*pods("1"))
+    first = one_pass(kube)
+    kube.lists["Pod"] = pods("2")
+    moved = one_pass(kube, first.snapshot)
+    assert moved.snapshot.churn["Pod"] == FETCH_MAX + 1
+    kube.accepts.clear()
+    one_pass(kube, moved.snapshot)
+    assert [accept for kind, accept in kube.accepts if kind == "Pod"] == [None]
