@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from reconciler.engine.events import EventQueue, post_event
 from reconciler.engine.failures import pruned_field
 from reconciler.engine.heap import collector_held
 from reconciler.engine.observe import Observation, observe
+from reconciler.engine.observe.churn import with_writes
 from reconciler.engine.plan import health_after, plan_pass, status_after_failure
 from reconciler.engine.state import State
 from reconciler.health import Health
@@ -223,6 +225,7 @@ def run_pass(
     log.info("pass %s: %s planned over %s", p.pass_id, planned, observed)
 
     applied = _apply(p, plan, snapshot, now)
+    _expect_writes(state, applied)
     _say_pruned(p, state, applied, object_refs(snapshot, plan))
     errors = list(obs.errors) + _backing_off(snapshot, plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
@@ -248,6 +251,15 @@ def run_pass(
         warnings=list(obs.warnings),
         health=_health(snapshot, plan, applied),
     )
+
+
+def _expect_writes(state: State, applied: ApplyReport) -> None:
+    """The snapshot the next pass starts from counts this pass's writes in
+    its churn: a kind it wrote past FETCH_MAX is listed in full at once."""
+    if state.seen is None:
+        return
+    wrote = Counter(o.action.kind for o in applied.outcomes if o.result is Result.OK)
+    state.seen = replace(state.seen, churn=with_writes(state.seen.churn, wrote))
 
 
 PRUNED_REASON = "StatusFieldPruned"

@@ -9,7 +9,9 @@ paid for both LISTs. On 1,000 Redis (3,000 pods) the metadata LIST of pods
 costs the apiserver about 60% of the full one, that of Redis about 30%.
 
 A kind's churn is the number of its objects that this pass read added or
-changed since the pass before. A kind whose last churn was past FETCH_MAX is
+changed since the pass before, plus those its own writes changed (the pass
+that creates 3,000 pods knows the next will find them). A kind whose last
+churn was past FETCH_MAX is
 listed in full at once: changes come in runs, and when the guess is wrong,
 the pass pays one full LIST instead of a cheaper one, and the next goes back
 to metadata. A kind with no pass before it has no churn: its first LIST is
@@ -50,6 +52,12 @@ def churn(before: Snapshot | None, now: Snapshot, fetched: Mapping[str, int]) ->
     return {
         kind: fetched[kind] if kind in fetched else changed(old, new) for kind, old, new in pairs
     }
+
+
+def with_writes(counts: Mapping[str, int], wrote: Mapping[str, int]) -> dict[str, int]:
+    """``counts`` plus the objects of each kind the pass then wrote: what it
+    changed, the next pass will read changed."""
+    return {kind: counts.get(kind, 0) + wrote.get(kind, 0) for kind in {*counts, *wrote}}
 
 
 def in_full(counts: Mapping[str, int]) -> frozenset[str]:

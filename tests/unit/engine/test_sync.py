@@ -11,8 +11,10 @@ import pytest
 
 from reconciler.config import Config
 from reconciler.engine import sync
+from reconciler.engine.observe.lister import FETCH_MAX
 from reconciler.engine.state import State
 from reconciler.engine.sync import Mode, run_pass
+from reconciler.result import Result
 from tests.unit.engine.test_observe import redis_obj
 from tests.unit.fakes import FakeKube
 
@@ -92,3 +94,17 @@ def test_the_cyclic_collector_is_held_off_while_a_pass_looks_and_on_for_its_writ
     run_pass(kube, config, state)  # type: ignore[arg-type]
     assert seen == {"plan": False, "apply": True}
     assert gc.isenabled()
+
+
+def test_a_kind_the_pass_wrote_past_fetch_max_is_listed_in_full_at_once_by_the_next() -> None:
+    """The pass that creates the pods knows the next one will find them all
+    new: their LIST of metadata would only precede the full one."""
+    kube, state, config = FakeKube(), State(), Config(protobuf=False)
+    kube.lists["Redis"] = [redis_obj("r", num=FETCH_MAX + 1)]
+    kube.lists["Pod"] = []
+    first = run_pass(kube, config, state)  # type: ignore[arg-type]
+    assert first.applied.counts()[("Pod", "create", Result.OK)] == FETCH_MAX + 1
+    assert state.seen is not None and state.seen.churn["Pod"] == FETCH_MAX + 1
+    kube.accepts.clear()
+    run_pass(kube, config, state)  # type: ignore[arg-type]
+    assert next(accept for kind, accept in kube.accepts if kind == "Pod") is None
