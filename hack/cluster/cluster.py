@@ -387,6 +387,11 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     _log(f"starting kube-apiserver on {cluster.server}")
     _spawn(lay, "kube-apiserver", _apiserver_args(lay, bin_dir, ports))
     _wait(lay, "kube-apiserver", "apiserver /readyz", lambda: _apiserver_ready(cluster))
+    # Before the controller-manager starts: its first discovery must know our
+    # kinds. A budget synced before it does fails ("no matches for kind
+    # Redis"), and the disruption controller retries it with a backoff that
+    # grows to many minutes: its pods' evictions are refused all that time.
+    crds = _apply_crds(cluster, kubectl)
 
     _log(f"starting kube-controller-manager on {HOST}:{ports['kcm']} ({KCM_CONTROLLERS})")
     _spawn(lay, "kube-controller-manager", _kcm_args(lay, bin_dir, ports))
@@ -395,7 +400,6 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     _log(f"starting kwok on {HOST}:{ports['kwok']}")
     _spawn(lay, "kwok", _kwok_args(lay, bin_dir, ports))
     _create_nodes(cluster)
-    crds = _apply_crds(cluster, kubectl)
 
     _wait(
         lay,
