@@ -229,11 +229,24 @@ class Loop:
         log.info("stopped after %s", plural(self.passes, "pass", "passes"))
 
 
+class _SaidByTheListener(logging.Filter):
+    """APScheduler warns of each tick skipped while a pass runs on; the
+    listener says the same with the cluster's name, so a long pass logs one
+    line per interval, not two."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances" not in str(record.msg)
+
+
+_SKIPS_SAID = _SaidByTheListener()
+
+
 class Daemon:
     """The process: one scheduler running every cluster's loop, at most
     ``parallel`` passes at once, until SIGTERM."""
 
     def __init__(self, loops: Sequence[Loop], parallel: int = 1) -> None:
+        logging.getLogger("apscheduler.scheduler").addFilter(_SKIPS_SAID)
         self.loops = {loop.job_id: loop for loop in loops}
         self.stopping = threading.Event()
         self.scheduler = BlockingScheduler(

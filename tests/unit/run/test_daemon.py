@@ -218,3 +218,28 @@ def test_a_cluster_whose_first_lease_round_hangs_delays_no_other_clusters_first_
     watcher = threading.Thread(target=watch)
     run_beside(d, watcher, watcher.join)
     assert saw == [True]
+
+
+def test_a_pass_longer_than_the_interval_is_said_once_per_skipped_tick_not_twice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """APScheduler warns of each skipped tick in its words, and the daemon in
+    its own: a long first pass logged two warnings every interval."""
+    passes: list[float] = []
+
+    def one_pass() -> PassResult:
+        passes.append(time.monotonic())
+        if len(passes) == 1:
+            time.sleep(1.5)
+            return quiet()
+        d.stopping.set()
+        d.scheduler.shutdown(wait=False)
+        return quiet()
+
+    d = Daemon([Loop(one_pass, schedule=Schedule(0.4, 0.4, 0.5), jitter=0)])
+    guard = threading.Timer(10, lambda: d.scheduler.shutdown(wait=False))
+    with caplog.at_level(logging.INFO):
+        run_beside(d, guard, guard.cancel)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("the previous pass is still running" in m for m in said)
+    assert not any("maximum number of running instances" in m for m in said)
