@@ -723,3 +723,19 @@ def test_pods_that_moved_past_fetch_max_are_listed_in_full_at_once():
     kube.accepts.clear()
     one_pass(kube, moved.snapshot)
     assert [accept for kind, accept in kube.accepts if kind == "Pod"] == [None]
+
+
+def test_pods_listed_in_full_as_json_go_back_to_metadata_once_quiet():
+    """With protobuf off, a full LIST of pods decodes each one anew: the
+    churn is counted by resourceVersion, not by the objects kept, or pods
+    that moved once would be listed in full in every pass after."""
+    made = [pod_obj(f"p{i}", labelled=True) for i in range(FETCH_MAX + 1)]
+    kube = cluster(*made)
+    first = one_pass(kube)
+    kube.lists["Pod"] = [{**p, "metadata": {**p["metadata"], "resourceVersion": "2"}} for p in made]
+    moved = one_pass(kube, first.snapshot)
+    at_once = one_pass(kube, moved.snapshot)
+    assert at_once.snapshot.churn["Pod"] == 0
+    kube.accepts.clear()
+    one_pass(kube, at_once.snapshot)
+    assert [accept for kind, accept in kube.accepts if kind == "Pod"] == [META_ACCEPT_JSON]
