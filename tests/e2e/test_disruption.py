@@ -72,7 +72,7 @@ def test_a_drain_takes_one_pod_of_a_redis_at_a_time(
 ):
     converged(kubectl, reconciler, ns, 3)
     pdb = budget(kubectl, ns)
-    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["minAvailable"] == 2 and "maxUnavailable" not in pdb["spec"]
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert pdb["metadata"]["ownerReferences"][0]["name"] == "redis-sample"
     wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget to allow one disruption")
@@ -149,8 +149,16 @@ def test_a_pod_two_budgets_select_is_said_and_left(
 
 def test_scaled_below_two_pods_the_budget_goes(kubectl: Kubectl, reconciler: Reconciler, ns: str):
     converged(kubectl, reconciler, ns, 2)
-    assert budget(kubectl, ns)["spec"]["maxUnavailable"] == 1
+    assert budget(kubectl, ns)["spec"]["minAvailable"] == 1
     kubectl.apply(redis_yaml(ns, num=1))
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     gone = kubectl.run("get", "pdb", "redis-sample", "-n", ns, check=False)
     assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+def test_a_change_of_num_resizes_the_budget(kubectl: Kubectl, reconciler: Reconciler, ns: str):
+    converged(kubectl, reconciler, ns, 3)
+    kubectl.apply(redis_yaml(ns, num=4))
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    assert budget(kubectl, ns)["spec"]["minAvailable"] == 3
+    wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget counted over four pods")

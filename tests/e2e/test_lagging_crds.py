@@ -1,6 +1,7 @@
 """CRDs older than the binary (Helm never upgrades CRDs): a pruned status
-field costs no more writes than a current CRD, and a missing status
-subresource is an error that is said."""
+field costs no more writes than a current CRD, a missing status
+subresource is an error that is said, and a missing scale subresource
+leaves our disruption budgets counted."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import yaml
 from reconciler import __version__
 
 from .conftest import Kubectl, Reconciler, free_port, wait_for
+from .test_disruption import allowed, evict
 from .test_redis import redis, redis_yaml, settled
 
 CRD = Path(__file__).parents[2] / "crds" / "myapp.demo.kubebuilder.io_redis.yaml"
@@ -52,6 +54,10 @@ def without_progress_time(version: dict[str, Any]) -> None:
 
 def without_status_subresource(version: dict[str, Any]) -> None:
     del version["subresources"]["status"]
+
+
+def without_scale_subresource(version: dict[str, Any]) -> None:
+    del version["subresources"]["scale"]
 
 
 def status_writes(port: int) -> float:
@@ -117,3 +123,17 @@ def test_plan_names_a_crd_another_release_shipped(
         f"warning: the installed CRD {NAME} is release 0.0.9's; this is {__version__}: "
         "apply the CRDs of this release (kubectl apply -f crds/)"
     ]
+
+
+def test_a_crd_without_its_scale_subresource_still_has_its_budgets_counted(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, older_crd: Any
+):
+    """The disruption controller counts a budget of an integer minAvailable
+    from the pods alone; one of maxUnavailable it could not count without
+    the Redis's scale, and every eviction would wait for it forever."""
+    older_crd(without_scale_subresource)
+    kubectl.apply(redis_yaml(ns, num=3))
+    reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget counted: one may go")
+    went, why = evict(kubectl, ns, "redis-sample-0")
+    assert went, why

@@ -165,9 +165,14 @@ def service_of(r: Redis, **changes: Any) -> Child:
     return dataclasses.replace(made, uid=f"svc-{r.uid}", resource_version="1", **changes)
 
 
+def _num(r: Redis) -> int:
+    num = r.spec.get("num")
+    return num if isinstance(num, int) else 0
+
+
 def budget_of(r: Redis, **changes: Any) -> Child:
     """The budget a pass made for ``r``, as the apiserver stores it."""
-    made = child_from_api("PodDisruptionBudget", disruption.manifest(owner_of(r)))
+    made = child_from_api("PodDisruptionBudget", disruption.manifest(owner_of(r), _num(r)))
     return dataclasses.replace(
         made, uid=f"pdb-{r.uid}", resource_version="1", **({"status": LETS_ONE_GO} | changes)
     )

@@ -204,7 +204,8 @@ def crash_loop(p: Pod) -> Pod:
 
 def disruption_controller(snapshot: Snapshot, pods: Iterable[Pod]) -> Snapshot:
     """Each budget counted over its Redis's pods as they are now, as the
-    disruption controller does (maxUnavailable 1 of the Redis's num)."""
+    disruption controller does: an integer minAvailable as it stands, or a
+    maxUnavailable of the Redis's num (its scale)."""
     budgets = snapshot.children.get("PodDisruptionBudget")
     if budgets is None:
         return snapshot
@@ -215,7 +216,7 @@ def disruption_controller(snapshot: Snapshot, pods: Iterable[Pod]) -> Snapshot:
         num = owner.spec.get("num") if owner is not None else None
         expected = num if isinstance(num, int) and not isinstance(num, bool) else 0
         healthy = sum(1 for p in live if p.controller_uid == budget.controller_uid and p.ready)
-        needed = max(0, expected - 1)
+        needed = _needed(budget, expected)
         status = {
             "observedGeneration": budget.generation,
             "disruptionsAllowed": max(0, healthy - needed),
@@ -226,6 +227,14 @@ def disruption_controller(snapshot: Snapshot, pods: Iterable[Pod]) -> Snapshot:
         counted.append(budget if same else bumped(dataclasses.replace(budget, status=status)))
     children = {**snapshot.children, "PodDisruptionBudget": tuple(counted)}
     return dataclasses.replace(snapshot, children=children)
+
+
+def _needed(budget: Child, expected: int) -> int:
+    least = budget.spec.get("minAvailable")
+    if isinstance(least, int):
+        return least
+    most = budget.spec.get("maxUnavailable")
+    return max(0, expected - (most if isinstance(most, int) else 1))
 
 
 def kubelet(snapshot: Snapshot) -> Snapshot:

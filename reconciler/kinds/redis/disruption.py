@@ -3,7 +3,14 @@ evictions a budget refuses.
 
 A Redis of two pods or more gets a budget of its own: at most one pod away
 at a time, whoever takes it (a node drain, the cluster autoscaler, our own
-rolling update). Pods that are not Ready may always be evicted
+rolling update). It says so as ``minAvailable: num - 1``, an integer, not as
+``maxUnavailable: 1``: the disruption controller counts a budget of an
+integer minAvailable from the pods alone, and one of maxUnavailable by a GET
+of the Redis's scale subresource, a round trip to the apiserver (and etcd)
+at every count. It counts budgets one at a time, so after each wave of a
+rolling update that round trip, times every budget, is how long the next
+wave waits (docs/performance/pace.md). The price is a patch of the budget
+when spec.num changes. Pods that are not Ready may always be evicted
 (``unhealthyPodEvictionPolicy: AlwaysAllow``), so a crash-looping pod never
 blocks a drain. A Redis of one pod gets none: a budget there would block
 every drain of its node.
@@ -28,7 +35,9 @@ from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_dr
 from reconciler.model import Child
 
 KIND = PDBS.kind
-MAX_UNAVAILABLE = 1
+MAX_UNAVAILABLE = 1  # pods away at a time: minAvailable is num minus this
+MIN_AVAILABLE = "minAvailable"
+SIZE_FIELDS = (MIN_AVAILABLE, "maxUnavailable")  # a budget has one or the other
 ALWAYS_ALLOW = "AlwaysAllow"
 MIN_PODS = 2  # fewer pods get no budget
 REFUSED_FIELD = "evictionRefused"  # status: the last refusal, while it holds
@@ -110,35 +119,36 @@ def refused_event(owner: Owner, old: Refusal | None, new: Refusal | None) -> tup
 # ------------------------------------------------------------ its budget
 
 
-def spec(owner: Owner) -> dict[str, Any]:
+def spec(owner: Owner, pods: int) -> dict[str, Any]:
     return {
-        "maxUnavailable": MAX_UNAVAILABLE,
+        MIN_AVAILABLE: max(0, pods - MAX_UNAVAILABLE),
         "selector": {"matchLabels": dict(owner.selector)},
         POLICY_FIELD: ALWAYS_ALLOW,
     }
 
 
-def manifest(owner: Owner) -> dict[str, Any]:
+def manifest(owner: Owner, pods: int) -> dict[str, Any]:
     return {
         "apiVersion": PDBS.api_version,
         "kind": KIND,
         "metadata": metadata(owner, owner.key.name),
-        "spec": spec(owner),
+        "spec": spec(owner, pods),
     }
 
 
-def drift(owner: Owner, budget: Child) -> dict[str, Any]:
-    """The merge patch that puts back what we set (a minAvailable set by
-    hand is removed: a budget has one or the other). A policy the apiserver
-    does not keep (before 1.27, or its gate off) is what it made of our
-    create: asked for again, it would be dropped again, every pass."""
+def drift(owner: Owner, budget: Child, pods: int) -> dict[str, Any]:
+    """The merge patch that puts back what we set (a maxUnavailable, set by
+    hand or by a release before minAvailable, is removed: a budget has one
+    or the other). A policy the apiserver does not keep (before 1.27, or its
+    gate off) is what it made of our create: asked for again, it would be
+    dropped again, every pass."""
     patch = labels_patch(owner, budget)
-    want = spec(owner)
+    want = spec(owner, pods)
     if POLICY_FIELD not in budget.spec:
         del want[POLICY_FIELD]
     changed: dict[str, Any] = {k: v for k, v in want.items() if budget.spec.get(k) != v}
-    if "minAvailable" in budget.spec:
-        changed["minAvailable"] = None
+    if "maxUnavailable" in budget.spec:
+        changed["maxUnavailable"] = None
     if "selector" in changed:
         changed["selector"] = _selector_patch(budget.spec.get("selector"), owner.selector)
     if changed:
@@ -166,13 +176,16 @@ def plan_budget(owner: Owner, found: Child | None, pods: int) -> tuple[BudgetWri
     if found is not None and (found.controller_uid != owner.uid or found.terminating):
         return ()
     if found is None:
-        return (CreateChild(owner.key, manifest(owner)),) if wanted else ()
+        return (CreateChild(owner.key, manifest(owner, pods)),) if wanted else ()
     if not wanted:
         why = f"fewer than {MIN_PODS} pods: a budget would block every drain"
         return (DeleteChild(owner.key, found.key, found.uid, why),)
-    patch = drift(owner, found)
+    patch = drift(owner, found, pods)
     if not patch:
         return ()
+    if set(patch) == {"spec"} and set(patch["spec"]) <= set(SIZE_FIELDS):
+        why = f"sized for {pods} pods: {MIN_AVAILABLE} {spec(owner, pods)[MIN_AVAILABLE]}"
+        return (PatchChild(owner.key, found.key, found.resource_version, patch, why),)
     why = f"drift: {what_drifted(patch)} changed by hand"
     message = f"Restored poddisruptionbudget {owner.key.name}: {why}"
     event = EventSpec(owner.ref, "Normal", DRIFT, message, owner.component)

@@ -243,7 +243,7 @@ def budget_work(snap: Snapshot, r, spec) -> int:
         return 0  # another's: left alone
     if spec.num < redis_disruption.MIN_PODS:
         return int(found is not None)
-    return int(found is None or bool(redis_disruption.drift(owner_of(r), found)))
+    return int(found is None or bool(redis_disruption.drift(owner_of(r), found, spec.num)))
 
 
 def potential(snap: Snapshot) -> list[int]:

@@ -40,7 +40,7 @@ def test_a_service_keeps_its_selector_and_ports_and_drops_what_the_apiserver_add
 
 def test_a_budget_keeps_every_field_its_rules_compare() -> None:
     owner = owner_of(redis(num=3))
-    obj = stored(budget_manifest(owner), minAvailable=2)
+    obj = stored(budget_manifest(owner, 3), maxUnavailable=1)
     child = child_from_api("PodDisruptionBudget", obj)
     assert sorted(child.spec) == [
         "maxUnavailable",
@@ -48,12 +48,12 @@ def test_a_budget_keeps_every_field_its_rules_compare() -> None:
         "selector",
         "unhealthyPodEvictionPolicy",
     ]
-    assert budget_drift(owner, child) == {"spec": {"minAvailable": None}}
+    assert budget_drift(owner, child, 3) == {"spec": {"maxUnavailable": None}}
 
 
 def test_a_budget_keeps_the_disruption_controller_s_count_and_its_generation() -> None:
     owner = owner_of(redis(num=3))
-    obj = stored(budget_manifest(owner))
+    obj = stored(budget_manifest(owner, 3))
     obj["metadata"]["generation"] = 2
     obj["status"] = {
         "observedGeneration": 2,

@@ -37,10 +37,12 @@ def of(actions, kind):
 
 
 def test_a_redis_of_two_pods_or_more_gets_a_budget_of_one():
+    """minAvailable as an integer: the disruption controller counts it from
+    the pods alone, with no GET of the Redis's scale at each count."""
     r = redis(num=3)
     (create,) = [a for a in of(planned(r, []), CreateChild) if a.kind == "PodDisruptionBudget"]
     assert create.manifest["spec"] == {
-        "maxUnavailable": 1,
+        "minAvailable": 2,
         "selector": {
             "matchLabels": {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "r"}
         },
@@ -64,15 +66,15 @@ def test_a_budget_changed_by_hand_is_put_back_whole():
     edited = dataclasses.replace(
         made,
         spec={
-            "minAvailable": 3,
+            "maxUnavailable": 2,
             "selector": {"matchLabels": labels},
             "unhealthyPodEvictionPolicy": "IfHealthyBudget",
         },
     )
     pods = [pod(r, i) for i in range(3)]
     (patch,) = of(planned(r, pods, [edited]), PatchChild)
-    assert patch.body["spec"]["minAvailable"] is None
-    assert patch.body["spec"]["maxUnavailable"] == 1
+    assert patch.body["spec"]["maxUnavailable"] is None
+    assert patch.body["spec"]["minAvailable"] == 2
     assert patch.body["spec"]["selector"]["matchLabels"]["extra"] is None
     assert patch.body["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
 
@@ -270,3 +272,21 @@ def test_an_eviction_our_budget_holds_is_progress_the_disruption_controller_brin
     for budget in (budget_of(r, status=COUNTED_NONE), budget_of(r)):
         moving = KIND.health(r, planned(r, pods, [budget]))
         assert moving.progressing and not moving.waiting
+
+
+def test_a_change_of_num_resizes_the_budget_and_is_no_drift():
+    """minAvailable follows spec.num; a resize is ours, so no drift event."""
+    r = redis(num=5)
+    (patch,) = of(planned(r, [pod(r, i) for i in range(3)], [budget_of(redis(num=3))]), PatchChild)
+    assert patch.body == {"spec": {"minAvailable": 4}}
+    assert patch.why == "sized for 5 pods: minAvailable 4" and patch.event is None
+
+
+def test_a_budget_of_maxunavailable_from_a_release_before_becomes_minavailable():
+    r = redis(num=3)
+    made = budget_of(r)
+    older = dataclasses.replace(made, spec={**made.spec, "maxUnavailable": 1})
+    del older.spec["minAvailable"]
+    (patch,) = of(planned(r, [pod(r, i) for i in range(3)], [older]), PatchChild)
+    assert patch.body == {"spec": {"minAvailable": 2, "maxUnavailable": None}}
+    assert patch.event is None
