@@ -4,7 +4,9 @@
 
 Starts the bench cluster (<repo>/.cluster-bench), creates N Redis ({port:
 6379, num: 3}, so 3N pods) and N Xca over ``--namespaces`` namespaces, and
-converges them. Then each contender rolls every pod once, with
+converges them. Then each contender, after an untimed pass of its own
+that puts the budgets in its form and the disruption controller's count of
+them (``own_budgets``), rolls every pod once, with
 ``sync -A --wait`` and an image of its own (``RECONCILER_IMAGE``), so each
 rollout starts from the same converged population and does the same writes:
 an eviction and a create per pod, one pod per Redis at a time, the status
@@ -32,7 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.contenders import Setup
-from bench.scale import converge, freeze_commit, grow, namespace_names
+from bench.kubeapi import Api, Request
+from bench.scale import (
+    BUDGETS_LIMIT,
+    BUDGETS_PATH,
+    converge,
+    freeze_commit,
+    grow,
+    namespace_names,
+)
 
 log = logging.getLogger("bench.pace")
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +56,44 @@ TARGETS = {"cpu": 1.0, "server_cpu": 1.0}
 
 def contenders(budgets: list[float]) -> list[str]:
     return ["before", *(f"budget {b:g}" for b in budgets)]
+
+
+def own_budgets(setup: Setup, code_dir: Path, label: str, image: str | None) -> dict[str, Any]:
+    """Untimed, before a contender's rollout: its own ``sync --wait`` over the
+    pods as they are (``image``, None for the default), which writes only what
+    it makes differently of the converged population (a release before
+    budgets of minAvailable made them of maxUnavailable), then every budget
+    counted by the disruption controller. Each rollout then starts from
+    budgets of its own code's form, counted, as a rollout in a cluster does;
+    otherwise it would pay for the other contender's form: a patch of every
+    budget and the wait for their count."""
+    env = {"RECONCILER_IMAGE": image} if image else {}
+    result = converge(setup, code_dir, f"{label}-own-budgets", timeout=3600.0, env=env)
+    waited = budgets_counted(setup.api)
+    log.info(
+        "%s: %d passes over the population, budgets counted after %.0fs",
+        label,
+        len(result["pass_lines"]),
+        waited,
+    )
+    return {"passes": len(result["pass_lines"]), "wall": result["wall"], "counted_after": waited}
+
+
+def budgets_counted(api: Api, limit: float = BUDGETS_LIMIT) -> float:
+    """Seconds until the disruption controller has counted every budget at
+    its generation."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        found = api.call(Request("GET", BUDGETS_PATH))["items"]
+        if all(counted(b) for b in found):
+            break
+        time.sleep(2.0)
+    return time.monotonic() - started
+
+
+def counted(budget: dict[str, Any]) -> bool:
+    observed = (budget.get("status") or {}).get("observedGeneration")
+    return isinstance(observed, int) and observed >= budget["metadata"].get("generation", 0)
 
 
 def rollout(setup: Setup, code_dir: Path, name: str, image: str) -> dict[str, Any]:
@@ -154,11 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         grow(setup.api, namespace_names(args.namespaces), 0, args.n)
         created = converge(setup, frozen / "today", "create", timeout=3600.0)
         log.info("N=%d: converged in %.0fs", args.n, created["wall"])
+        image: str | None = None  # the pods' image: the default, then each rollout's
         for r in range(args.rounds):
             for i, name in enumerate(names if r % 2 == 0 else names[::-1]):
                 code_dir = frozen / ("before" if name == "before" else "today")
+                prepared = own_budgets(setup, code_dir, f"bench-{r}-{i}", image)
                 started = time.monotonic()
-                result = rollout(setup, code_dir, name, f"redis:bench-{r}-{i}")
+                image = f"redis:bench-{r}-{i}"
+                result = rollout(setup, code_dir, name, image) | {"own_budgets": prepared}
                 results[name].append(result)
                 log.info("%s rolled every pod in %.0fs", name, time.monotonic() - started)
     finally:

@@ -75,3 +75,40 @@ def test_the_default_budget_is_judged_against_the_code_before_on_medians():
 
 def test_the_contenders_are_the_code_before_then_each_budget():
     assert pace.contenders([0.25, 0.5, 1.0]) == ["before", "budget 0.25", "budget 0.5", "budget 1"]
+
+
+def test_each_rollout_starts_from_budgets_its_own_code_wrote_and_counted(monkeypatch):
+    """The untimed pass runs with the pods' current image (none: the
+    default), so it rolls nothing; then every budget must be counted."""
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def converge(setup, code_dir, label, timeout, flags=(), env=None):
+        seen.append((label, dict(env or {})))
+        return {"pass_lines": ["pass a ok in 1s: PodDisruptionBudget/patch/ok=2"], "wall": 1.0}
+
+    listed = [
+        [{"metadata": {"generation": 2}, "status": {"observedGeneration": 1}}],
+        [{"metadata": {"generation": 2}, "status": {"observedGeneration": 2}}],
+    ]
+    calls = []
+
+    class Api:
+        def call(self, req):
+            assert req.path == pace.BUDGETS_PATH
+            calls.append(req)
+            return {"items": listed[min(len(calls), len(listed)) - 1]}
+
+    class Setup:
+        api = Api()
+
+    monkeypatch.setattr(pace, "converge", converge)
+    monkeypatch.setattr(pace.time, "sleep", lambda _s: None)
+    first = pace.own_budgets(Setup(), Path("/today"), "bench-0-0", None)
+    later = pace.own_budgets(Setup(), Path("/today"), "bench-0-1", "redis:bench-0-0")
+    assert seen == [
+        ("bench-0-0-own-budgets", {}),
+        ("bench-0-1-own-budgets", {"RECONCILER_IMAGE": "redis:bench-0-0"}),
+    ]
+    assert first["passes"] == later["passes"] == 1
+    assert len(calls) == 3  # listed until counted, then once for the second
+    assert not pace.counted({"metadata": {"generation": 1}, "status": {}})
