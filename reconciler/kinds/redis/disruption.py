@@ -7,10 +7,10 @@ rolling update). It says so as ``minAvailable: num - 1``, an integer, not as
 ``maxUnavailable: 1``: the disruption controller counts a budget of an
 integer minAvailable from the pods alone, and one of maxUnavailable by a GET
 of the Redis's scale subresource, a round trip to the apiserver (and etcd)
-at every count. It counts budgets one at a time, so after each wave of a
-rolling update that round trip, times every budget, is how long the next
-wave waits (docs/performance/pace.md). The price is a patch of the budget
-when spec.num changes. Pods that are not Ready may always be evicted
+at every count. It counts budgets one at a time, so under the load of a
+rolling update that round trip, paid for every budget, made most of the
+wait that ended each wave (docs/performance/pace.md). The price is a patch
+of the budget when spec.num changes. Pods that are not Ready may always be evicted
 (``unhealthyPodEvictionPolicy: AlwaysAllow``), so a crash-looping pod never
 blocks a drain. A Redis of one pod gets none: a budget there would block
 every drain of its node.
