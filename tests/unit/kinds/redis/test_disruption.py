@@ -290,3 +290,14 @@ def test_a_budget_of_maxunavailable_from_a_release_before_becomes_minavailable()
     (patch,) = of(planned(r, [pod(r, i) for i in range(3)], [older]), PatchChild)
     assert patch.body == {"spec": {"minAvailable": 2, "maxUnavailable": None}}
     assert patch.event is None
+
+
+def test_a_resize_comes_after_the_status_in_a_pass_that_evicts():
+    """The eviction writes the budget's status, so the resize meets a 409,
+    which skips the object's later writes: the status must come before it."""
+    r = redis(num=2)
+    actions = planned(r, [pod(r, i) for i in range(3)], [budget_of(redis(num=3))])
+    order = [
+        type(a).__name__ for a in actions if isinstance(a, EvictPod | PatchStatus | PatchChild)
+    ]
+    assert order == ["EvictPod", "PatchStatus", "PatchChild"]
