@@ -17,6 +17,7 @@ from typing import Any
 from reconciler.actions import (
     Action,
     EvictPod,
+    PatchChild,
     PatchFinalizers,
 )
 from reconciler.health import Health
@@ -154,11 +155,12 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     status = status_patch(redis, desired_status(redis, fields, verdicts, inp), said)
     if inp.gate.hold:
         return status
-    # The budget comes last: an eviction of this pass writes the budget's
-    # status, so a resize planned from the budget as listed meets a 409, and
-    # a 409 skips what follows it (the status); it is resized next pass.
-    budget = budget_plan(redis, spec, inp)
+    budget = budget_plan(redis, spec, inp, evicting=_evicts(changes))
     return changes.actions + list(svc.actions) + status + list(changes.repairs) + list(budget)
+
+
+def _evicts(changes: PodChanges) -> bool:
+    return any(isinstance(a, EvictPod) for a in changes.actions)
 
 
 def within_budget(
@@ -197,14 +199,23 @@ def _kept(changes: PodChanges, *pods: str) -> PodChanges:
 
 
 def budget_plan(
-    redis: Redis, spec: RedisSpec, inp: PlanInput
+    redis: Redis, spec: RedisSpec, inp: PlanInput, evicting: bool = False
 ) -> tuple[disruption.BudgetWrite, ...]:
     """Its budget's writes: none while the budgets could not all be listed,
-    while paused, or in a namespace being deleted."""
+    while paused, or in a namespace being deleted. They come last, and a
+    pass that evicts one of its pods patches no budget: the eviction writes
+    the budget's status, so a patch guarded by the resourceVersion this pass
+    listed would only meet a 409 (a scale-down reported a conflict of its
+    own making). The patch waits for a pass that evicts nothing; every
+    rollout and scale-down ends with one. One held by another's budget
+    keeps ours at its size for the pods it still has."""
     if disruption.KIND not in inp.children or spec.paused or inp.namespace_terminating:
         return ()
     found = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
-    return disruption.plan_budget(owner_of(redis), found, spec.num)
+    writes = disruption.plan_budget(owner_of(redis), found, spec.num)
+    if evicting:
+        return tuple(w for w in writes if not isinstance(w, PatchChild))
+    return writes
 
 
 def service_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> service.ServicePlan:

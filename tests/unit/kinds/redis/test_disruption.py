@@ -292,12 +292,23 @@ def test_a_budget_of_maxunavailable_from_a_release_before_becomes_minavailable()
     assert patch.event is None
 
 
-def test_a_resize_comes_after_the_status_in_a_pass_that_evicts():
-    """The eviction writes the budget's status, so the resize meets a 409,
-    which skips the object's later writes: the status must come before it."""
+def test_a_pass_that_evicts_resizes_the_budget_in_the_next_one():
+    """The eviction writes the budget's status, so a resize in the same pass
+    would only meet a 409 (a scale-down reported a conflict of its own
+    making); the next pass, which evicts nothing, makes it."""
     r = redis(num=2)
-    actions = planned(r, [pod(r, i) for i in range(3)], [budget_of(redis(num=3))])
-    order = [
-        type(a).__name__ for a in actions if isinstance(a, EvictPod | PatchStatus | PatchChild)
-    ]
-    assert order == ["EvictPod", "PatchStatus", "PatchChild"]
+    budget = budget_of(redis(num=3))
+    evicting = planned(r, [pod(r, i) for i in range(3)], [budget])
+    assert [a.name for a in of(evicting, EvictPod)] == ["r-2"]
+    assert not of(evicting, PatchChild)
+    after = [pod(r, 0), pod(r, 1), pod(r, 2, terminating=True)]
+    (patch,) = of(planned(r, after, [budget]), PatchChild)
+    assert patch.body == {"spec": {"minAvailable": 1}}
+
+
+def test_the_budget_comes_after_the_status():
+    """A 409 on the budget skips what follows it: the status goes first."""
+    r = redis(num=3)
+    actions = planned(r, [pod(r, i) for i in range(3)], [])
+    order = [type(a).__name__ for a in actions if isinstance(a, PatchStatus | CreateChild)]
+    assert order[-2:] == ["PatchStatus", "CreateChild"]
