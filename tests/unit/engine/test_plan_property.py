@@ -6,12 +6,13 @@ planning is pure."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.actions import PatchPodMetadata, PatchStatus
+from reconciler.actions import Action, EvictPod, PatchChild, PatchPodMetadata, PatchStatus
 from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
@@ -279,12 +280,27 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
     if recorded:
         after = sim.apply(after, recorded)
         second = plan_pass(after, CONFIG, NOW, holder=holder)
+    # A budget patch waits for a pass that evicts none of its Redis's pods
+    # (the eviction writes the budget's status, so the patch would meet a
+    # 409): the pass after an eviction makes it, and then nothing is left.
+    deferred = [a for a in second.actions if _waited_for_eviction(a, first.actions)]
+    if deferred and len(deferred) == len(second.actions):
+        after = sim.apply(after, deferred)
+        second = plan_pass(after, CONFIG, NOW, holder=holder)
     done = {(a.verb, a.target) for a in first.actions}
     lines = [
         a.describe() + (" (again)" if (a.verb, a.target) in done else "") for a in second.actions
     ]
     assert second.actions == (), "first plan:\n  {}\nsecond plan:\n  {}".format(
         "\n  ".join(a.describe() for a in first.actions), "\n  ".join(lines)
+    )
+
+
+def _waited_for_eviction(action: Action, first: Sequence[Action]) -> bool:
+    return (
+        isinstance(action, PatchChild)
+        and action.kind == "PodDisruptionBudget"
+        and any(isinstance(a, EvictPod) and a.owner == action.owner for a in first)
     )
 
 
