@@ -184,10 +184,14 @@ class PatchStatus(_OnOwner):
     resource_version: str
     status: Mapping[str, Any]
     events: tuple[EventSpec, ...] = ()
+    # The fields that differ from the status as listed: what the log and
+    # `plan` name. The patch still carries every field the kind sets: a write
+    # after a failure, in the same run, may follow one of our own.
+    changed: tuple[str, ...] = ()
     verb: Verb = field(default=Verb.PATCH_STATUS, init=False)
 
     def describe(self) -> str:
-        keys = ", ".join(sorted(self.status))
+        keys = ", ".join(self.changed or sorted(self.status))
         return f"patch {self.owner.kind.lower()} {self.owner} status ({keys})"
 
 

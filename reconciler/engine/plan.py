@@ -31,7 +31,7 @@ from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
 from reconciler.kinds import registry
 from reconciler.kinds.base import Kind, Object, PlanInput
-from reconciler.kinds.conditions import status_differs
+from reconciler.kinds.conditions import status_changes
 from reconciler.model import LABEL_BUCKET, ObjKey, Pod, PodIndex, PodLookup, RecordingLookup
 from reconciler.settled import NOTHING_SETTLED, Settled, SettledObject
 from reconciler.snapshot import Snapshot
@@ -176,9 +176,10 @@ def unpruned(obj: Object, actions: list[Action], pruned: frozenset[str] | None) 
     for action in actions:
         if isinstance(action, PatchStatus) and pruned & action.status.keys():
             kept = {k: v for k, v in action.status.items() if k not in pruned}
-            if not status_differs(obj.status, kept):
+            changed = status_changes(obj.status, kept)
+            if not changed:
                 continue
-            action = replace(action, status=kept)
+            action = replace(action, status=kept, changed=changed)
         out.append(action)
     return out
 

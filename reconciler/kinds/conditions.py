@@ -49,9 +49,9 @@ def condition(
     return Condition(type_, status, verdict.reason, verdict.message, ltt, generation)
 
 
-def status_differs(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """True when a merge patch of ``desired`` would change the stored status."""
-    return any(observed.get(k) != v for k, v in desired.items())
+def status_changes(observed: Mapping[str, Any], desired: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields a merge patch of ``desired`` would change in the stored status."""
+    return tuple(sorted(k for k, v in desired.items() if observed.get(k) != v))
 
 
 SHARD_FIELD = "shard"

@@ -30,7 +30,7 @@ from reconciler.kinds.conditions import (
     holder_field,
     observed_conditions,
     status_after,
-    status_differs,
+    status_changes,
 )
 from reconciler.model import ResourceType, mapping
 
@@ -88,9 +88,10 @@ def _patch(example: Example, status: Mapping[str, Any]) -> list[Action]:
     """A status patch, only if it would change what is stored (a null removes
     a field, so a null for a field that is not there changes nothing)."""
     wanted = {k: v for k, v in status.items() if v is not None or k in example.status}
-    if not status_differs(example.status, wanted):
+    changed = status_changes(example.status, wanted)
+    if not changed:
         return []
-    return [PatchStatus(example.key, example.resource_version, wanted)]
+    return [PatchStatus(example.key, example.resource_version, wanted, changed=changed)]
 
 
 def health(example: Example, actions: Sequence[Action]) -> Health:

@@ -14,7 +14,7 @@ from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
 from reconciler.health import READY, Health
 from reconciler.kinds.base import Kind, Object, PlanInput
-from reconciler.kinds.conditions import holder_field, status_after, status_differs
+from reconciler.kinds.conditions import holder_field, status_after, status_changes
 from reconciler.model import ResourceType, rfc3339
 
 GROUP = "apps.xca.k8s.kb.cx"
@@ -36,9 +36,10 @@ def _record(xca: Xca, failure: Failure | None, holder: str | None) -> list[Actio
     """Write the failure record (None clears it) and the holder unless they
     are stored already."""
     desired = {STATUS_FIELD: to_status(failure), **holder_field(holder)}
-    if not status_differs(xca.status, desired):
+    changed = status_changes(xca.status, desired)
+    if not changed:
         return []
-    return [PatchStatus(xca.key, xca.resource_version, desired)]
+    return [PatchStatus(xca.key, xca.resource_version, desired, changed=changed)]
 
 
 def plan(xca: Xca, inp: PlanInput) -> list[Action]:

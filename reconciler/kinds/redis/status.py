@@ -23,7 +23,7 @@ from reconciler.kinds.conditions import (
     condition,
     holder_field,
     observed_conditions,
-    status_differs,
+    status_changes,
 )
 from reconciler.kinds.redis import service
 from reconciler.kinds.redis.changes import REPLACING_ENDED, PodChanges
@@ -318,7 +318,8 @@ def status_patch(
 ) -> list[Action]:
     """Write the status only when it would change (a converged pass writes
     nothing); ``more`` are events that say what changed in it."""
-    if not status_differs(redis.status, desired.body):
+    changed = status_changes(redis.status, desired.body)
+    if not changed:
         return []
     events = _degraded_event(redis, desired.degraded) + more
-    return [PatchStatus(redis.key, redis.resource_version, desired.body, events)]
+    return [PatchStatus(redis.key, redis.resource_version, desired.body, events, changed)]

@@ -261,3 +261,17 @@ def test_a_new_generation_restarts_the_deadline():
     st = status_of(plan_redis(dataclasses.replace(seen, generation=2), pods, CONFIG, later)).status
     assert conds(st)["Progressing"] == ("True", "WaitingForReady")
     assert st["lastProgressTime"] == rfc3339(later)
+
+
+def test_the_log_names_the_fields_a_status_patch_changes():
+    """A pod turned Ready: the log and `plan` name what changed, not every
+    field the kind sets; the patch still carries them all."""
+    r = redis(num=2)
+    waiting = status_of(plan_redis(r, [pod(r, 0), pod(r, 1, ready=False)], CONFIG, NOW))
+    r = dataclasses.replace(r, status=waiting.status)
+    ready = status_of(plan_redis(r, [pod(r, 0), pod(r, 1)], CONFIG, NOW))
+    assert ready.changed == ("conditions", "message", "readyReplicas", "state")
+    assert ready.describe() == (
+        "patch redis default/r status (conditions, message, readyReplicas, state)"
+    )
+    assert {"replicas", "observedGeneration"} <= set(ready.status)
