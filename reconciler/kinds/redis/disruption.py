@@ -20,7 +20,7 @@ so every budget is honoured, ours or one its users made. A refused eviction
 is no failure of the Redis: the pod stays, the status names the budget in
 the apiserver's own words (`Refusal`), and a later pass asks again. An
 eviction our own budget, as the pass listed it, would refuse is not asked at
-all (`allows_none`): the Eviction API answers from that same status.
+all (`allowed_now`): the Eviction API answers from that same status.
 """
 
 from __future__ import annotations
@@ -76,37 +76,20 @@ def expected(stored: Refusal | None, evicting: frozenset[str]) -> Refusal | None
     return stored if stored is not None and stored.pod in evicting else None
 
 
-def allows_none(budget: Child | None, owner_uid: str) -> str | None:
-    """Why our budget, as this pass listed it, lets no pod go now; None when
-    it lets one go, or when it is not ours (another's is the Eviction API's
-    to judge). The Eviction API answers from the same status (the disruption
-    controller's count, current for the budget's generation), so an eviction
-    asked now would only be refused: one request, and a refusal to handle,
-    per held pod and pass, until the controller has counted the pod that
-    just turned Ready."""
+def allowed_now(budget: Child | None, owner_uid: str) -> int | None:
+    """How many pods our budget, as this pass listed it, lets go now: none
+    until the disruption controller has counted it for its generation. None
+    when it is not ours (another's is the Eviction API's to judge). The
+    Eviction API answers from the same count, so an eviction past it would
+    only be refused: a request, a Warning and a status write per held pod
+    and pass, until the controller counts the pod that just turned Ready."""
     if budget is None or budget.controller_uid != owner_uid or budget.terminating:
         return None
     status = budget.status
-    observed = status.get("observedGeneration")
+    observed, allowed = status.get("observedGeneration"), status.get("disruptionsAllowed")
     if not isinstance(observed, int) or observed < budget.generation:
-        return f"budget {budget.name} is not yet counted by the disruption controller"
-    allowed = status.get("disruptionsAllowed")
-    if isinstance(allowed, int) and allowed > 0:
-        return None
-    said = f"budget {budget.name} allows no disruption now"
-    healthy, needed = status.get("currentHealthy"), status.get("desiredHealthy")
-    if isinstance(healthy, int) and isinstance(needed, int):
-        return f"{said} ({healthy} healthy, {needed} needed)"
-    return said  # counted, but without the counts to say why
-
-
-def held(stored: Refusal | None, pod: str, why: str) -> Refusal:
-    """The refusal an eviction not asked for stands for. A refusal already
-    said of that pod is kept in the apiserver's words, so the status and
-    the event do not change between a pass that asked and one that did not."""
-    if stored is not None and stored.pod == pod:
-        return stored
-    return Refusal(pod, f"{why}; asked again once it allows one")
+        return 0
+    return max(0, allowed) if isinstance(allowed, int) else 0
 
 
 def refused_event(owner: Owner, old: Refusal | None, new: Refusal | None) -> tuple[EventSpec, ...]:

@@ -167,16 +167,22 @@ def within_budget(
     redis: Redis, changes: PodChanges, inp: PlanInput
 ) -> tuple[PodChanges, disruption.Refusal | None]:
     """The changes without the evictions our budget, as listed, would refuse,
-    and the refusal the status says: evicting the next pod of a rollout as
+    and the refusal the status says. Evicting the next pod of a rollout as
     soon as the last one turns Ready, before the disruption controller has
-    counted it, was refused most times at 1,000 Redis (bench.pace)."""
+    counted it, was refused most times at 1,000 Redis (bench.pace); and a
+    budget that lets some go gets no more evictions than it allows. Such a
+    wait is no refusal: nothing was asked, so the status says none and no
+    Warning is posted (a refusal the apiserver gave for that pod stands).
+    It ends at the controller's next count, or when a pod of the Redis is
+    Ready again, which the message already names."""
     evicting = [a.name for a in changes.actions if isinstance(a, EvictPod)]
     budget = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
-    why = disruption.allows_none(budget, redis.uid) if evicting and inp.refused is None else None
-    if why is None:
+    allowed = disruption.allowed_now(budget, redis.uid) if inp.refused is None else None
+    if allowed is None or len(evicting) <= allowed:
         return changes, refusal_now(redis, changes, inp)
     stored = disruption.refusal_of(redis.status)
-    return _kept(changes, *evicting), disruption.held(stored, evicting[0], why)
+    held = _kept(changes, *evicting[allowed:])  # asked once it allows them
+    return held, disruption.expected(stored, frozenset(evicting))
 
 
 def refusal_now(redis: Redis, changes: PodChanges, inp: PlanInput) -> disruption.Refusal | None:

@@ -205,28 +205,18 @@ def test_an_eviction_our_budget_allows_is_asked():
     assert evict.name == "r-0"
 
 
-def test_an_eviction_our_budget_would_refuse_is_not_asked_and_is_said():
+def test_an_eviction_our_budget_would_refuse_is_not_asked_and_no_refusal_is_said():
     """The disruption controller has not counted the pod that just turned
-    Ready: the Eviction API would refuse, from the same status."""
+    Ready (three Ready, two counted): the Eviction API would refuse, from
+    the same status. Nothing was refused: no refusal, no Warning, and the
+    message names no wait that will be over at the next count."""
     r, pods = stale_rollout()
     actions = planned(r, pods, [budget_of(r, status=COUNTED_NONE)])
     assert not of(actions, EvictPod)
     (patch,) = of(actions, PatchStatus)
-    why = "budget r allows no disruption now (2 healthy, 2 needed); asked again once it allows one"
-    assert patch.status[REFUSED_FIELD] == {"pod": "r-0", "message": why}
-    assert f"eviction of r-0 refused: {why}" in patch.status["message"]
+    assert patch.status[REFUSED_FIELD] is None and not patch.events
+    assert patch.status["message"] == "0/3 pods updated to the current spec"
     assert patch.status["state"] == "RollingUpdate"
-    assert [(e.type, e.reason) for e in patch.events] == [("Warning", REFUSED)]
-
-
-def test_a_budget_counted_without_its_counts_says_none_it_lacks():
-    """A status with a generation and no pods counted (disruptionsAllowed 0,
-    nothing else): the message names no count it does not have."""
-    r, pods = stale_rollout()
-    bare = budget_of(r, status={"observedGeneration": 1, "disruptionsAllowed": 0})
-    (patch,) = of(planned(r, pods, [bare]), PatchStatus)
-    why = "budget r allows no disruption now; asked again once it allows one"
-    assert patch.status[REFUSED_FIELD] == {"pod": "r-0", "message": why}
 
 
 def test_a_budget_not_yet_counted_for_its_generation_holds_the_eviction():
@@ -235,7 +225,7 @@ def test_a_budget_not_yet_counted_for_its_generation_holds_the_eviction():
     actions = planned(r, pods, [uncounted])
     assert not of(actions, EvictPod)
     (patch,) = of(actions, PatchStatus)
-    assert "budget r is not yet counted" in patch.status[REFUSED_FIELD]["message"]
+    assert patch.status[REFUSED_FIELD] is None and not patch.events
 
 
 def test_a_refusal_said_in_the_apiserver_s_words_stays_while_the_budget_holds():
@@ -312,3 +302,17 @@ def test_the_budget_comes_after_the_status():
     actions = planned(r, [pod(r, i) for i in range(3)], [])
     order = [type(a).__name__ for a in actions if isinstance(a, PatchStatus | CreateChild)]
     assert order[-2:] == ["PatchStatus", "CreateChild"]
+
+
+def test_a_pass_asks_no_more_evictions_than_our_budget_allows():
+    """A scale-down by two under a budget that lets one go: the second
+    eviction would be refused, with a Warning of our own making."""
+    r = redis(num=3)
+    pods = [pod(r, i) for i in range(5)]
+    lets = {"observedGeneration": 0, "currentHealthy": 5, "desiredHealthy": 4}
+    one = planned(r, pods, [budget_of(redis(num=5), status={**lets, "disruptionsAllowed": 1})])
+    assert [a.name for a in of(one, EvictPod)] == ["r-3"]
+    (status,) = of(one, PatchStatus)
+    assert not status.events and status.status.get(REFUSED_FIELD) is None
+    two = planned(r, pods, [budget_of(redis(num=5), status={**lets, "disruptionsAllowed": 2})])
+    assert [a.name for a in of(two, EvictPod)] == ["r-3", "r-4"]
