@@ -150,25 +150,6 @@ def test_a_pod_two_budgets_select_is_said_and_left(
 def test_scaled_below_two_pods_the_budget_goes(kubectl: Kubectl, reconciler: Reconciler, ns: str):
     converged(kubectl, reconciler, ns, 2)
     assert budget(kubectl, ns)["spec"]["minAvailable"] == 1
-
-
-def test_a_scale_down_by_two_asks_no_eviction_our_budget_would_refuse(
-    kubectl: Kubectl, reconciler: Reconciler, ns: str
-):
-    """Five pods, a budget that lets one go: the pass evicts one, and the
-    next evicts the other once the budget allows it, with no refusal and no
-    Warning of our own making."""
-    converged(kubectl, reconciler, ns, 5)
-    wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget to allow one disruption")
-    kubectl.apply(redis_yaml(ns, num=3))
-    results = reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
-    done = [dict(r.summary["actions"]) for r in results]
-    assert done[0].get("Pod/evict/ok") == 1, done
-    assert sum(d.get("Pod/evict/ok", 0) for d in done) == 2, done
-    assert not [k for d in done for k in d if k.endswith(("/refused", "/conflict"))], done
-    assert events(kubectl, ns, "EvictionRefused") == []
-    assert sorted(pods(kubectl, ns)) == [f"redis-sample-{i}" for i in range(3)]
-    assert budget(kubectl, ns)["spec"]["minAvailable"] == 2
     kubectl.apply(redis_yaml(ns, num=1))
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     gone = kubectl.run("get", "pdb", "redis-sample", "-n", ns, check=False)
