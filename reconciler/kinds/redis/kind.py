@@ -155,12 +155,8 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     status = status_patch(redis, desired_status(redis, fields, verdicts, inp), said)
     if inp.gate.hold:
         return status
-    budget = budget_plan(redis, spec, inp, evicting=_evicts(changes))
+    budget = budget_plan(redis, spec, inp, pods_change=bool(changes.actions))
     return changes.actions + list(svc.actions) + status + list(changes.repairs) + list(budget)
-
-
-def _evicts(changes: PodChanges) -> bool:
-    return any(isinstance(a, EvictPod) for a in changes.actions)
 
 
 def within_budget(
@@ -205,21 +201,23 @@ def _kept(changes: PodChanges, *pods: str) -> PodChanges:
 
 
 def budget_plan(
-    redis: Redis, spec: RedisSpec, inp: PlanInput, evicting: bool = False
+    redis: Redis, spec: RedisSpec, inp: PlanInput, pods_change: bool = False
 ) -> tuple[disruption.BudgetWrite, ...]:
     """Its budget's writes: none while the budgets could not all be listed,
     while paused, or in a namespace being deleted. They come last, and a
-    pass that evicts one of its pods patches no budget: the eviction writes
-    the budget's status, so a patch guarded by the resourceVersion this pass
-    listed would only meet a 409 (a scale-down reported a conflict of its
-    own making). The patch waits for a pass that evicts nothing; every
-    rollout and scale-down ends with one. One held by another's budget
+    pass that creates, deletes or evicts one of its pods patches no budget:
+    an eviction writes the budget's status, and the disruption controller
+    writes it as soon as it sees a pod come or go, so a patch guarded by the
+    resourceVersion this pass listed would meet a 409 (a scale-down always,
+    a scale-up on an idle cluster: each reported a conflict of its own
+    making). The patch waits for a pass that changes none of its pods; every
+    scale and rollout ends with one. A scale-down held by another's budget
     keeps ours at its size for the pods it still has."""
     if disruption.KIND not in inp.children or spec.paused or inp.namespace_terminating:
         return ()
     found = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
     writes = disruption.plan_budget(owner_of(redis), found, spec.num)
-    if evicting:
+    if pods_change:
         return tuple(w for w in writes if not isinstance(w, PatchChild))
     return writes
 

@@ -12,7 +12,15 @@ from datetime import timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.actions import Action, EvictPod, PatchChild, PatchPodMetadata, PatchStatus
+from reconciler.actions import (
+    Action,
+    CreatePod,
+    DeletePod,
+    EvictPod,
+    PatchChild,
+    PatchPodMetadata,
+    PatchStatus,
+)
 from reconciler.buckets import bucket_of
 from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
@@ -281,10 +289,11 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
         after = sim.apply(after, recorded)
         second = plan_pass(after, CONFIG, NOW, holder=holder)
     # What a budget holds comes in the passes after: a budget patch waits
-    # for a pass that evicts none of its Redis's pods (the eviction writes
-    # the budget's status, so the patch would meet a 409), and a pass asks
-    # no more evictions than our budget allows. Each is made then, each
-    # pod evicted once, and then nothing is left.
+    # for a pass that changes none of its Redis's pods (the disruption
+    # controller writes the budget's status as they change, so the patch
+    # would meet a 409), and a pass asks no more evictions than our budget
+    # allows. Each is made then, each pod evicted once, and then nothing
+    # is left.
     previous = first.actions
     for _ in range(len(snap.pods or ()) + 1):
         if not second.actions or not _held_by_budget(second.actions, previous):
@@ -301,24 +310,28 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
 
 
 def _held_by_budget(actions: Sequence[Action], previous: Sequence[Action]) -> bool:
-    """Each Redis planned for evicted a pod in the pass before, and now makes
-    what its budget held: its budget's patch, or another pod's eviction
-    (with the status that counts it)."""
+    """Each Redis planned for changed its pods in the pass before, and now
+    makes what its budget held: its budget's patch, or another pod's
+    eviction (with the status that counts it)."""
     by_owner: dict[ObjKey, list[Action]] = {}
     for a in actions:
         by_owner.setdefault(a.owner, []).append(a)
     for owner, planned in by_owner.items():
-        evicted = {a.name for a in previous if isinstance(a, EvictPod) and a.owner == owner}
+        changed = [a for a in previous if isinstance(a, POD_CHANGES) and a.owner == owner]
+        evicted = {a.name for a in changed if isinstance(a, EvictPod)}
         held = [
             a
             for a in planned
-            if (isinstance(a, EvictPod) and a.name not in evicted)
+            if (isinstance(a, EvictPod) and evicted and a.name not in evicted)
             or (isinstance(a, PatchChild) and a.kind == "PodDisruptionBudget")
         ]
         rest = [a for a in planned if a not in held and not isinstance(a, PatchStatus)]
-        if not evicted or not held or rest:
+        if not changed or not held or rest:
             return False
     return True
+
+
+POD_CHANGES = (CreatePod, DeletePod, EvictPod)
 
 
 def paused_pods(snap: Snapshot) -> dict[str, set[str]]:
