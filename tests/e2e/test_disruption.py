@@ -156,17 +156,29 @@ def test_scaled_below_two_pods_the_budget_goes(kubectl: Kubectl, reconciler: Rec
     assert gone.returncode != 0 and "NotFound" in gone.stderr
 
 
+def rescaled(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, before: int, after: int
+) -> list[dict[str, int]]:
+    """Converged at ``before`` pods with the budget counted, then ``after``:
+    the action counts of each pass until the cluster converges again."""
+    converged(kubectl, reconciler, ns, before)
+    wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget to allow one disruption")
+    kubectl.apply(redis_yaml(ns, num=after))
+    results = reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
+    return [dict(r.summary["actions"]) for r in results]
+
+
+def of_our_making(done: list[dict[str, int]]) -> list[str]:
+    return [k for d in done for k in d if k.endswith(("/refused", "/conflict"))]
+
+
 def test_a_change_of_num_resizes_the_budget(kubectl: Kubectl, reconciler: Reconciler, ns: str):
     """In the pass after the creates: the disruption controller writes the
     budget's status as soon as it sees the new pod, so a resize in the same
     pass met a 409 of our own making."""
-    converged(kubectl, reconciler, ns, 3)
-    wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget to allow one disruption")
-    kubectl.apply(redis_yaml(ns, num=4))
-    results = reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
-    done = [dict(r.summary["actions"]) for r in results]
+    done = rescaled(kubectl, reconciler, ns, 3, 4)
     assert done[0].get("Pod/create/ok") == 1, done
-    assert not [k for d in done for k in d if k.endswith("/conflict")], done
+    assert not of_our_making(done), done
     assert budget(kubectl, ns)["spec"]["minAvailable"] == 3
     wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget counted over four pods")
 
@@ -176,13 +188,9 @@ def test_a_scale_down_resizes_the_budget_without_a_conflict_of_its_own(
 ):
     """The eviction writes the budget's status: a resize in the same pass,
     guarded by the resourceVersion the pass listed, met a 409 every time."""
-    converged(kubectl, reconciler, ns, 3)
-    wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget to allow one disruption")
-    kubectl.apply(redis_yaml(ns, num=2))
-    results = reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
-    done = [dict(r.summary["actions"]) for r in results]
+    done = rescaled(kubectl, reconciler, ns, 3, 2)
     assert done[0].get("Pod/evict/ok") == 1, done
-    assert not [k for d in done for k in d if k.endswith("/conflict")], done
+    assert not of_our_making(done), done
     assert sum(d.get("PodDisruptionBudget/patch/ok", 0) for d in done) == 1, done
     assert budget(kubectl, ns)["spec"]["minAvailable"] == 1
 
@@ -193,14 +201,10 @@ def test_a_scale_down_by_two_asks_no_eviction_our_budget_would_refuse(
     """Five pods, a budget that lets one go: the pass evicts one, and the
     next evicts the other once the budget allows it, with no refusal and no
     Warning of our own making."""
-    converged(kubectl, reconciler, ns, 5)
-    wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget to allow one disruption")
-    kubectl.apply(redis_yaml(ns, num=3))
-    results = reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
-    done = [dict(r.summary["actions"]) for r in results]
+    done = rescaled(kubectl, reconciler, ns, 5, 3)
     assert done[0].get("Pod/evict/ok") == 1, done
     assert sum(d.get("Pod/evict/ok", 0) for d in done) == 2, done
-    assert not [k for d in done for k in d if k.endswith(("/refused", "/conflict"))], done
+    assert not of_our_making(done), done
     assert events(kubectl, ns, "EvictionRefused") == []
     assert sorted(pods(kubectl, ns)) == [f"redis-sample-{i}" for i in range(3)]
     assert budget(kubectl, ns)["spec"]["minAvailable"] == 2
