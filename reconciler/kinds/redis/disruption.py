@@ -92,6 +92,19 @@ def allowed_now(budget: Child | None, owner_uid: str) -> int | None:
     return max(0, allowed) if isinstance(allowed, int) else 0
 
 
+def why_held(budget: Child) -> str:
+    """Why our budget lets no more pods go, in its own counts."""
+    status = budget.status
+    observed = status.get("observedGeneration")
+    if not isinstance(observed, int) or observed < budget.generation:
+        return f"budget {budget.name} is not yet counted by the disruption controller"
+    said = f"budget {budget.name} allows no more disruptions now"
+    healthy, needed = status.get("currentHealthy"), status.get("desiredHealthy")
+    if isinstance(healthy, int) and isinstance(needed, int):
+        return f"{said} ({healthy} healthy, {needed} needed)"
+    return said  # counted, but without the counts to say why
+
+
 def refused_event(owner: Owner, old: Refusal | None, new: Refusal | None) -> tuple[EventSpec, ...]:
     if new is None or new == old:
         return ()

@@ -61,6 +61,7 @@ from reconciler.kinds.redis.status import (
     with_detail,
 )
 from reconciler.model import (
+    Child,
     ObjKey,
     rfc3339,
 )
@@ -124,7 +125,9 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         changes = _paused(changes)
     elif inp.namespace_terminating:
         changes = _nothing_created(changes)
-    changes, refusal = within_budget(redis, changes, inp)
+    asked = changes
+    budget = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
+    changes, refusal = within_budget(redis, budget, changes, inp)
     counted = changes if refusal is None else _kept(changes, refusal.pod)
     counts = counts_after(spec, counted)
     progressing = progressing_verdict(redis, spec, podset, counted, counts)
@@ -133,8 +136,11 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     progress = progress_of(redis, counts, counted, inp)
     svc = service_plan(redis, spec, inp)
     held = redis.name if svc.held_by_another else None
+    waiting = budget_wait(budget, asked, changes) if progress.stalled else ""
     detail = "; ".join(
-        d for d in (refusal.note if refusal else "", pods_detail(podset, counted, inp.now)) if d
+        d
+        for d in (refusal.note if refusal else waiting, pods_detail(podset, counted, inp.now))
+        if d
     )
     verdicts = {
         "Ready": ready_verdict(spec, counts),
@@ -155,12 +161,12 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     status = status_patch(redis, desired_status(redis, fields, verdicts, inp), said)
     if inp.gate.hold:
         return status
-    budget = budget_plan(redis, spec, inp, pods_change=bool(changes.actions))
-    return changes.actions + list(svc.actions) + status + list(changes.repairs) + list(budget)
+    writes = budget_plan(redis, spec, inp, pods_change=bool(changes.actions))
+    return changes.actions + list(svc.actions) + status + list(changes.repairs) + list(writes)
 
 
 def within_budget(
-    redis: Redis, changes: PodChanges, inp: PlanInput
+    redis: Redis, budget: Child | None, changes: PodChanges, inp: PlanInput
 ) -> tuple[PodChanges, disruption.Refusal | None]:
     """The changes without the evictions our budget, as listed, would refuse,
     and the refusal the status says. Evicting the next pod of a rollout as
@@ -172,13 +178,23 @@ def within_budget(
     It ends at the controller's next count, or when a pod of the Redis is
     Ready again, which the message already names."""
     evicting = [a.name for a in changes.actions if isinstance(a, EvictPod)]
-    budget = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
     allowed = disruption.allowed_now(budget, redis.uid) if inp.refused is None else None
     if allowed is None or len(evicting) <= allowed:
         return changes, refusal_now(redis, changes, inp)
     stored = disruption.refusal_of(redis.status)
     held = _kept(changes, *evicting[allowed:])  # asked once it allows them
     return held, disruption.expected(stored, frozenset(evicting))
+
+
+def budget_wait(budget: Child | None, asked: PodChanges, kept: PodChanges) -> str:
+    """Why our budget holds an eviction, said once the Redis is past its
+    progress deadline: a short wait (the disruption controller about to
+    count a pod) is no news worth a status write, a long one (the controller
+    not counting, a pod not Ready) is why the rollout is stuck."""
+    held = [a.name for a in asked.actions if isinstance(a, EvictPod) and a not in kept.actions]
+    if not held or budget is None:
+        return ""
+    return f"eviction of {held[0]} waits: {disruption.why_held(budget)}"
 
 
 def refusal_now(redis: Redis, changes: PodChanges, inp: PlanInput) -> disruption.Refusal | None:

@@ -4,6 +4,7 @@ of serving pods, and a refusal said in the status without a failure."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from reconciler.actions import (
     CreateChild,
@@ -21,6 +22,7 @@ from reconciler.engine.apply import Executor
 from reconciler.engine.plan import plan_pass, status_after_failure
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
 from reconciler.kinds.redis.kind import KIND
+from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.result import Result
 from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, snap
 from tests.unit.fakes import FakeKube
@@ -322,3 +324,20 @@ def test_a_pass_asks_no_more_evictions_than_our_budget_allows():
     assert not status.events and status.status.get(REFUSED_FIELD) is None
     two = planned(r, pods, [budget_of(redis(num=5), status={**lets, "disruptionsAllowed": 2})])
     assert [a.name for a in of(two, EvictPod)] == ["r-3", "r-4"]
+
+
+def test_a_wait_on_our_budget_past_the_progress_deadline_names_the_budget():
+    """Quiet while short; once the rollout is past its deadline (a budget the
+    disruption controller never counts), the message says what holds it."""
+    r, pods = stale_rollout()
+    uncounted = budget_of(r, generation=2, status={**COUNTED_NONE, "disruptionsAllowed": 1})
+    (first,) = of(planned(r, pods, [uncounted]), PatchStatus)
+    r = dataclasses.replace(r, status=first.status)
+    later = NOW + timedelta(seconds=DEFAULTS.progress_deadline + 1)
+    actions = plan_pass(snap((r,), (), tuple(pods), (), (uncounted,)), CONFIG, later).actions
+    (stuck,) = of(actions, PatchStatus)
+    assert not of(actions, EvictPod) and stuck.status[REFUSED_FIELD] is None
+    assert stuck.status["message"] == (
+        "no progress for 10m: 0/3 pods updated to the current spec; eviction of r-0 waits: "
+        "budget r is not yet counted by the disruption controller"
+    )
