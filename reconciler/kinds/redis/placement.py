@@ -77,6 +77,13 @@ def _decoded(fields: str) -> dict[str, Any]:
     return decoded
 
 
+def quoted(value: Any, most: int = 80) -> str:
+    """A value for a message, cut short: the status, its events and the log
+    carry it, and an object without our schema can hold megabytes."""
+    text = repr(value)
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
+
+
 def field_errors(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(``spec.<field>``, what is wrong) for each field of the wrong JSON type.
 
@@ -87,7 +94,9 @@ def field_errors(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     for rule in RULES:
         value = spec.get(rule.name)
         if value is not None and not isinstance(value, rule.kind):
-            errors.append((f"spec.{rule.name}", f"must be {_TYPE_WORDS[rule.kind]}, got {value!r}"))
+            errors.append(
+                (f"spec.{rule.name}", f"must be {_TYPE_WORDS[rule.kind]}, got {quoted(value)}")
+            )
     node_selector = spec.get("nodeSelector")
     if isinstance(node_selector, dict) and not all(
         isinstance(v, str) for v in node_selector.values()
