@@ -15,6 +15,7 @@ import binascii
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,13 +60,13 @@ class KubeConfig:
 def from_file(path: Path, context: str | None = None) -> KubeConfig:
     """The named context of ``path``, or its current context."""
     doc = _read(path)
-    contexts = _contexts(doc)
+    contexts = _contexts(doc, path)
     name = context or doc.get("current-context")
     if not name:
         raise KubeconfigError(f"kubeconfig {path}: no current-context; pass --context")
     if name not in contexts:
         have = ", ".join(sorted(contexts)) or "none"
-        raise KubeconfigError(f"context {name!r} not found in {path} (have: {have})")
+        raise KubeconfigError(f"context {_shown(name)} not found in {path} (have: {have})")
     ctx = _named(doc, "contexts", name, path)
     cluster = _named(doc, "clusters", ctx.get("cluster"), path)
     user = _named(doc, "users", ctx.get("user"), path, optional=True)
@@ -97,7 +98,7 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
 
 def context_names(path: Path) -> list[str]:
     """Every context of ``path``, in the file's order (`--all-contexts`)."""
-    return _contexts(_read(path))
+    return _contexts(_read(path), path)
 
 
 def _exec(section: object, where: str, cluster: dict[str, Any], ca_file: str | None) -> ExecSpec:
@@ -107,15 +108,15 @@ def _exec(section: object, where: str, cluster: dict[str, Any], ca_file: str | N
     if not section.get("command"):
         raise KubeconfigError(f"{where}.command: missing")
     version = section.get("apiVersion")
-    if version not in API_VERSIONS:
+    if not isinstance(version, str) or version not in API_VERSIONS:
         have = " or ".join(sorted(API_VERSIONS))
-        raise KubeconfigError(f"{where}.apiVersion: {version!r} is not {have}")
+        raise KubeconfigError(f"{where}.apiVersion: {_shown(version)} is not {have}")
     mode = section.get("interactiveMode")
     if mode is None and version.endswith("/v1"):
         raise KubeconfigError(f"{where}.interactiveMode: required by {version}")
-    if mode is not None and mode not in INTERACTIVE_MODES:
+    if mode is not None and (not isinstance(mode, str) or mode not in INTERACTIVE_MODES):
         raise KubeconfigError(
-            f"{where}.interactiveMode: {mode!r} is not Never, IfAvailable or Always"
+            f"{where}.interactiveMode: {_shown(mode)} is not Never, IfAvailable or Always"
         )
     env = []
     for i, pair in enumerate(section.get("env") or []):
@@ -171,12 +172,56 @@ def in_cluster(directory: Path = SA_DIR) -> KubeConfig | None:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise KubeconfigError(f"cannot load kubeconfig {path}: {exc}") from None
+        data = path.read_bytes()
+    except OSError as exc:
+        raise KubeconfigError(f"cannot load kubeconfig {path}: {exc.strerror or exc}") from None
+    try:
+        doc = yaml.safe_load(data)
+    except yaml.YAMLError as exc:
+        raise KubeconfigError(f"kubeconfig {path}: {_yaml_problem(exc, data)}") from None
     if not isinstance(doc, dict):
         raise KubeconfigError(f"kubeconfig {path}: not a kubeconfig (a YAML mapping)")
     return doc
+
+
+def _yaml_problem(exc: yaml.YAMLError, data: bytes) -> str:
+    """Where and what, never the text: PyYAML's own message quotes the
+    offending line, and in a kubeconfig half-way rewritten that is a token."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = data[: exc.position].count(b"\n") + 1
+        return f"line {line}: not UTF-8 or UTF-16 text ({exc.reason})"
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return "could not parse YAML"
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}: " if mark is not None else ""
+    problem = _QUOTED.sub(_short_or_elided, exc.problem or "")
+    return f"{where}could not parse YAML" + (f" ({problem})" if problem else "")
+
+
+# PyYAML quotes what it found (a character, a token's kind, or an alias, tag
+# or anchor name, which may be part of a secret) with %r.
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+_TOKEN_KIND = re.compile(r"<[a-z ]+>")
+
+
+def _short_or_elided(match: re.Match[str]) -> str:
+    inner = match.group()[1:-1]
+    return match.group() if len(inner) <= 2 or _TOKEN_KIND.fullmatch(inner) else "…"
+
+
+# What a field may hold to be quoted in an error: a word such as a version,
+# a mode or a name. Anything else is named by its type, since a field of the
+# wrong type may hold what belonged to the next one (a token, a key).
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:@/_-]{0,99}")
+
+
+def _shown(value: object) -> str:
+    """``value`` quoted if it is a word, else what kind of value it is."""
+    if isinstance(value, str):
+        return repr(value) if _WORD.fullmatch(value) else f"a string of {len(value)} characters"
+    if isinstance(value, bool | int | float) or value is None:
+        return repr(value)
+    return "a mapping" if isinstance(value, dict) else f"a {type(value).__name__}"
 
 
 _YAML11_LETTERS = {"y": True, "Y": True, "n": False, "N": False}
@@ -192,12 +237,20 @@ def _flag(section: dict[str, Any], field: str, path: Path) -> bool:
     if isinstance(value, str) and value in _YAML11_LETTERS:
         return _YAML11_LETTERS[value]
     if not isinstance(value, bool):
-        raise KubeconfigError(f"kubeconfig {path}: {field}: {value!r} is not true or false")
+        raise KubeconfigError(f"kubeconfig {path}: {field}: {_shown(value)} is not true or false")
     return value
 
 
-def _contexts(doc: dict[str, Any]) -> list[str]:
-    return [str(c.get("name")) for c in doc.get("contexts") or [] if isinstance(c, dict)]
+def _contexts(doc: dict[str, Any], path: Path) -> list[str]:
+    return [str(c.get("name")) for c in _entries(doc, "contexts", path) if isinstance(c, dict)]
+
+
+def _entries(doc: dict[str, Any], section: str, path: Path) -> list[Any]:
+    """A section's list; an empty one may be absent or null."""
+    entries = doc.get(section) or []
+    if not isinstance(entries, list):
+        raise KubeconfigError(f"kubeconfig {path}: {section}: {_shown(entries)}, not a list")
+    return entries
 
 
 def _named(
@@ -205,7 +258,7 @@ def _named(
 ) -> dict[str, Any]:
     """The body of the entry ``name`` of ``section`` (``clusters[c].cluster``)."""
     key = section[:-1]
-    for entry in doc.get(section) or []:
+    for entry in _entries(doc, section, path):
         if isinstance(entry, dict) and entry.get("name") == name:
             body = entry.get(key)
             if not isinstance(body, dict):
@@ -213,7 +266,7 @@ def _named(
             return body
     if optional:
         return {}
-    raise KubeconfigError(f"kubeconfig {path}: {section} has no entry named {name!r}")
+    raise KubeconfigError(f"kubeconfig {path}: {section} has no entry named {_shown(name)}")
 
 
 class _Resolver:
@@ -232,7 +285,7 @@ class _Resolver:
         if data := section.get(f"{field}-data"):
             try:
                 return private_file(base64.b64decode(data, validate=True))
-            except (binascii.Error, ValueError):
+            except (binascii.Error, TypeError, ValueError):
                 raise KubeconfigError(
                     f"kubeconfig {self.kubeconfig}: {field}-data is not base64"
                 ) from None

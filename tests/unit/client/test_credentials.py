@@ -222,3 +222,23 @@ def test_an_exec_plugins_client_certificate_is_presented(tmp_path: Path) -> None
     doc["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
     path.write_text(yaml.safe_dump(doc))
     assert kube.Kube(Config(kubeconfig=str(path))).send("GET", "/") == b"from-the-plugin"
+
+
+def test_a_kubeconfig_half_rewritten_when_a_401_reloads_it_is_logged_without_its_lines(
+    server: _Guarded, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "config"
+    client = kube.Kube(Config(kubeconfig=_kubeconfig(path, server.url, {"token": "old"})))
+    server.accepted = {"Bearer old"}
+    client.version()
+    secret = "sekrit-0123456789abcdef"
+    text = path.read_text().replace("token: old", f"token: {secret}: half-written")
+    path.write_text(text)  # a rotator caught half-way; the old token is revoked
+    server.accepted = set()
+    with pytest.raises(errors.ApiError) as refused:
+        client.version()
+    assert refused.value.status == 401
+    (warning,) = [r for r in caplog.records if "cannot be read again" in r.getMessage()]
+    said = warning.getMessage()
+    assert f"kubeconfig {path}: line " in said and "could not parse YAML" in said
+    assert secret not in caplog.text and secret not in str(refused.value)

@@ -224,3 +224,91 @@ def test_the_cli_and_the_daemon_start_without_requests_or_pykube() -> None:
     """They cost about 6 MB of resident memory that static credentials never use."""
     modules = "reconciler.cli, reconciler.run.daemon, reconciler.run.wait"
     assert loaded_after(modules, {"requests", "pykube", "urllib3"}) == []
+
+
+SECRET = "sekrit-0123456789abcdef"
+_HEAD = "clusters:\n- name: c\n  cluster:\n    server: https://k:6443\nusers:\n- name: u\n  user:\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (f"    token: {SECRET}: half-written\n", "line 8: could not parse YAML (mapping values"),
+        (f'    token: "{SECRET}\n', "line 9: could not parse YAML (found unexpected end"),
+        (f"    token: *{SECRET}\n", "line 8: could not parse YAML (found undefined alias …)"),
+        (f"    token: !{SECRET} x\n", "line 8: could not parse YAML (could not determine a"),
+        (f"    token: &{SECRET} x\n    key: &{SECRET} y\n", "line 9: could not parse YAML"),
+        (f"    token: [{SECRET}\n", "line 9: could not parse YAML (expected ',' or ']', but"),
+        (f"    token: {SECRET}\n\t\n", "line 9: could not parse YAML (found character '\\t'"),
+        (f"    token: {SECRET}\xff\n", "line 8: not UTF-8 or UTF-16 text (invalid start byte)"),
+    ],
+)
+def test_a_kubeconfig_that_is_not_yaml_says_where_and_never_quotes_a_line(
+    tmp_path: Path, body: str, says: str
+) -> None:
+    path = tmp_path / "config"
+    path.write_bytes((_HEAD + body).encode("latin1"))
+    with pytest.raises(KubeconfigError) as bad:
+        kubeconfig.from_file(path)
+    assert str(bad.value).startswith(f"kubeconfig {path}: {says}")
+    _assert_quotes_nothing(bad.value, path)
+    with pytest.raises(KubeconfigError) as again:
+        kubeconfig.context_names(path)
+    _assert_quotes_nothing(again.value, path)
+
+
+def _assert_quotes_nothing(exc: BaseException, path: Path) -> None:
+    """No secret in the message, and no line of the file longer than a word."""
+    text = f"{exc} {exc!r}"
+    assert SECRET not in text and SECRET[:8] not in text
+    lines = path.read_bytes().decode("latin1").splitlines()
+    assert not [line for line in lines if len(line.strip()) > 8 and line.strip() in text]
+    assert exc.__cause__ is None and exc.__suppress_context__  # no traceback of PyYAML's
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "says"),
+    [
+        ({"insecure-skip-tls-verify": f"token {SECRET}"}, {}, "a string of 29 characters is"),
+        ({}, {"exec": {"command": "x", "apiVersion": {"token": SECRET}}}, "a mapping is not"),
+        (
+            {},
+            {"exec": {"command": "x", "apiVersion": V1BETA1, "interactiveMode": [SECRET]}},
+            "a list",
+        ),
+        ({"certificate-authority-data": 12345}, {}, "certificate-authority-data is not base64"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_named_by_its_type_not_its_value(
+    tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], says: str
+) -> None:
+    path = _write(tmp_path, cluster, {"token": SECRET, **user})
+    with pytest.raises(KubeconfigError, match=says) as bad:
+        kubeconfig.from_file(path)
+    assert SECRET not in str(bad.value)
+
+
+def test_a_section_that_is_not_a_list_is_a_kubeconfig_error(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text("current-context: x\ncontexts: 7\n")
+    with pytest.raises(KubeconfigError, match=r"contexts: 7, not a list"):
+        kubeconfig.from_file(path)
+    with pytest.raises(KubeconfigError, match=r"contexts: 7, not a list"):
+        kubeconfig.context_names(path)
+
+
+def test_sync_with_a_half_written_kubeconfig_prints_where_and_not_the_token(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from reconciler.cli import commands
+
+    path = tmp_path / "config"
+    path.write_text(_HEAD + f"    token: {SECRET}: half-written\n")
+    for output in ([], ["-o", "json"]):
+        args = ["sync", "--kubeconfig", str(path), *output]
+        result = CliRunner().invoke(commands.cli, args, env={}, catch_exceptions=False)
+        assert result.exit_code == 2, result.output
+        assert f"kubeconfig {path}: line 8: could not parse YAML" in result.output
+        assert SECRET not in result.output and SECRET not in result.stderr
