@@ -14,6 +14,7 @@ runs the plugin once more before the request is sent again.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import ssl
@@ -104,6 +105,9 @@ class Credentials:
         self._context_key: tuple[object, ...] | None = None
         self._checked = float("-inf")
         self._context_pem: bytes | None = None  # the plugin's certificate in the context
+        # The plugin's certificate and key as written for the TLS context:
+        # (certificate, key, their files), the files ours to remove.
+        self._plugin_files: tuple[bytes, bytes, str, str] | None = None
         self._take(config)
 
     def _take(self, config: kubeconfig.KubeConfig) -> None:
@@ -138,8 +142,8 @@ class Credentials:
         tls = self.tls
         held = self.plugin.credential() if self.plugin is not None else None
         if held is not None and held.cert_pem is not None and held.key_pem is not None:
-            cert = kubeconfig.private_file(held.cert_pem)
-            tls = Tls(tls.ca_file, tls.verify, cert, kubeconfig.private_file(held.key_pem))
+            cert, key_file = self._plugin_tls_files(held.cert_pem, held.key_pem)
+            tls = Tls(tls.ca_file, tls.verify, cert, key_file)
         key = (tls, _mtime(tls.ca_file), _mtime(tls.cert_file), _mtime(tls.key_file))
         if self._context is None or key != self._context_key:
             if self._context is not None:
@@ -149,6 +153,20 @@ class Credentials:
         self._context_pem = held.cert_pem if held is not None else None
         self._checked = now + CHECK_EVERY
         return self._context
+
+    def _plugin_tls_files(self, cert_pem: bytes, key_pem: bytes) -> tuple[str, str]:
+        """Files holding the plugin's certificate and key, written once per
+        credential; those of the credential it replaced are removed (a TLS
+        context reads them when it is made, not after)."""
+        held = self._plugin_files
+        if held is not None and held[:2] == (cert_pem, key_pem) and os.path.exists(held[3]):
+            return held[2], held[3]
+        cert, key = kubeconfig.new_private_file(cert_pem), kubeconfig.new_private_file(key_pem)
+        self._plugin_files = (cert_pem, key_pem, cert, key)
+        for old in held[2:] if held is not None else ():
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+        return cert, key
 
     def refused(self, sent: str | None, generation: int) -> bool:
         """After a 401 for a request sent with ``sent`` at ``generation``:

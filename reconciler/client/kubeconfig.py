@@ -10,13 +10,18 @@ what it alone knows (exec plugins, auth providers, proxies); see
 
 from __future__ import annotations
 
+import atexit
 import base64
 import binascii
+import fcntl
 import hashlib
 import json
 import os
 import re
+import shutil
+import stat
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +40,7 @@ class KubeconfigError(Exception):
 @dataclass(frozen=True)
 class KubeConfig:
     """One context of a kubeconfig, resolved: files are absolute paths, and
-    inline ``*-data`` certificates are written to private files."""
+    inline ``*-data`` certificates are written to files of ``private_dir()``."""
 
     source: str  # the kubeconfig's path, or the service-account directory
     file: Path | None  # the kubeconfig; None in a pod
@@ -271,8 +276,8 @@ def _named(
 
 class _Resolver:
     """File references are relative to the kubeconfig's directory, as kubectl
-    reads them; inline data goes to a private file named by its digest, so a
-    cron job that starts every minute reuses one file."""
+    reads them; inline data goes to a file of this process's private
+    directory."""
 
     def __init__(self, kubeconfig: Path) -> None:
         self.kubeconfig = kubeconfig
@@ -298,16 +303,75 @@ class _Resolver:
 
 
 def private_file(data: bytes) -> str:
-    """A private file holding ``data``, named by its digest."""
-    digest = hashlib.sha256(data).hexdigest()[:32]
-    path = Path(tempfile.gettempdir()) / f"reconciler-{os.getuid()}-{digest}.pem"
+    """A file of this process's private directory holding ``data``, named by
+    its digest: reading the kubeconfig again (after a 401) reuses it."""
+    directory = private_dir()
+    path = directory / f"{hashlib.sha256(data).hexdigest()[:32]}.pem"
     try:
         if path.read_bytes() == data:
             return str(path)
     except OSError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=path.name, dir=path.parent)  # mode 0600
+    os.replace(new_private_file(data, directory), path)
+    return str(path)
+
+
+def new_private_file(data: bytes, directory: Path | None = None) -> str:
+    """A new file of the private directory holding ``data`` (mode 0600), for a
+    caller that removes it when done with it (an exec plugin's key)."""
+    fd, name = tempfile.mkstemp(suffix=".pem", dir=directory or private_dir())
     with os.fdopen(fd, "wb") as out:
         out.write(data)
-    os.replace(tmp, path)
-    return str(path)
+    return name
+
+
+_private: tuple[int, Path] | None = None  # (the process that made it, the directory)
+_held: list[int] = []  # descriptors of the directories made, each flocked
+_private_lock = threading.Lock()
+
+
+def private_dir() -> Path:
+    """This process's directory for certificates and keys: made by mkdtemp
+    (mode 0700, ours, a name nobody can guess) under $XDG_RUNTIME_DIR if it is
+    a directory of ours, else the temp dir; removed at exit. A shared path
+    would let another local user plant a CA of theirs; made again if it is
+    gone (a tmp cleaner) or no longer ours."""
+    global _private
+    with _private_lock:
+        if _private is None or _private[0] != os.getpid() or not _ours(_private[1], closed=True):
+            path = Path(tempfile.mkdtemp(prefix="reconciler-", dir=_runtime_dir()))
+            _private = (os.getpid(), path)
+            _held.append(_flocked(path))
+            atexit.register(_remove, os.getpid(), path)
+        return _private[1]
+
+
+def _flocked(path: Path) -> int:
+    """A descriptor holding a shared flock on ``path`` until exit:
+    systemd-tmpfiles leaves a locked directory alone, however old."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def _runtime_dir() -> str | None:
+    """$XDG_RUNTIME_DIR, if it is a directory that only we may write to."""
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    return run if run and _ours(Path(run)) else None
+
+
+def _ours(path: Path, closed: bool = False) -> bool:
+    """Whether ``path`` is a directory (not a link to one) of ours that no one
+    else may write to (``closed``: nor read or enter)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    others = 0o077 if closed else stat.S_IWGRP | stat.S_IWOTH
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & others
+
+
+def _remove(pid: int, path: Path) -> None:
+    """At exit, the directory and what is in it; a forked child leaves it."""
+    if os.getpid() == pid:
+        shutil.rmtree(path, ignore_errors=True)

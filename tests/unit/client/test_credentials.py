@@ -6,9 +6,12 @@ that accepts only the tokens it is told to."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
+import stat
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +22,7 @@ import yaml
 
 from reconciler.client import errors, kube, kubeconfig
 from reconciler.client.credentials import CHECK_EVERY, Credentials
+from reconciler.client.transport import Tls
 from reconciler.config import Config
 from tests.unit.client.test_exec_plugin import V1, plugin, runs
 from tests.unit.loopback import serving
@@ -242,3 +246,52 @@ def test_a_kubeconfig_half_rewritten_when_a_401_reloads_it_is_logged_without_its
     said = warning.getMessage()
     assert f"kubeconfig {path}: line " in said and "could not parse YAML" in said
     assert secret not in caplog.text and secret not in str(refused.value)
+
+
+def test_an_exec_plugins_key_is_in_a_private_directory_and_removed_when_replaced(
+    tmp_path: Path,
+) -> None:
+    first, second = _client_cert(tmp_path, "first"), _client_cert(tmp_path, "second")
+    answers = [
+        json.dumps(
+            {
+                "apiVersion": V1,
+                "kind": "ExecCredential",
+                "status": {"clientCertificateData": c.read_text(), "clientKeyData": k.read_text()},
+            }
+        )
+        for c, k in (first, second)
+    ]
+    for i, answer in enumerate(answers):
+        (tmp_path / f"answer-{i}").write_text(answer)
+    script, count = tmp_path / "cert-plugin", tmp_path / "count"
+    script.write_text(
+        f"#!/bin/sh\necho run >> {count}\n"
+        f'if [ "$(wc -l < {count})" -gt 1 ]; then cat {tmp_path}/answer-1; '
+        f"else cat {tmp_path}/answer-0; fi\n"
+    )
+    script.chmod(0o755)
+    exec_ = {"exec": {"apiVersion": V1, "command": str(script), "interactiveMode": "Never"}}
+    path = Path(_kubeconfig(tmp_path / "config", "https://127.0.0.1:9", exec_))
+    creds = Credentials(kubeconfig.from_file(path), clock=Clock())
+    creds.context()
+    old = _presented(creds)
+    assert [Path(f).read_bytes() for f in old] == [first[0].read_bytes(), first[1].read_bytes()]
+    for file in old:
+        directory = Path(file).parent.lstat()
+        assert Path(file).parent != Path(tempfile.gettempdir())  # not the shared /tmp
+        assert (stat.S_IMODE(directory.st_mode), directory.st_uid) == (0o700, os.getuid())
+        assert stat.S_IMODE(Path(file).stat().st_mode) == 0o600
+    assert creds.refused(None, creds.generation) is True  # the cluster refused the first
+    creds.context()
+    new = _presented(creds)
+    assert Path(new[0]).read_bytes() == second[0].read_bytes()
+    assert [Path(f).exists() for f in old] == [False, False]  # the old key is gone
+
+
+def _presented(creds: Credentials) -> tuple[str, str]:
+    """The certificate and key files of the TLS context now."""
+    assert creds._context_key is not None
+    tls = creds._context_key[0]
+    assert isinstance(tls, Tls) and tls.cert_file and tls.key_file
+    return tls.cert_file, tls.key_file

@@ -4,8 +4,12 @@ inline data, the pod's service account, and no requests in memory."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -312,3 +316,59 @@ def test_sync_with_a_half_written_kubeconfig_prints_where_and_not_the_token(
         assert result.exit_code == 2, result.output
         assert f"kubeconfig {path}: line 8: could not parse YAML" in result.output
         assert SECRET not in result.output and SECRET not in result.stderr
+
+
+_LOAD_AND_SAY = """
+import json, os, sys, tempfile
+from pathlib import Path
+from reconciler.client import kubeconfig
+ca = Path(kubeconfig.from_file(Path(sys.argv[1])).ca_file)
+st = ca.parent.lstat()
+print(json.dumps({"file": str(ca), "pem": ca.read_text(), "uid": st.st_uid,
+                  "mode": st.st_mode & 0o7777, "same_dir_again": str(Path(
+                  kubeconfig.from_file(Path(sys.argv[1])).ca_file)) == str(ca)}))
+"""
+
+
+def _load_in_a_process(path: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Loads ``path`` in a process of its own (the directory is one a process)."""
+    root = Path(kubeconfig.__file__).parents[2]  # the checkout whose package this is
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_AND_SAY, str(path)],
+        cwd=root,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    said: dict[str, Any] = json.loads(done.stdout)
+    return said
+
+
+PEM = b"-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize("runtime_dir", ["ours", "shared", "a file", "unset"])
+def test_inline_certificate_data_goes_to_a_directory_of_this_process_removed_at_exit(
+    tmp_path: Path, runtime_dir: str
+) -> None:
+    tmp, run = tmp_path / "tmp", tmp_path / "run"
+    tmp.mkdir()
+    if runtime_dir == "a file":
+        run.write_text("")
+    else:
+        run.mkdir(mode=0o700 if runtime_dir == "ours" else 0o777)
+        run.chmod(0o700 if runtime_dir == "ours" else 0o777)
+    planted = tmp / f"reconciler-{os.getuid()}-{hashlib.sha256(PEM).hexdigest()[:32]}.pem"
+    planted.write_bytes(PEM)  # where the reconciler before looked first, in a shared /tmp
+    cluster = {"certificate-authority-data": base64.b64encode(PEM).decode()}
+    path = _write(tmp_path, cluster, {"token": "t"})
+    env = {"TMPDIR": str(tmp), "XDG_RUNTIME_DIR": str(run) if runtime_dir != "unset" else ""}
+    said = _load_in_a_process(path, env)
+    ca = Path(said["file"])
+    assert ca != planted and said["pem"] == PEM.decode() and said["same_dir_again"]
+    assert ca.parent.parent == (run if runtime_dir == "ours" else tmp)
+    assert ca.parent.name.startswith("reconciler-") and len(ca.parent.name) > len("reconciler-")
+    assert (said["mode"], said["uid"]) == (0o700, os.getuid())
+    assert not ca.parent.exists()  # removed when the process exited
+    assert planted.exists()  # not ours to remove either
