@@ -10,8 +10,11 @@ every thread; one thread runs it at a time, and a 401 runs it once more.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import selectors
+import signal
 import subprocess
 import threading
 import time
@@ -28,8 +31,13 @@ INTERACTIVE_MODES = frozenset({"Never", "IfAvailable", "Always"})
 # half of what it had left when it came: some plugins hand out a minute).
 MARGIN = 5.0
 # A plugin that has not answered by then is a failed one: a daemon must not
-# hang on a login prompt nobody can see.
+# hang on a login prompt nobody can see. It is killed with its process group.
 TIMEOUT = 60.0
+# An ExecCredential is a few KB, a certificate chain a few more: a plugin
+# that prints more is broken, and is not read into memory without end.
+STDOUT_MAX = 1 << 20
+# Of its stderr, only the end is kept: its last line says why it failed.
+STDERR_KEPT = 4096
 
 
 class CredentialError(Exception):
@@ -67,18 +75,12 @@ class Credential:
     expires: float | None  # seconds since the epoch; None: until a 401
 
 
-Runner = Callable[..., "subprocess.CompletedProcess[bytes]"]
-
-
 class ExecPlugin:
     """One plugin's credential, fetched when missing or about to expire."""
 
-    def __init__(
-        self, spec: ExecSpec, clock: Callable[[], float] = time.time, run: Runner = subprocess.run
-    ) -> None:
+    def __init__(self, spec: ExecSpec, clock: Callable[[], float] = time.time) -> None:
         self.spec = spec
         self.clock = clock
-        self.run = run
         self.lock = threading.Lock()
         self.held: Credential | None = None
         self.renew_at = 0.0
@@ -122,14 +124,7 @@ class ExecPlugin:
         env = {**os.environ, **dict(spec.env), "KUBERNETES_EXEC_INFO": spec.exec_info()}
         self.runs += 1
         try:
-            done = self.run(
-                [spec.command, *spec.args],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=TIMEOUT,
-                check=False,
-            )
+            done = _run([spec.command, *spec.args], env, name)
         except FileNotFoundError:
             hint = (spec.install_hint or "").strip().splitlines()
             raise CredentialError(
@@ -138,13 +133,80 @@ class ExecPlugin:
             ) from None
         except PermissionError:
             raise CredentialError(f"exec plugin {spec.command}: not executable") from None
-        except subprocess.TimeoutExpired:
-            raise CredentialError(f"exec plugin {name}: no answer in {TIMEOUT:.0f}s") from None
         if done.returncode != 0:
             raise CredentialError(
                 f"exec plugin {name} exited {done.returncode}: {_last_line(done.stderr)}"
             )
         return done.stdout
+
+
+@dataclass(frozen=True)
+class _Done:
+    returncode: int
+    stdout: bytes
+    stderr: bytes  # its last STDERR_KEPT bytes
+
+
+def _run(argv: list[str], env: dict[str, str], name: str) -> _Done:
+    """Run the plugin in a session of its own, its output read with a bound
+    and the whole run with a deadline. Past either, its whole process group
+    is killed: a plugin's children would outlive it, and hold its pipes open."""
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        stdout, stderr = _read(proc, name, deadline)
+        return _Done(proc.wait(max(deadline - time.monotonic(), 0.0)), stdout, stderr)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise CredentialError(f"exec plugin {name}: no answer in {TIMEOUT:g}s") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def _read(proc: subprocess.Popen[bytes], name: str, deadline: float) -> tuple[bytes, bytes]:
+    """Its stdout (at most STDOUT_MAX) and the end of its stderr, until both
+    are closed; subprocess.TimeoutExpired at the deadline."""
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as pipes:
+        assert proc.stdout is not None and proc.stderr is not None
+        pipes.register(proc.stdout, selectors.EVENT_READ, out)
+        pipes.register(proc.stderr, selectors.EVENT_READ, err)
+        while pipes.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(name, TIMEOUT)
+            for key, _ in pipes.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    pipes.unregister(key.fileobj)
+                key.data.extend(chunk)
+            if len(out) > STDOUT_MAX:
+                raise CredentialError(
+                    f"exec plugin {name}: printed more than {STDOUT_MAX >> 20} MiB; "
+                    "an ExecCredential is a few KB"
+                )
+            del err[:-STDERR_KEPT]
+    return bytes(out), bytes(err)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the plugin's process group (its session, made at start)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5.0)
 
 
 def _last_line(stderr: bytes) -> str:

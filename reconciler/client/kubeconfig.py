@@ -78,7 +78,7 @@ def from_file(path: Path, context: str | None = None) -> KubeConfig:
     resolve = _Resolver(path)
     ca_file = resolve.file(cluster, "certificate-authority")
     where = f"kubeconfig {path}: users[{ctx.get('user')}].user.exec"
-    exec_spec = _exec(user.get("exec"), where, cluster, ca_file) if "exec" in user else None
+    exec_spec = _exec(user.get("exec"), where, cluster, ca_file, path) if "exec" in user else None
     return KubeConfig(
         source=str(path),
         file=path,
@@ -106,7 +106,9 @@ def context_names(path: Path) -> list[str]:
     return _contexts(_read(path), path)
 
 
-def _exec(section: object, where: str, cluster: dict[str, Any], ca_file: str | None) -> ExecSpec:
+def _exec(
+    section: object, where: str, cluster: dict[str, Any], ca_file: str | None, path: Path
+) -> ExecSpec:
     """A user's exec section, refused as client-go refuses it."""
     if not isinstance(section, dict):
         raise KubeconfigError(f"{where}: not a mapping")
@@ -130,7 +132,7 @@ def _exec(section: object, where: str, cluster: dict[str, Any], ca_file: str | N
         env.append((str(pair["name"]), str(pair.get("value") or "")))
     provide = section.get("provideClusterInfo") is True
     return ExecSpec(
-        command=str(section["command"]),
+        command=_command(str(section["command"]), path),
         args=tuple(str(a) for a in section.get("args") or []),
         env=tuple(env),
         api_version=version,
@@ -138,6 +140,15 @@ def _exec(section: object, where: str, cluster: dict[str, Any], ca_file: str | N
         interactive_mode=mode or "IfAvailable",
         cluster=json.dumps(_cluster_info(cluster, ca_file)) if provide else None,
     )
+
+
+def _command(command: str, kubeconfig: Path) -> str:
+    """As client-go finds a plugin: a relative path (``./bin/cred``) is
+    relative to the kubeconfig's directory, not to wherever we were started;
+    a bare name is looked up on the PATH."""
+    if os.sep not in command or os.path.isabs(command):
+        return command
+    return os.path.normpath(os.path.join(kubeconfig.parent.absolute(), command))
 
 
 def _cluster_info(cluster: dict[str, Any], ca_file: str | None) -> dict[str, Any]:

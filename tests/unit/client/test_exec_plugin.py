@@ -4,12 +4,16 @@ answers as `aws eks get-token` or `kubelogin` would, and logs its runs."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from reconciler.client import exec_plugin
 from reconciler.client.exec_plugin import (
     MARGIN,
     CredentialError,
@@ -170,3 +174,71 @@ def test_a_plugin_that_wants_a_terminal_is_refused_without_running(tmp_path: Pat
     with pytest.raises(CredentialError, match="interactiveMode Always needs a terminal"):
         ExecPlugin(ExecSpec(str(script), interactive_mode="Always")).credential()
     assert runs(log) == []
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, not yet reaped by pid 1, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize("child_keeps_the_pipes", [False, True])
+def test_a_plugin_that_hangs_is_killed_with_its_children_at_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child_keeps_the_pipes: bool
+) -> None:
+    monkeypatch.setattr(exec_plugin, "TIMEOUT", 0.5)
+    pid_file, script = tmp_path / "child.pid", tmp_path / "hangs"
+    detach = "" if child_keeps_the_pipes else " </dev/null >/dev/null 2>&1"
+    script.write_text(f"#!/bin/sh\nsleep 20{detach} &\necho $! > {pid_file}\nexec sleep 20\n")
+    script.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(CredentialError, match=r"^exec plugin hangs: no answer in "):
+        ExecPlugin(ExecSpec(str(script))).credential()
+    assert time.monotonic() - started < 5  # not the 20 s of a child holding its pipes
+    child = int(pid_file.read_text())
+    try:
+        assert _gone_within(child, 2.0), "the plugin's child outlived it"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_plugin_that_prints_without_end_is_cut_off_at_a_mebibyte(tmp_path: Path) -> None:
+    script = tmp_path / "chatty"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys, time\n"
+        "sys.stdout.write('x' * (2 << 20))\nsys.stdout.flush()\ntime.sleep(20)\n"
+    )
+    script.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(CredentialError) as chatty:
+        ExecPlugin(ExecSpec(str(script))).credential()
+    assert str(chatty.value) == (
+        "exec plugin chatty: printed more than 1 MiB; an ExecCredential is a few KB"
+    )
+    assert time.monotonic() - started < 5  # killed, not waited for
+
+
+def test_a_plugin_that_fails_at_length_is_said_by_its_last_line(tmp_path: Path) -> None:
+    script = tmp_path / "noisy"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "sys.stderr.write('retrying the SSO endpoint\\n' * 100000)\n"
+        "print('Error: the SSO session has expired', file=sys.stderr)\nsys.exit(3)\n"
+    )
+    script.chmod(0o755)
+    with pytest.raises(CredentialError) as failed:
+        ExecPlugin(ExecSpec(str(script))).credential()
+    assert str(failed.value) == "exec plugin noisy exited 3: Error: the SSO session has expired"

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from reconciler.client import kubeconfig
+from reconciler.client.exec_plugin import ExecPlugin
 from reconciler.client.kubeconfig import KubeconfigError
 from tests.unit.imports import loaded_after
 
@@ -372,3 +373,24 @@ def test_inline_certificate_data_goes_to_a_directory_of_this_process_removed_at_
     assert (said["mode"], said["uid"]) == (0o700, os.getuid())
     assert not ca.parent.exists()  # removed when the process exited
     assert planted.exists()  # not ours to remove either
+
+
+def test_a_relative_exec_command_is_found_from_the_kubeconfigs_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for where, token in (("kube", "from-beside-the-kubeconfig"), ("elsewhere", "from-the-cwd")):
+        (tmp_path / where / "bin").mkdir(parents=True)
+        answer = {"apiVersion": V1, "kind": "ExecCredential", "status": {"token": token}}
+        plugin = tmp_path / where / "bin" / "cred"
+        plugin.write_text(f"#!/bin/sh\necho '{json.dumps(answer)}'\n")
+        plugin.chmod(0o755)
+    exec_ = {"apiVersion": V1, "command": "./bin/cred", "interactiveMode": "Never"}
+    path = _write(tmp_path / "kube", {}, {"exec": exec_})
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    spec = kubeconfig.from_file(path).exec
+    assert spec is not None and spec.command == str(tmp_path / "kube" / "bin" / "cred")
+    assert ExecPlugin(spec).credential().token == "from-beside-the-kubeconfig"
+    for command in ("get-token", "/usr/local/bin/get-token"):  # on the PATH, or absolute
+        exec_["command"] = command
+        spec = kubeconfig.from_file(_write(tmp_path / "kube", {}, {"exec": exec_})).exec
+        assert spec is not None and spec.command == command
