@@ -394,15 +394,21 @@ class RecordingLookup:
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
-    """One page of a LIST, decoded: its items and the token for the next page."""
+    """One page of a LIST, decoded: its items, the token for the next page,
+    and the kind the answer says it is ("" when it says none), which the
+    client holds to the kind it asked for (`client.kube`)."""
 
     items: list[T]
     continue_token: str
+    kind: str = ""
 
 
 class Incremental(Protocol[T]):
     """Decodes an answer fed to it piece by piece as it arrives, so that a
     large page need not be held whole."""
+
+    # The answer's first bytes, for an error that quotes what came back.
+    head: bytes
 
     def feed(self, piece: bytes) -> None: ...
 

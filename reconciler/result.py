@@ -89,6 +89,10 @@ class PassResult:
     observed: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     health: dict[ObjKey, Health] = field(default_factory=dict)  # as the pass left each object
+    # Kinds whose LIST answered no list, or left out an owner that exists:
+    # not seen this pass (engine/observe), each counted in the metrics.
+    malformed: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
 
     @property
     def pending(self) -> dict[ObjKey, Health]:

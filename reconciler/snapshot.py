@@ -41,6 +41,10 @@ class Snapshot:
     # pass before (engine/observe/churn.py): the next pass lists a kind that
     # moved a lot in full at once, without a LIST of its metadata first.
     churn: Mapping[str, int] = field(default_factory=dict)
+    # The uids of owners missing from their kind's LIST that a GET found gone
+    # (404, or another uid: engine/observe/orphans.py): only their pods are
+    # deleted as orphans, never on the word of a LIST alone.
+    owners_gone: frozenset[str] = frozenset()
 
     @property
     def listed_children(self) -> frozenset[str]:

@@ -24,6 +24,12 @@ class Unreachable(KubeError):
     """The API server could not be reached at all (connection or TLS error)."""
 
 
+class NotAList(KubeError):
+    """An answer to a LIST that is not the list asked for: another kind, no
+    ``items``, or pages that do not hang together. Read as an empty list it
+    would make every object look deleted, so it fails the LIST instead."""
+
+
 class NoCredentials(Unreachable):
     """The exec plugin gave no credential, so nothing could be asked."""
 

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import msgspec
 
+from reconciler.client.errors import NotAList
 from reconciler.client.pod_dict import pod_from_api
 from reconciler.client.pod_fields import BOOL, INT32, INT64, MAP, STRING, TIME, Field, pod_of
 from reconciler.client.pod_fields import SCHEMA as POD_SCHEMA
@@ -21,9 +22,12 @@ class _ListMeta(msgspec.Struct):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
 
+# `items` is UNSET when the answer has none: not a list at all (`{}`, a
+# Status from a proxy), where `items: null` is an empty one, as client-go reads it.
 class _RawList(msgspec.Struct):
+    kind: str = ""
     metadata: _ListMeta | None = None
-    items: list[msgspec.Raw] | None = None
+    items: list[msgspec.Raw] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class _IdentMeta(msgspec.Struct):
@@ -61,13 +65,15 @@ _item = msgspec.json.Decoder(dict[str, Any])
 
 
 class _IdentList(msgspec.Struct):
+    kind: str = ""
     metadata: _ListMeta | None = None
-    items: list[_Ident] | None = None
+    items: list[_Ident] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class _OwnedList(msgspec.Struct):
+    kind: str = ""
     metadata: _ListMeta | None = None
-    items: list[_VersionItem] | None = None
+    items: list[_VersionItem] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 _ident_list = msgspec.json.Decoder(_IdentList)
@@ -82,17 +88,24 @@ def _version(m: _VersionMeta) -> Version:
     return Version(m.namespace, m.name, m.uid, m.resourceVersion, controller, label)
 
 
+def items_of(items: list[T] | msgspec.UnsetType | None, kind: str) -> list[T]:
+    """A list's items; an answer without the field is no list at all."""
+    if items is msgspec.UNSET:
+        raise NotAList(f"an answer of kind {kind or 'none'} with no items")
+    return items or []
+
+
 def version_page_json(body: bytes | bytearray, owned: bool = False) -> Page[Version]:
     """protowire.version_page, for an answer in JSON."""
     if owned:
         page = _owned_list.decode(body)
-        metas = (item.metadata or _VersionMeta() for item in page.items or ())
+        metas = (item.metadata or _VersionMeta() for item in items_of(page.items, page.kind))
         versions = [_version(m) for m in metas]
-        return Page(versions, (page.metadata or _ListMeta()).continue_ or "")
+        return Page(versions, (page.metadata or _ListMeta()).continue_ or "", page.kind)
     plain = _ident_list.decode(body)
-    idents = (item.metadata or _IdentMeta() for item in plain.items or ())
+    idents = (item.metadata or _IdentMeta() for item in items_of(plain.items, plain.kind))
     versions = [Version(m.namespace, m.name, m.uid, m.resourceVersion) for m in idents]
-    return Page(versions, (plain.metadata or _ListMeta()).continue_ or "")
+    return Page(versions, (plain.metadata or _ListMeta()).continue_ or "", plain.kind)
 
 
 def _known_item(raw: msgspec.Raw, known: Known[T]) -> T | None:
@@ -113,10 +126,10 @@ def page_of(
         page = _raw_list.decode(body)
         meta = page.metadata or _ListMeta()
         items = []
-        for raw in page.items or ():
+        for raw in items_of(page.items, page.kind):
             found = _known_item(raw, known) if known else None
             items.append(decode(_item.decode(raw)) if found is None else found)
-        return Page(items, meta.continue_ or "")
+        return Page(items, meta.continue_ or "", page.kind)
 
     return decode_page
 
@@ -170,8 +183,9 @@ _POD = _structs()["Pod"]
 
 
 class _PodList(msgspec.Struct):
+    kind: str = ""
     metadata: _ListMeta | None = None
-    items: list[_POD] | None = None  # type: ignore[valid-type]
+    items: list[_POD] | msgspec.UnsetType | None = msgspec.UNSET  # type: ignore[valid-type]
 
 
 _pod_list = msgspec.json.Decoder(_PodList)
@@ -192,4 +206,5 @@ def pod_page(body: bytes | bytearray) -> Page[Pod]:
     except msgspec.ValidationError:
         return _pods_generic(bytes(body))
     meta = page.metadata or _ListMeta()
-    return Page([pod_of(item) for item in page.items or ()], meta.continue_ or "")
+    pods = [pod_of(item) for item in items_of(page.items, page.kind)]
+    return Page(pods, meta.continue_ or "", page.kind)

@@ -40,12 +40,13 @@ from reconciler.client.errors import (
     EvictionRefused,
     Gone,
     NoCredentials,
+    NotAList,
     Unreachable,
 )
 from reconciler.client.exec_plugin import CredentialError
 from reconciler.client.json_wire import raw_page
 from reconciler.client.locate import kubeconfig_reloader, load_kubeconfig
-from reconciler.client.protowire import error_status_of
+from reconciler.client.protowire import METADATA_LIST, error_status_of
 from reconciler.client.proxy import proxy_for
 from reconciler.client.pykube_session import PykubeSession, Transport, compression
 from reconciler.client.transport import Direct, Response, Sink, TransportError
@@ -308,11 +309,11 @@ class Kube:
         """
         read = decode or raw_page
         headers = {"Accept": accept} if accept else None
-        path = self.path(res, namespace)
+        path, kinds = self.path(res, namespace), list_kinds(res, accept)
 
         def fetch(params: Mapping[str, Any]) -> Page[T]:
             body = self.send("GET", path, verb="LIST", params=params, headers=headers)
-            return read(body)  # type: ignore[return-value]
+            return held_to(read(body), kinds, body[:HEAD])  # type: ignore[arg-type]
 
         return self._paged(res, selector, page_size, fetch)
 
@@ -329,11 +330,12 @@ class Kube:
         ``start``: a page as large as every object in the cluster (page_size
         0) is then never held whole (as protobuf; see streams.ListStream)."""
         path, headers = self.path(res, namespace), {"Accept": accept}
+        kinds = list_kinds(res, accept)
 
         def fetch(params: Mapping[str, Any]) -> Page[T]:
             stream = start()
             self.send("GET", path, verb="LIST", params=params, headers=headers, sink=stream.feed)
-            return stream.close()
+            return held_to(stream.close(), kinds, stream.head)
 
         return self._paged(res, selector, page_size, fetch)
 
@@ -350,7 +352,7 @@ class Kube:
         gc.disable()
         limit = self.settings.page_size if page_size is None else page_size
         try:
-            while True:
+            for attempt in range(LIST_RESTARTS + 1):
                 items: builtins.list[T] = []
                 params: dict[str, Any] = {"limit": limit} if limit else {}
                 if selector:
@@ -361,12 +363,15 @@ class Kube:
                         items.extend(page.items)
                         if not page.continue_token:
                             return items
+                        if page.continue_token == params.get("continue"):
+                            raise NotAList("a page handed back the continue token it was sent")
                         params["continue"] = page.continue_token
                 except ApiError as exc:
-                    if isinstance(exc, Gone) and "continue" in params:
+                    if isinstance(exc, Gone) and "continue" in params and attempt < LIST_RESTARTS:
                         log.info("LIST %s: continue token expired, restarting", res.kind)
                         continue
                     raise
+            raise AssertionError("unreachable: the last attempt returns or raises")
         finally:
             if was_enabled:
                 gc.enable()
@@ -437,9 +442,40 @@ class Kube:
         return self.request("GET", "/version")
 
 
+# A LIST whose continue token expired (410) mid-way starts again from its
+# first page, for one view, never a splice of two; this many times at most.
+LIST_RESTARTS = 1
+
+
+HEAD = 64  # bytes of an answer that an error quotes
+
+
+def list_kinds(res: ResourceType, accept: str | None) -> frozenset[str]:
+    """The kinds an answer to a LIST of ``res`` may be: its list, or, asked
+    for as metadata, a PartialObjectMetadataList (a server that cannot send
+    that sends the full list)."""
+    kinds = {f"{res.kind}List"}
+    if accept and f"as={METADATA_LIST}" in accept:
+        kinds.add(METADATA_LIST)
+    return frozenset(kinds)
+
+
+def held_to(page: Page[T], kinds: frozenset[str], head: bytes) -> Page[T]:
+    """The page, if it is a list of a kind asked for; anything else (`{}`, a
+    Status, another kind) read as a list would be an empty one, and make every
+    object look deleted."""
+    if page.kind in kinds:
+        return page
+    said = f"kind {page.kind!r}" if page.kind else "no kind"
+    raise NotAList(f"the answer is not a {' or '.join(sorted(kinds))} ({said}): {head!r}")
+
+
 def _short(exc: BaseException) -> str:
-    """One line for a connection error; requests nests them deeply."""
+    """One line for a connection error; requests nests them deeply. A
+    deadline passed says which (``transport.Direct``'s own line)."""
     text = str(exc)
+    if text.startswith("timed out:"):
+        return text.splitlines()[0][:200]
     for marker in (
         "Connection refused",
         "Name or service not known",

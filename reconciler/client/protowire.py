@@ -26,6 +26,7 @@ import msgspec
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from reconciler.client.errors import NotAList
 from reconciler.client.json_wire import pod_page, version_page_json
 from reconciler.client.pod_fields import (
     BOOL,
@@ -39,18 +40,19 @@ from reconciler.client.pod_fields import (
     pod_of,
 )
 from reconciler.client.pod_fields import SCHEMA as POD_SCHEMA
-from reconciler.model import LABEL_BUCKET, Known, Page, Pod, Version, version_key
+from reconciler.model import LABEL_BUCKET, Known, Page, Pod, T, Version, version_key
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 # JSON stays acceptable: the server picks protobuf when it can serve it.
 ACCEPT = f"{MEDIA_TYPE}, application/json"
 # The metadata of each object only, for any kind (CRDs too), as protobuf.
-_AS_META = "as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_LIST = "PartialObjectMetadataList"
+_AS_META = f"as={METADATA_LIST};g=meta.k8s.io;v=v1"
 META_ACCEPT_JSON = f"application/json;{_AS_META}, application/json"
 META_ACCEPT = f"{MEDIA_TYPE};{_AS_META}, {META_ACCEPT_JSON}"
 MAGIC = b"k8s\x00"  # the envelope's prefix, before a runtime.Unknown message
 # What decoding an answer that is not the list asked for raises, as protobuf or JSON.
-UNREADABLE: tuple[type[Exception], ...] = (DecodeError, msgspec.DecodeError)
+UNREADABLE: tuple[type[Exception], ...] = (DecodeError, msgspec.DecodeError, NotAList)
 
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -67,6 +69,7 @@ _IDENTITY = [
 # the wire. A pod's messages are `pod_fields.SCHEMA`, shared with json_wire.
 _SCHEMA: dict[str, list[Field]] = {
     "Unknown": [Field("raw", 2, BYTES)],  # runtime.Unknown
+    "TypeMeta": [Field("kind", 2, STRING)],  # runtime.Unknown's field 1
     "Status": [Field("message", 3, STRING), Field("reason", 4, STRING), Field("code", 6, INT32)],
     "ListMeta": [Field("continue_token", 3, STRING)],
     TIME: [Field("seconds", 1, INT64)],
@@ -184,26 +187,46 @@ def field_at(buf: memoryview | bytearray, at: int) -> _Field | None:
 
 
 RAW_FIELD = 2  # runtime.Unknown's field that holds the object
+TYPE_FIELD = 1  # runtime.Unknown's field that names the object's kind
+
+
+def kind_of(type_meta: memoryview | bytes | bytearray) -> str:
+    """The kind named by a runtime.Unknown's TypeMeta field."""
+    return str(MESSAGES["TypeMeta"].FromString(type_meta).kind)
+
+
 _FIXED = {1: 8, 5: 4}  # wire type -> width
 
 
+class _Unwrapped(NamedTuple):
+    wire: memoryview  # the object
+    kind: str  # as the envelope names it ("" if it does not)
+
+
 def _unwrap(body: bytes | bytearray) -> memoryview:
+    return _envelope(body).wire
+
+
+def _envelope(body: bytes | bytearray) -> _Unwrapped:
     """The object inside the envelope (MAGIC + runtime.Unknown), as a view of
-    ``body``. Read by hand rather than parsed: parsing the envelope copied the
-    object twice more (the protobuf runtime still copies it once when it
-    parses the object), and a page of thousands of objects is megabytes.
-    Groups and repeated ``raw`` fields, which no apiserver sends, are not
-    read as the runtime would: a group is an error, and the first ``raw`` wins."""
+    ``body``, and its kind. Read by hand rather than parsed: parsing the
+    envelope copied the object twice more (the protobuf runtime still copies
+    it once when it parses the object), and a page of thousands of objects is
+    megabytes. Groups and repeated ``raw`` fields, which no apiserver sends,
+    are not read as the runtime would: a group is an error, and the first
+    ``raw`` wins."""
     buf = memoryview(body)[len(MAGIC) :]
-    at = 0
+    at, kind = 0, ""
     while at < len(buf):
         field = field_at(buf, at)
         if field is None or field.end > len(buf):
             raise DecodeError("a field of the envelope runs past its end")
+        if field.number == TYPE_FIELD and field.wire == 2:
+            kind = kind_of(buf[field.start : field.end])
         if field.number == RAW_FIELD and field.wire == 2:
-            return buf[field.start : field.end]
+            return _Unwrapped(buf[field.start : field.end], kind)
         at = field.end
-    return buf[len(buf) :]  # no object: an empty message
+    return _Unwrapped(buf[len(buf) :], kind)  # no object: an empty message
 
 
 def pod_page_any(body: bytes) -> Page[Pod]:
@@ -218,7 +241,8 @@ def pod_page_reusing(known: Known[Pod]) -> Callable[[bytes | bytearray], Page[Po
     def decode(body: bytes | bytearray) -> Page[Pod]:
         if not body.startswith(MAGIC):
             return pod_page(body)
-        return pods_in(_unwrap(body), known)
+        wire, kind = _envelope(body)
+        return _named(pods_in(wire, known), kind)
 
     return decode
 
@@ -239,7 +263,12 @@ def version_page(body: bytes | bytearray, owned: bool = False) -> Page[Version]:
     controller and bucket label too."""
     if not body.startswith(MAGIC):
         return version_page_json(body, owned)
-    return versions_in(_unwrap(body), owned)
+    wire, kind = _envelope(body)
+    return _named(versions_in(wire, owned), kind)
+
+
+def _named(page: Page[T], kind: str) -> Page[T]:
+    return Page(page.items, page.continue_token, kind)
 
 
 def versions_in(wire: memoryview | bytes, owned: bool = False) -> Page[Version]:

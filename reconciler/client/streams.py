@@ -15,7 +15,9 @@ from google.protobuf.message import DecodeError
 from reconciler.client.protowire import (
     MAGIC,
     RAW_FIELD,
+    TYPE_FIELD,
     field_at,
+    kind_of,
     pod_page_reusing,
     pods_in,
     version_page,
@@ -34,6 +36,9 @@ class _Stage(Enum):
 
 
 T = TypeVar("T")
+
+
+HEAD = 64  # bytes of an answer kept to quote it
 
 
 class ListStream(Generic[T]):
@@ -61,8 +66,15 @@ class ListStream(Generic[T]):
         self._whole = 0  # _buf[:_whole] holds whole fields of the list
         self._items: list[T] = []
         self._continue = ""
+        self._kind = ""  # as the envelope names it
+        self.head = b""  # the answer's first bytes, for an error that quotes it
 
     def feed(self, piece: bytes) -> None:
+        if len(self.head) < HEAD:
+            self.head += piece[: HEAD - len(self.head)]
+        self._feed(piece)
+
+    def _feed(self, piece: bytes) -> None:
         if self._stage is _Stage.LIST:
             self._buf += piece[: self._left]
             self._left -= min(len(piece), self._left)
@@ -85,10 +97,12 @@ class ListStream(Generic[T]):
                 rest = bytes(self._buf[field.start :])
                 self._buf.clear()
                 self._stage, self._left = _Stage.LIST, field.end - field.start
-                self.feed(rest)
+                self._feed(rest)
                 return
             if field.end > len(self._buf):
                 return
+            if field.number == TYPE_FIELD and field.wire == 2:
+                self._kind = kind_of(self._buf[field.start : field.end])
             at = field.end
 
     def _take(self) -> None:
@@ -119,7 +133,7 @@ class ListStream(Generic[T]):
             if not self._buf.startswith(MAGIC):  # nothing, or less than the magic
                 raise DecodeError(f"an answer of {len(self._buf)} bytes is not a list")
             return self._whole_page(bytes(self._buf))  # an envelope with no list in it
-        return Page(self._items, self._continue)
+        return Page(self._items, self._continue, self._kind)
 
 
 class VersionStream(ListStream[Version]):

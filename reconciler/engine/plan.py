@@ -27,7 +27,6 @@ from reconciler.actions import (
 from reconciler.backoff import EVICTION_REFUSED, Gate, WriteError, after_failure, gate
 from reconciler.buckets import bucket_of
 from reconciler.config import Config
-from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
 from reconciler.kinds import registry
 from reconciler.kinds.base import Kind, Object, PlanInput
@@ -37,21 +36,20 @@ from reconciler.settled import NOTHING_SETTLED, Settled, SettledObject
 from reconciler.snapshot import Snapshot
 
 
-def orphan_pods(kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod]) -> list[Action]:
-    """Delete our pods whose controlling object of ``kind`` no longer exists.
-
-    Safe only with complete LISTs; pods are listed before our objects, so a
-    pod's owner, created before the pod, is always in the later LIST.
+def orphan_pods(
+    kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod], gone: frozenset[str]
+) -> list[Action]:
+    """Delete our pods whose controlling object of ``kind`` no longer exists:
+    missing from the LIST, and confirmed ``gone`` by a GET (observe's
+    `orphans`), since a stale or garbled LIST can leave out a live owner.
+    Pods are listed before our objects, so a pod's owner, created before
+    the pod, is always in the later LIST.
     """
     known = {obj.uid for obj in objects}
     return [
         DeletePod(pod.key, pod.namespace, pod.name, pod.uid, "owner gone")
         for pod in pods
-        if pod.labels.get(LABEL_MANAGED_BY) == MANAGED_BY
-        and pod.controller_kind == kind.name
-        and pod.controller_uid
-        and pod.controller_uid not in known
-        and not pod.terminating
+        if kind.orphaned(pod, known) and pod.controller_uid in gone
     ]
 
 
@@ -96,8 +94,8 @@ def plan_pass(
                     settings=own,
                 )
                 out.plan(kind, obj, inp)
-        if kind.owns_pods and snapshot.pods is not None:
-            out.actions.extend(orphan_pods(kind, objects, snapshot.pods))
+        if snapshot.pods is not None:
+            out.actions.extend(orphan_pods(kind, objects, snapshot.pods, snapshot.owners_gone))
     return Plan(tuple(out.actions), frozenset(out.held), out.health, Settled(config, out.settled))
 
 

@@ -250,6 +250,8 @@ def run_pass(
         observed=dict(obs.counts),
         warnings=list(obs.warnings),
         health=_health(snapshot, plan, applied),
+        malformed=list(obs.malformed),
+        stale=list(obs.stale),
     )
 
 

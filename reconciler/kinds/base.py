@@ -4,7 +4,7 @@ plan it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from sys import intern
@@ -13,10 +13,12 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 from reconciler.actions import Action, ObjRef
 from reconciler.backoff import Failure, Gate, from_status
 from reconciler.config import Config
+from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
 from reconciler.model import (
     LABEL_BUCKET,
     ObjKey,
+    Pod,
     PodLookup,
     ResourceType,
     generation_of,
@@ -154,3 +156,16 @@ class Kind(Generic[T]):
         """The involvedObject of events about ``obj``."""
         res = self.resource
         return ObjRef(res.api_version, res.kind, obj.namespace, obj.name, obj.uid)
+
+    def orphaned(self, pod: Pod, listed: Set[str]) -> bool:
+        """Is ``pod`` a live pod of ours whose controller, of this kind, is
+        not among the ``listed`` uids? Only a candidate: its owner must still
+        be confirmed gone (engine/observe/orphans.py)."""
+        return (
+            self.owns_pods
+            and pod.labels.get(LABEL_MANAGED_BY) == MANAGED_BY
+            and pod.controller_kind == self.name
+            and bool(pod.controller_uid)
+            and pod.controller_uid not in listed
+            and not pod.terminating
+        )

@@ -78,6 +78,20 @@ class Metrics:
             [*c, "kind"],
             registry=r,
         )
+        self.malformed = Counter(
+            "reconciler_malformed_lists_total",
+            "LISTs answered with what is not the list asked for (another kind, no items): "
+            "the kind is not seen in that pass.",
+            [*c, "kind"],
+            registry=r,
+        )
+        self.stale = Counter(
+            "reconciler_stale_lists_total",
+            "LISTs that left out an object a GET then found: the kind is not seen in that "
+            "pass, and no pod is deleted as an orphan.",
+            [*c, "kind"],
+            registry=r,
+        )
         self.actions = Counter(
             "reconciler_actions_total",
             "Actions by kind, verb and result.",
@@ -264,6 +278,10 @@ class ClusterMetrics:
             self.of(f.actions, kind, verb, res).inc(n)
         for outcome in result.applied.throttled():
             self.of(f.throttled, outcome.action.owner.kind).inc()
+        for kind in result.malformed:
+            self.of(f.malformed, kind).inc()
+        for kind in result.stale:
+            self.of(f.stale, kind).inc()
         for kind, n in result.observed.items():
             self.of(f.observed, kind).set(n)
         self.record_health(result)

@@ -155,7 +155,12 @@ def snap(
         "Service": None if services is None else tuple(services),
         "PodDisruptionBudget": None if budgets is None else tuple(budgets),
     }
-    return Snapshot(objects, None if pods is None else tuple(pods), children=children)
+    listed = {o.uid for found in objects.values() for o in found or ()}
+    # As observe hands it over: each owner its LIST left out, confirmed gone by a GET.
+    gone = frozenset(p.controller_uid for p in pods or () if p.controller_uid not in listed)
+    return Snapshot(
+        objects, None if pods is None else tuple(pods), children=children, owners_gone=gone
+    )
 
 
 def service_of(r: Redis, **changes: Any) -> Child:

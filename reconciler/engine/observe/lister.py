@@ -15,6 +15,7 @@ from reconciler.client.errors import (
     ApiError,
     Forbidden,
     NoCredentials,
+    NotAList,
     NotFound,
     Unauthorized,
     Unreachable,
@@ -234,6 +235,10 @@ class Lister:
         self.attempts = 0
         self.failed_to_reach: list[str] = []
         self.counts: dict[str, int] = {}
+        # Kinds whose LIST answered what was not the list asked for, and kinds
+        # whose LIST did not show an object that exists (orphans.py): counted.
+        self.malformed: list[str] = []
+        self.stale: list[str] = []
 
     def list(
         self,
@@ -266,6 +271,11 @@ class Lister:
             if refused is not None:
                 self.failed_to_reach.append(refused)
             return
+        if isinstance(exc, NotAList):
+            self.errors.append(f"LIST {res.kind}: {exc}")
+            self.lasting[res.kind] = f"LIST {res.kind}: the answer is not a {res.kind}List"
+            self.malformed.append(res.kind)
+            return
         # Garbled by a proxy or a broken server: this read only.
         self.errors.append(f"LIST {res.kind}: the answer could not be read ({exc})")
         self.lasting[res.kind] = f"LIST {res.kind}: the answer could not be read"
@@ -292,6 +302,12 @@ class Lister:
             log.debug("%s: moving since the pass before, listed in full at once", res.kind)
         self.fetched.pop(res.kind, None)
         return across(scope, list_in)
+
+    def was_stale(self, kind: str, why: str) -> None:
+        """A LIST of ``kind`` that left out an object which exists: the kind
+        is not seen this pass, as after a failed LIST."""
+        self.errors.append(why)
+        self.stale.append(kind)
 
     @property
     def unreachable(self) -> str | None:

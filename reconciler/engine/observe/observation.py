@@ -31,6 +31,7 @@ from reconciler.client.protowire import (
     META_ACCEPT_JSON,
 )
 from reconciler.constants import MANAGED_POD_SELECTOR
+from reconciler.engine.observe import orphans
 from reconciler.engine.observe.churn import churn, in_full
 from reconciler.engine.observe.lister import (
     JSON_METADATA_PAGE_SIZE,
@@ -60,6 +61,10 @@ class Observation:
     counts: dict[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # worth a look, but no object failed: a typo in the scope
     mislabelled: frozenset[int] = frozenset()  # see Sorter
+    # Kinds whose LIST was no list (Lister.malformed) or left out an owner
+    # that exists (orphans.py): each counted, and the kind not seen.
+    malformed: tuple[str, ...] = ()
+    stale: tuple[str, ...] = ()
 
 
 def list_pods(
@@ -135,6 +140,7 @@ def observe(
         labelled = owner_listed(labelled, objects)
     pods = None if labelled is None else with_named(lister, full, labelled, objects, pod_reuse)
     del pod_reuse
+    gone = _owners_confirmed(lister, objects, pods)
     children = {
         kind: list_children(lister, full, kind, previous, sorter, objects) for kind in CHILD_TYPES
     }
@@ -146,7 +152,9 @@ def observe(
     )
     for warning in seen.warnings:
         log.warning("%s", warning)
-    snapshot = Snapshot(objects, pods, seen.terminating, pods_error, children=children)
+    snapshot = Snapshot(
+        objects, pods, seen.terminating, pods_error, children=children, owners_gone=gone
+    )
     return Observation(
         replace(snapshot, churn=churn(previous, snapshot, lister.fetched)),
         report_pods,
@@ -155,4 +163,23 @@ def observe(
         lister.counts,
         seen.warnings,
         frozenset(sorter.mislabelled),
+        tuple(lister.malformed),
+        tuple(lister.stale),
     )
+
+
+def _owners_confirmed(
+    lister: Lister, objects: dict[str, tuple[Any, ...] | None], pods: tuple[Pod, ...] | None
+) -> frozenset[str]:
+    """The owners missing from their kind's LIST that a GET confirms gone; a
+    kind whose LIST left out an owner that exists is not seen this pass."""
+    missing = orphans.missing_owners(registry.KINDS, objects, pods)
+    if not missing:
+        return frozenset()
+    found = orphans.confirm(lister.kube, {k.name: k for k in registry.KINDS}, missing)
+    lister.errors.extend(found.errors)
+    for kind, why in found.stale.items():
+        log.error("%s", why)
+        objects[kind] = None
+        lister.was_stale(kind, why)
+    return found.gone

@@ -8,10 +8,12 @@ import dataclasses
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.client.json_wire import page_of, pod_page, raw_page
+from reconciler.client.errors import NotAList
+from reconciler.client.json_wire import page_of, pod_page, raw_page, version_page_json
 from reconciler.client.pod_dict import pod_from_api
 
 text = st.text(max_size=8)
@@ -109,10 +111,14 @@ def test_the_typed_decoder_agrees_with_the_generic_one(items, token):
     assert page_of(pod_from_api)(body(items, token)) == page
 
 
-def test_an_empty_list_and_a_missing_items_key():
+def test_an_empty_list_a_null_one_and_a_missing_items_key():
     assert pod_page(b'{"kind":"PodList","metadata":{},"items":[]}').items == []
-    assert pod_page(b'{"kind":"PodList","metadata":{}}').items == []
-    assert raw_page(b'{"metadata":{"continue":"abc"},"items":[{"a":1}]}').continue_token == "abc"
+    assert pod_page(b'{"kind":"PodList","metadata":{},"items":null}').items == []
+    for decode in (pod_page, raw_page, version_page_json):
+        with pytest.raises(NotAList, match="with no items"):
+            decode(b'{"kind":"PodList","metadata":{}}')
+    page = raw_page(b'{"kind":"XList","metadata":{"continue":"abc"},"items":[{"a":1}]}')
+    assert (page.continue_token, page.kind) == ("abc", "XList")
 
 
 @settings(max_examples=200)

@@ -158,7 +158,13 @@ def wire(items: list[dict[str, Any]], token: str) -> bytes:
     for item in items:
         _fill(page.items.add(), item)
     envelope = MESSAGES["Unknown"](raw=page.SerializeToString())
-    return MAGIC + envelope.SerializeToString()
+    return MAGIC + type_meta("PodList") + envelope.SerializeToString()
+
+
+def type_meta(kind: str) -> bytes:
+    """runtime.Unknown's field 1, as the apiserver writes it: apiVersion, kind."""
+    meta = b"\x0a\x02v1" + b"\x12" + _varint_bytes(len(kind)) + kind.encode()
+    return b"\x0a" + _varint_bytes(len(meta)) + meta
 
 
 @settings(max_examples=300)
@@ -281,7 +287,8 @@ def _varint_bytes(value: int) -> bytes:
 @given(
     st.lists(
         st.one_of(
-            st.tuples(st.sampled_from([1, 3, 4, 9]), st.just(2), st.binary(max_size=300)),
+            # Field 1 is the TypeMeta, read for the kind: its own test below.
+            st.tuples(st.sampled_from([3, 4, 9]), st.just(2), st.binary(max_size=300)),
             st.tuples(st.integers(5, 99), st.just(0), st.integers(0, 2**64 - 1)),
             st.tuples(st.integers(5, 99), st.just(1), st.binary(min_size=8, max_size=8)),
             st.tuples(st.integers(5, 99), st.just(5), st.binary(min_size=4, max_size=4)),
@@ -399,3 +406,17 @@ def test_an_answer_cut_inside_the_list_is_a_decode_error(items, data):
     stream = _streamed([whole[:cut]], data.draw(st.integers(1, 400)))
     with pytest.raises(DecodeError):
         stream.close()
+
+
+@pytest.mark.parametrize("kind", ["PodList", "Status", ""])
+def test_the_envelope_names_the_kind_whole_or_as_it_arrives(kind):
+    body = wire([], "")
+    if kind != "PodList":
+        rest = body[len(MAGIC + type_meta("PodList")) :]
+        body = MAGIC + (type_meta(kind) if kind else b"") + rest
+    assert pod_page_any(body).kind == kind
+    stream = PodStream({})
+    for i in range(0, len(body), 3):
+        stream.feed(body[i : i + 3])
+    assert stream.close().kind == kind
+    assert version_page(body).kind == kind

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import errors, kube, pykube_session, transport
+from reconciler.client import errors, http_read, kube, pykube_session
 from reconciler.client.protowire import META_ACCEPT
 from reconciler.client.streams import VersionStream
 from reconciler.client.transport import Direct, TransportError
@@ -282,13 +282,13 @@ def test_a_get_whose_answer_began_to_reach_the_sink_is_not_sent_again(
     and the sink would be given the start of the body twice."""
     direct = Direct(server.url, None, timeout=5, compression=False)
     direct.send("GET", "/first", None, {})  # the next request reuses the connection
-    read = transport._Connection._pieces
+    read = http_read.Connection._pieces
 
     def reset_after_one(self, *args):
         yield next(read(self, *args))
         raise ConnectionResetError("reset by peer")
 
-    monkeypatch.setattr(transport._Connection, "_pieces", reset_after_one)
+    monkeypatch.setattr(http_read.Connection, "_pieces", reset_after_one)
     pieces: list[bytes] = []
     with pytest.raises(TransportError, match="reset by peer"):
         direct.send("GET", "/second", None, {}, pieces.append)
@@ -474,7 +474,7 @@ def test_a_list_read_as_it_arrives_asks_one_page_and_feeds_the_decoder_in_pieces
         }
         for v in versions
     ]
-    server.body = json.dumps({"metadata": {}, "items": items}).encode()
+    server.body = json.dumps({"kind": "PodList", "metadata": {}, "items": items}).encode()
     client = _client(tmp_path, server.url, session)
     pieces: list[int] = []
 
@@ -502,7 +502,7 @@ def test_bytes_received_are_the_bytes_on_the_wire_not_the_inflated_body(
     items = [
         {"metadata": {"namespace": "ns", "name": f"p{i}", "uid": f"u{i}"}} for i in range(2000)
     ]
-    server.body = json.dumps({"metadata": {}, "items": items}).encode()
+    server.body = json.dumps({"kind": "PodList", "metadata": {}, "items": items}).encode()
     server.gzip = True
     zipped = len(gzip.compress(server.body))
     assert zipped < len(server.body) // 5
