@@ -91,7 +91,7 @@ def _version(m: _VersionMeta) -> Version:
 def items_of(items: list[T] | msgspec.UnsetType | None, kind: str) -> list[T]:
     """A list's items; an answer without the field is no list at all."""
     if items is msgspec.UNSET:
-        raise NotAList(f"an answer of kind {kind or 'none'} with no items")
+        raise NotAList(f"kind {kind!r} with no items" if kind else "no kind and no items")
     return items or []
 
 

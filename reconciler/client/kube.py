@@ -313,7 +313,7 @@ class Kube:
 
         def fetch(params: Mapping[str, Any]) -> Page[T]:
             body = self.send("GET", path, verb="LIST", params=params, headers=headers)
-            return held_to(read(body), kinds, body[:HEAD])  # type: ignore[arg-type]
+            return held_to(lambda: read(body), kinds, body[:HEAD])  # type: ignore[arg-type]
 
         return self._paged(res, selector, page_size, fetch)
 
@@ -335,7 +335,7 @@ class Kube:
         def fetch(params: Mapping[str, Any]) -> Page[T]:
             stream = start()
             self.send("GET", path, verb="LIST", params=params, headers=headers, sink=stream.feed)
-            return held_to(stream.close(), kinds, stream.head)
+            return held_to(stream.close, kinds, stream.head)
 
         return self._paged(res, selector, page_size, fetch)
 
@@ -460,14 +460,19 @@ def list_kinds(res: ResourceType, accept: str | None) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def held_to(page: Page[T], kinds: frozenset[str], head: bytes) -> Page[T]:
-    """The page, if it is a list of a kind asked for; anything else (`{}`, a
-    Status, another kind) read as a list would be an empty one, and make every
-    object look deleted."""
+def held_to(decode: Callable[[], Page[T]], kinds: frozenset[str], head: bytes) -> Page[T]:
+    """The decoded page, if it is a list of a kind asked for; anything else
+    (`{}`, a Status, another kind, no items) read as a list would be an
+    empty one, and make every object look deleted."""
+    asked = " or ".join(sorted(kinds))
+    try:
+        page = decode()
+    except NotAList as exc:
+        raise NotAList(f"the answer is not a {asked} ({exc}): {head!r}") from None
     if page.kind in kinds:
         return page
     said = f"kind {page.kind!r}" if page.kind else "no kind"
-    raise NotAList(f"the answer is not a {' or '.join(sorted(kinds))} ({said}): {head!r}")
+    raise NotAList(f"the answer is not a {asked} ({said}): {head!r}")
 
 
 def _short(exc: BaseException) -> str:
