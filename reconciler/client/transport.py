@@ -18,40 +18,32 @@ and ``tls-server-name`` names the server inside the tunnel as outside it.
 
 from __future__ import annotations
 
+import base64
 import select
 import socket
 import ssl
 import threading
-import zlib
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-# Takes an answer's body, decompressed, piece by piece as it arrives.
-Sink = Callable[[bytes], None]
+from reconciler.client.http_read import (
+    MAX_LINE,
+    PIECE,
+    Connection,
+    ProtocolError,
+    Response,
+    Sink,
+    Stale,
+)
 
-
-@dataclass(frozen=True)
-class Response:
-    """What the client reads of an answer. ``body`` is decompressed; it is
-    empty when the body went to a sink. ``received`` is the body's size as it
-    came over the wire (gzipped, when it was): what the pass summary counts
-    as bytes received."""
-
-    status: int
-    reason: str
-    body: bytes
-    retry_after: str | None = None
-    received: int = 0
-    warning: str = ""  # the Warning header fields, joined by ", "
-
-    @property
-    def ok(self) -> bool:
-        return self.status < 400
+__all__ = ["PIECE", "Counted", "Direct", "Response", "Sink", "Tls", "TransportError"]
 
 
 class TransportError(Exception):
-    """The request did not get an answer (connection, TLS or timeout)."""
+    """The request did not get an answer (connection, TLS or timeout), or
+    not one we read (not HTTP, or past a bound: see http_read)."""
 
 
 @dataclass(frozen=True)
@@ -73,187 +65,9 @@ class Tls:
         return ctx
 
 
-class _Stale(ConnectionError):
-    """A reused connection closed before any answer: the server dropped it
-    while idle. Only then may a GET be sent again."""
-
-
-class ProtocolError(OSError):
-    """The answer is not HTTP/1.1 as we read it."""
-
-
 # Errors after which a GET on a reused connection is sent once more on a new
 # one: the server closed the kept-alive connection as we wrote to it.
-_STALE = (_Stale, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
-_MAX_LINE = 65536
-PIECE = 65536  # bytes read (and inflated) at once from a body given to a sink
-
-
-@dataclass(frozen=True, slots=True)
-class _Head:
-    """An answer's status line and header fields (names in lower case)."""
-
-    status: int
-    reason: str
-    fields: dict[str, str]
-
-
-class _Connection:
-    """One kept-alive HTTP/1.1 connection. Why not http.client: it parses
-    every response's headers with the email package, a fifth of the client's
-    CPU per request; an apiserver's answers need only a status line, a few
-    headers, and a body of a known length or in chunks."""
-
-    def __init__(self, sock: socket.socket, host: str) -> None:
-        self.sock = sock
-        self.reader = sock.makefile("rb")
-        self.host = host
-        self.open = True
-        self.answered = 0  # exchanges completed: a reused connection may be stale
-        self.context: ssl.SSLContext | None = None  # the TLS context it was made with
-
-    def close(self) -> None:
-        self.open = False
-        self.reader.close()
-        self.sock.close()
-
-    def exchange(
-        self,
-        method: str,
-        target: str,
-        body: bytes | None,
-        headers: Mapping[str, str],
-        sink: Sink | None = None,
-    ) -> Response:
-        """One request and its answer. A successful answer's body goes to
-        ``sink`` (when given) as it arrives, and is never held whole."""
-        head = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
-        head += [f"{name}: {value}" for name, value in headers.items()]
-        if body is not None or method in ("POST", "PUT", "PATCH"):
-            head.append(f"Content-Length: {len(body or b'')}")
-        self.sock.sendall("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + (body or b""))
-        while 100 <= (answer := self._head()).status < 200:
-            pass  # skip informational answers
-        status, fields = answer.status, answer.fields
-        gzipped = fields.get("content-encoding") == "gzip"
-        data = b""
-        wire = _Tally()
-        if sink is not None and 200 <= status < 300:
-            _inflate_into(wire.count(self._pieces(method, status, fields, PIECE)), sink, gzipped)
-        else:
-            data = b"".join(wire.count(self._pieces(method, status, fields, None)))
-            if gzipped:
-                data = _inflate(data)
-        self.answered += 1
-        if fields.get("connection", "").lower() == "close":
-            self.close()
-        return Response(
-            status,
-            answer.reason,
-            data,
-            fields.get("retry-after"),
-            received=wire.size,
-            warning=fields.get("warning", ""),
-        )
-
-    def _line(self) -> bytes:
-        line = self.reader.readline(_MAX_LINE + 1)
-        if len(line) > _MAX_LINE:
-            raise ProtocolError("header line too long")
-        return line
-
-    def _head(self) -> _Head:
-        line = self._line()
-        if not line:
-            raise _Stale("the server closed the connection without an answer")
-        version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise ProtocolError(f"not an HTTP/1.1 status line: {line[:80]!r}")
-        if version == "HTTP/1.0":
-            self.open = False  # read to the end, then closed
-        fields: dict[str, str] = {}
-        while (line := self._line()) not in (b"\r\n", b"\n"):
-            if not line:
-                raise ProtocolError("the connection closed in the headers")
-            name, _, value = line.decode("latin-1").partition(":")
-            key, value = name.strip().lower(), value.strip()
-            if key == "warning" and key in fields:  # one field per warning
-                value = f"{fields[key]}, {value}"
-            fields[key] = value
-        return _Head(int(code), reason, fields)
-
-    def _pieces(
-        self, method: str, status: int, fields: dict[str, str], most: int | None
-    ) -> Iterator[bytes]:
-        """The body as it arrives, at most ``most`` bytes at a time (None:
-        as large as the answer gives them)."""
-        if method == "HEAD" or status in (204, 304):
-            return
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            yield from self._chunks(most)
-        elif (length := fields.get("content-length")) is not None:
-            yield from self._exactly(_number(length, 10), most, "the body")
-        else:
-            self.open = False  # no length: the body ends where the connection does
-            while piece := self.reader.read(most or -1):
-                yield piece
-
-    def _exactly(self, size: int, most: int | None, where: str) -> Iterator[bytes]:
-        while size > 0:
-            piece = self.reader.read(min(size, most or size))
-            if not piece:
-                raise ProtocolError(f"the connection closed in {where}")
-            size -= len(piece)
-            yield piece
-
-    def _chunks(self, most: int | None) -> Iterator[bytes]:
-        while size := _number(self._line().split(b";", 1)[0].decode("latin-1"), 16):
-            yield from self._exactly(size, most, "a chunk")
-            if len(self.reader.read(2)) != 2:  # its CRLF
-                raise ProtocolError("the connection closed in a chunk")
-        while self._line() not in (b"\r\n", b"\n", b""):  # trailers
-            pass
-
-
-def _inflate(data: bytes) -> bytes:
-    try:
-        return zlib.decompress(data, wbits=31)
-    except zlib.error as exc:
-        raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
-
-
-def _inflate_into(pieces: Iterator[bytes], sink: Sink, gzipped: bool) -> None:
-    """Each piece to ``sink``, inflated first if the body is gzipped."""
-    if not gzipped:
-        for piece in pieces:
-            sink(piece)
-        return
-    inflater = zlib.decompressobj(wbits=31)
-    try:
-        for piece in pieces:
-            while piece:  # a few kB of gzip can inflate to megabytes: PIECE at a time
-                if out := inflater.decompress(piece, PIECE):
-                    sink(out)
-                piece = inflater.unconsumed_tail
-        if out := inflater.flush():
-            sink(out)
-    except zlib.error as exc:
-        raise ProtocolError(f"a gzip body that does not inflate: {exc}") from None
-    if not inflater.eof:
-        raise ProtocolError("a gzip body that ends early")
-
-
-class _Tally:
-    """How many bytes of a body went by, before any inflating."""
-
-    def __init__(self) -> None:
-        self.size = 0
-
-    def count(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
-        for piece in pieces:
-            self.size += len(piece)
-            yield piece
+_STALE = (Stale, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
 
 
 class Counted:
@@ -270,7 +84,8 @@ class Counted:
 
 
 class Direct:
-    """Sends requests to one server on a kept-alive connection per thread."""
+    """Sends requests to one server on a kept-alive connection per thread.
+    ``timeout`` is each request's deadline, not each read's (http_read)."""
 
     def __init__(
         self,
@@ -286,9 +101,10 @@ class Direct:
     ) -> None:
         """``auth``: the Authorization header of static credentials.
         ``contexts``: the TLS context for each new connection (else ``tls``'s,
-        built once). ``proxy``: an http proxy's URL, asked to CONNECT.
-        ``server_name``: the name the server's certificate is checked for
-        (the kubeconfig's tls-server-name), when not the URL's host."""
+        built once). ``proxy``: an http proxy's URL, asked to CONNECT, with
+        its user and password if it has them. ``server_name``: the name the
+        server's certificate is checked for (the kubeconfig's
+        tls-server-name), when not the URL's host."""
         url = urlsplit(server)
         self.https = url.scheme == "https"
         self.host = url.hostname or "localhost"
@@ -299,45 +115,45 @@ class Direct:
         self.compression = compression
         self.auth = auth
         self.server_name = server_name or self.host
-        self.proxy = _proxy_address(proxy) if proxy else None
+        self.proxy = _Proxy.of(proxy) if proxy else None
         if contexts is None and self.https:
             fixed = (tls or Tls(None)).context()
             contexts = lambda: fixed  # noqa: E731
         self.contexts = contexts if self.https else None
         self.local = threading.local()
 
-    def _connection(self) -> _Connection:
-        """This thread's connection: kept alive, or new (a new TLS context,
-        a renewed certificate, is taken at the next new connection)."""
-        conn: _Connection | None = getattr(self.local, "conn", None)
+    def _connection(self, until: float) -> Connection:
+        """This thread's connection: kept alive, or new by ``until`` (a new
+        TLS context, a renewed certificate, is taken at the next new one)."""
+        conn: Connection | None = getattr(self.local, "conn", None)
         context = self.contexts() if self.contexts is not None else None
         if conn is not None and conn.open and conn.context is context and not _dropped(conn.sock):
             return conn
         if conn is not None:
             conn.close()
-        sock = self._dial()
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if context is not None:
-            sock = context.wrap_socket(sock, server_hostname=self.server_name)
-        conn = self.local.conn = _Connection(sock, self.host_header)
-        conn.context = context
-        return conn
-
-    def _dial(self) -> socket.socket:
-        """A socket to the server: directly, or a tunnel through the proxy."""
-        if self.proxy is None:
-            return socket.create_connection((self.host, self.port), timeout=self.timeout)
-        sock = socket.create_connection(self.proxy, timeout=self.timeout)
-        target = f"{_bracketed(self.host)}:{self.port}"
+        sock = self._dial(until)
         try:
-            sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode("latin-1"))
-            status = _tunnel_status(sock)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if context is not None:
+                sock.settimeout(_left(until))  # the handshake's, all of it
+                sock = context.wrap_socket(sock, server_hostname=self.server_name)
         except BaseException:
             sock.close()
             raise
-        if status != 200:
+        conn = self.local.conn = Connection(sock, self.host_header, self.timeout)
+        conn.context = context
+        return conn
+
+    def _dial(self, until: float) -> socket.socket:
+        """A socket to the server: directly, or a tunnel through the proxy."""
+        if self.proxy is None:
+            return socket.create_connection((self.host, self.port), timeout=_left(until))
+        sock = socket.create_connection(self.proxy.address, timeout=_left(until))
+        try:
+            self.proxy.tunnel(sock, f"{_bracketed(self.host)}:{self.port}", until)
+        except BaseException:
             sock.close()
-            raise ProtocolError(f"the proxy refused CONNECT {target}: {status}")
+            raise
         return sock
 
     def send(
@@ -350,64 +166,108 @@ class Direct:
     ) -> Response:
         """One request; ``target`` is the path and query below the server URL.
         ``headers`` may carry their own Authorization (a rotated token file).
-        A successful answer's body goes to ``sink``, when given, as it arrives."""
+        A successful answer's body goes to ``sink``, when given, as it arrives.
+        ``timeout`` after it starts, it is a TransportError (http_read says
+        how a long body earns more)."""
         hdrs = dict(headers)
         hdrs["Accept-Encoding"] = "gzip" if self.compression else "identity"
         if self.auth is not None:
             hdrs.setdefault("Authorization", self.auth)
         counted = None if sink is None else Counted(sink)
+        until = time.monotonic() + self.timeout  # a GET sent again has no more time
         for attempt in (1, 2):
-            conn: _Connection | None = None
+            conn: Connection | None = None
             reused = False
             try:
-                conn = self._connection()
+                conn = self._connection(until)
                 reused = conn.answered > 0
-                return conn.exchange(method, self.prefix + target, body, hdrs, counted)
-            except OSError as exc:  # ProtocolError and TLS errors too
+                return conn.exchange(method, self.prefix + target, body, hdrs, until, counted)
+            except OSError as exc:  # ProtocolError, TooSlow and TLS errors too
                 if conn is not None:
                     conn.close()
                 again = attempt == 1 and reused and method == "GET" and isinstance(exc, _STALE)
                 if not again or (counted is not None and counted.size):
-                    raise TransportError(str(exc) or type(exc).__name__) from None
+                    raise TransportError(self._said(exc)) from None
             except BaseException:  # anything else (the sink, an interrupt): the rest is unread
                 if conn is not None:
                     conn.close()
                 raise
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-
-def _number(text: str, base: int) -> int:
-    """A length or chunk size; anything else is not HTTP as we read it."""
-    try:
-        value = int(text.strip(), base)
-    except ValueError:
-        raise ProtocolError(f"not a length: {text[:20]!r}") from None
-    if value < 0:
-        raise ProtocolError(f"a negative length: {value}")
-    return value
+    def _said(self, exc: OSError) -> str:
+        if isinstance(exc, TimeoutError):  # TooSlow, or a socket's timeout set to what was left
+            return f"timed out: no whole answer within the {self.timeout:g}s timeout"
+        return str(exc) or type(exc).__name__
 
 
-def _proxy_address(url: str) -> tuple[str, int]:
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme != "http":
-        raise ValueError(f"proxy {url}: only http proxies are spoken directly")
-    return parts.hostname or "localhost", parts.port or 80
+def _left(until: float) -> float:
+    """Seconds left before ``until``; none is a timeout."""
+    left = until - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("timed out")
+    return left
+
+
+@dataclass(frozen=True)
+class _Proxy:
+    """An http proxy: where, as it may be printed, and our credentials."""
+
+    address: tuple[str, int]
+    shown: str  # its URL without the password
+    authorization: str | None  # Proxy-Authorization, as Go's net/http sends it
+
+    @classmethod
+    def of(cls, url: str) -> _Proxy:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        shown = redacted(urlunsplit(parts))
+        if parts.scheme != "http":
+            raise ValueError(f"proxy {shown}: only http proxies are spoken directly")
+        authorization = None
+        if parts.username is not None:  # Go: user without password is "user:"
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        return cls((parts.hostname or "localhost", parts.port or 80), shown, authorization)
+
+    def tunnel(self, sock: socket.socket, target: str, until: float) -> None:
+        """Ask for a tunnel to ``target``; refused is a ProtocolError."""
+        head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
+        if self.authorization is not None:
+            head += f"Proxy-Authorization: {self.authorization}\r\n"
+        sock.settimeout(_left(until))
+        sock.sendall(f"{head}\r\n".encode("latin-1"))
+        status = _tunnel_status(sock, until)
+        if status == 407 and self.authorization is None:
+            raise ProtocolError(f"the proxy {self.shown} asks for credentials (407)")
+        if status == 407:
+            raise ProtocolError(f"the proxy {self.shown} refused our credentials (407)")
+        if status != 200:
+            raise ProtocolError(f"the proxy {self.shown} refused CONNECT {target}: {status}")
+
+
+def redacted(url: str) -> str:
+    """A URL as it may be printed: its password, if any, as ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{host}"))
 
 
 def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _tunnel_status(sock: socket.socket) -> int:
+def _tunnel_status(sock: socket.socket, until: float) -> int:
     """The proxy's answer to CONNECT, read byte by byte up to its blank line:
     what follows it belongs to the TLS handshake."""
     head = b""
     while not head.endswith(b"\r\n\r\n"):
+        sock.settimeout(_left(until))
         byte = sock.recv(1)
         if not byte:
             raise ProtocolError("the proxy closed the connection in its answer to CONNECT")
         head += byte
-        if len(head) > _MAX_LINE:
+        if len(head) > MAX_LINE:
             raise ProtocolError("the proxy's answer to CONNECT is too long")
     line = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
     if len(line) < 2 or not line[1].isdigit():
