@@ -165,6 +165,7 @@ class LeaderElector:
             with self.lock:
                 self._set(False, f"held by {holder}")
             return False
+        sent = self.monotonic()
         try:
             updated = self.leases.replace(
                 lease.held_by(self.identity, now, int(cfg.lease_duration))
@@ -173,7 +174,7 @@ class LeaderElector:
             log.info("lease %s/%s update failed: %s", cfg.namespace, cfg.name, exc)
             return self._renew_failed()
         self._observe(updated)
-        return self._renewed(holder)
+        return self._renewed(holder, sent)
 
     def _create(self, now: str) -> bool:
         cfg = self.config
@@ -186,6 +187,7 @@ class LeaderElector:
             transitions=0,
             labels={LABEL_NAME: MANAGED_BY},
         )
+        sent = self.monotonic()
         try:
             created = self.leases.create(lease)
         except KubeError as exc:
@@ -194,11 +196,18 @@ class LeaderElector:
             return self._renew_failed()
         self.sighting.ok()
         self._observe(created)
-        return self._renewed("")
+        return self._renewed("", sent)
 
-    def _renewed(self, previous_holder: str) -> bool:
+    def _renewed(self, previous_holder: str, sent: float) -> bool:
+        """The lease is ours from ``sent``, when the write that took it left,
+        not from its answer: the others count their wait from when they saw
+        it land, which may be long before a slow answer reached us (as
+        run/shard.py counts a round from its start)."""
         with self.lock:
-            self.last_renew = self.monotonic()
+            self.last_renew = sent
+            if self.monotonic() - sent > self.config.renew_deadline:
+                self._set(False, "the renewal was answered past the renew deadline")
+                return False
             self._set(
                 True,
                 "new lease"

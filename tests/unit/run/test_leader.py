@@ -172,3 +172,49 @@ def test_a_sighting_is_trouble_only_past_the_lease_duration_without_one() -> Non
     )
     seen.ok()
     assert seen.trouble() is None
+
+
+class SlowStore(LeaseStore):
+    """Each write lands at once and is answered ``slow`` seconds later."""
+
+    def __init__(self, clock: Clock, slow: float) -> None:
+        super().__init__()
+        self.clock, self.slow = clock, slow
+
+    def create(self, kind, ns, body):
+        answer = super().create(kind, ns, body)
+        self.clock.t += self.slow
+        return answer
+
+    def replace(self, kind, ns, name, body):
+        answer = super().replace(kind, ns, name, body)
+        self.clock.t += self.slow
+        return answer
+
+
+def test_a_renewal_counts_from_when_it_was_sent_not_answered():
+    """A standby counts its wait from when it sees the renewal land, so an
+    answer 8 s late must not give the leader 8 s more: it leads for
+    renew_deadline (10 s) after it sent the renewal, no longer."""
+    clock = Clock()
+    store = SlowStore(clock, 8)
+    a = elector(store, clock, "a")
+    sent = clock.t
+    assert a.try_acquire_or_renew() and clock.t == sent + 8
+    clock.t = sent + 10
+    assert a.is_leader
+    clock.t = sent + 10.5  # 2.5 s after the answer: past the deadline from the sending
+    assert not a.is_leader
+    sent = clock.t
+    assert a.try_acquire_or_renew()  # renewed: a replace this time
+    clock.t = sent + 10.5
+    assert not a.is_leader
+
+
+def test_a_renewal_answered_past_the_renew_deadline_does_not_lead():
+    clock = Clock()
+    a = elector(SlowStore(clock, 11), clock, "a")
+    seen: list[bool] = []
+    a.on_change = seen.append
+    assert not a.try_acquire_or_renew() and not a.is_leader
+    assert seen == []
