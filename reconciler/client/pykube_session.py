@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from reconciler.client import kubeconfig
-from reconciler.client.transport import PIECE, Response, Sink, TransportError
+from reconciler.client.transport import MAX_HELD, PIECE, Response, Sink, TransportError
 from reconciler.config import Config
 
 
@@ -77,14 +77,14 @@ class PykubeSession:
                 data=body,
                 headers=headers,
                 timeout=self.settings.timeout,
-                stream=sink is not None,
+                stream=True,  # read here, within MAX_HELD when held whole
             )
             with resp:
                 status, reason = resp.status_code, resp.reason or ""
                 retry_after = resp.headers.get("Retry-After")
                 warning = resp.headers.get("Warning") or ""  # requests joins them with ", "
                 if sink is None or not 200 <= status < 300:
-                    content = resp.content
+                    content = _held(resp)
                     return Response(
                         status,
                         reason,
@@ -100,6 +100,18 @@ class PykubeSession:
                 return Response(status, reason, b"", retry_after, _wire(resp, inflated), warning)
         except requests.exceptions.RequestException as exc:
             raise TransportError(str(exc)) from None
+
+
+def _held(resp: Any) -> bytes:
+    """The body whole, inflated as it arrives, up to MAX_HELD bytes (as
+    transport.Direct holds it): a few kB of gzip can inflate to gigabytes."""
+    parts, size = [], 0
+    for piece in resp.iter_content(PIECE):
+        size += len(piece)
+        if size > MAX_HELD:
+            raise TransportError(f"a body past the {MAX_HELD} bytes we hold")
+        parts.append(piece)
+    return b"".join(parts)
 
 
 def _wire(resp: Any, fallback: int) -> int:

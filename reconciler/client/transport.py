@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from reconciler.client.http_read import (
+    MAX_HELD,
     MAX_LINE,
     PIECE,
     Connection,
@@ -38,7 +39,7 @@ from reconciler.client.http_read import (
     Stale,
 )
 
-__all__ = ["PIECE", "Counted", "Direct", "Response", "Sink", "Tls", "TransportError"]
+__all__ = ["MAX_HELD", "PIECE", "Counted", "Direct", "Response", "Sink", "Tls", "TransportError"]
 
 
 class TransportError(Exception):

@@ -8,12 +8,15 @@ from __future__ import annotations
 import functools
 import gzip
 import zlib
+from pathlib import Path
 
 import pytest
 
+from reconciler.client import errors, kube, pykube_session
 from reconciler.client.http_read import MAX_HELD, PIECE
 from reconciler.client.transport import Direct, TransportError
-from tests.unit.client.test_transport import _canned
+from reconciler.config import Config
+from tests.unit.client.test_transport import _canned, _kubeconfig
 
 OK = b"HTTP/1.1 200 OK\r\n"
 
@@ -77,3 +80,13 @@ def test_a_gzip_body_within_bounds_still_inflates() -> None:
     zipped = gzip.compress(body)
     answer = OK + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(zipped) + zipped
     assert _get(answer).body == body  # type: ignore[attr-defined]
+
+
+def test_pykubes_session_holds_no_more_than_direct(tmp_path: Path) -> None:
+    """An auth provider's or an https proxy's requests go through requests:
+    the same bomb is a TransportError there too, not 128 MiB held."""
+    url, _ = _canned([_bombed()])
+    client = kube.Kube(Config(kubeconfig=_kubeconfig(tmp_path, url, {"token": "t"})))
+    client.transport = pykube_session.PykubeSession(client.kube_config, client.settings, None)
+    with pytest.raises(errors.Unreachable, match="a body past the 67108864 bytes we hold"):
+        client.send("GET", "/api/v1/namespaces/ns/pods/p")
