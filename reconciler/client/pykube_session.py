@@ -28,7 +28,9 @@ class PykubeSession:
     """pykube's requests session per thread, for what only it knows: auth
     providers, and https proxies (TLS inside TLS), at about three times the
     CPU per request of ``transport.Direct``. pykube is imported here, only
-    when it is needed."""
+    when it is needed. requests' timeout is each read's, not the request's:
+    ``transport.Direct``'s deadline does not hold here (a body held whole is
+    bounded as there)."""
 
     def __init__(
         self, kube_config: kubeconfig.KubeConfig, settings: Config, proxy: str | None
