@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
 import msgspec
@@ -307,13 +307,14 @@ class Kube:
         ``accept`` asks for another media type (protobuf) that ``decode`` reads.
         ``page_size`` overrides the ``page_size`` setting for this LIST (0: one page).
         """
-        read = decode or raw_page
+        # Without a decoder, items are the raw dicts: T is dict[str, Any].
+        read = cast(Callable[[bytes], Page[T]], decode or raw_page)
         headers = {"Accept": accept} if accept else None
         path, kinds = self.path(res, namespace), list_kinds(res, accept)
 
         def fetch(params: Mapping[str, Any]) -> Page[T]:
             body = self.send("GET", path, verb="LIST", params=params, headers=headers)
-            return held_to(lambda: read(body), kinds, body[:HEAD])  # type: ignore[arg-type]
+            return held_to(lambda: read(body), kinds, body[:HEAD])
 
         return self._paged(res, selector, page_size, fetch)
 

@@ -45,6 +45,8 @@ def orphan_pods(
     Pods are listed before our objects, so a pod's owner, created before
     the pod, is always in the later LIST.
     """
+    if not gone:
+        return []  # the steady pass: no owner was missing
     known = {obj.uid for obj in objects}
     return [
         DeletePod(pod.key, pod.namespace, pod.name, pod.uid, "owner gone")

@@ -239,6 +239,11 @@ class Lister:
         # whose LIST did not show an object that exists (orphans.py): counted.
         self.malformed: list[str] = []
         self.stale: list[str] = []
+        # Set by the first LIST that could not reach the cluster (a timeout, a
+        # refused connection): the others of the pass fail with it unasked,
+        # so a pass against a dead or dribbling apiserver ends within one
+        # timeout and its retries, not one per kind.
+        self.gave_up: Unreachable | None = None
 
     def list(
         self,
@@ -250,10 +255,15 @@ class Lister:
     ) -> tuple[Any, ...] | None:
         """One kind's LIST over the scope, or over ``namespaces`` when given."""
         self.attempts += 1
+        if self.gave_up is not None:
+            self.failed(res, self.gave_up)
+            return None
         try:
             decoded = self._items(res, selector, list_in, reuse, namespaces)
         except READ_FAILURES as exc:
             self.failed(res, exc)
+            if isinstance(exc, Unreachable) and not isinstance(exc, NoCredentials):
+                self.gave_up = exc
             return None
         self.counts[res.kind] = len(decoded)
         log.info("listed %d %s", len(decoded), res.kind)

@@ -174,7 +174,7 @@ def _owners_confirmed(
     """The owners missing from their kind's LIST that a GET confirms gone; a
     kind whose LIST left out an owner that exists is not seen this pass."""
     missing = orphans.missing_owners(registry.KINDS, objects, pods)
-    if not missing:
+    if not missing or lister.gave_up is not None:
         return frozenset()
     found = orphans.confirm(lister.kube, {k.name: k for k in registry.KINDS}, missing)
     lister.errors.extend(found.errors)

@@ -96,9 +96,12 @@ def confirm(kube: Client, kinds: Mapping[str, Kind[Any]], missing: Sequence[Miss
         except NotFound:
             gone.add(owner.uid)
             continue
-        except (ApiError, Unreachable) as exc:
+        except ApiError as exc:
             errors.append(f"{where}: {exc}")
             continue
+        except Unreachable as exc:  # the others would each wait as long
+            errors.append(f"{where}: {exc}")
+            break
         uid = _uid_of(answer, owner.kind)
         if uid is None:  # a proxy's answer, not the object: no proof of anything
             said = answer.get("kind")
