@@ -93,17 +93,17 @@ lint: venv ## ruff, mypy (strict) and import-linter (the layers in docs/architec
 
 .PHONY: test-unit
 test-unit: venv ## Unit tests only (no cluster, no Go, no apt-get).
-	python -m pytest tests/unit tests/bench tests/hack -q
+	python -m pytest tests/unit tests/bench tests/hack -q -n 2 --durations=10
 
 .PHONY: test-e2e
-test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests against the local control plane.
-	python -m pytest tests/e2e -q -m e2e
+test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests: side by side on E2E_WORKERS (3), then the serial ones; the 20 slowest.
+	python -m hack.e2e $(E2E_ARGS)
 
 .PHONY: test
 test: deps cluster-build tools image-deps helm ## Lint, then unit tests, then e2e (builds or reuses the local cluster).
 	$(MAKE) --no-print-directory lint
-	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit tests/bench tests/hack -q
-	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/e2e -q -m e2e
+	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit tests/bench tests/hack -q -n 2 --durations=10
+	REQUIRE_SYSTEM_TOOLS=1 python -m hack.e2e
 
 .PHONY: mutate
 mutate: ## Mutation testing of the planner, kinds, apply and model (slow; not in `make test`).

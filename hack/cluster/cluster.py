@@ -274,6 +274,13 @@ def status(state_dir: Path | str | None = None) -> Cluster | None:
     return _healthy(_layout(state_dir))
 
 
+def recorded(state_dir: Path | str | None = None) -> Cluster | None:
+    """The cluster recorded in state_dir, not asked whether it answers: what a
+    pytest worker uses while the process that started the cluster owns it (a
+    slow /readyz under load must not make a worker start it anew)."""
+    return _recorded(_layout(state_dir))
+
+
 def stop_component(component: str, state_dir: Path | str | None = None) -> None:
     """Kill one component (SIGKILL: a crash, not a shutdown), for fault-injection tests."""
     lay = _layout(state_dir)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -38,13 +39,59 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "serial(why): takes the whole cluster; `make test` runs it alone, after the "
+        "tests that run side by side (docs in CONTRIBUTING.md)",
+    )
+
+
+_started_here = False  # whether this process brought the cluster up, so takes it down
+
+
+def _worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The cluster is brought up once, before xdist's workers start, by the
+    process that takes it down at the end: a worker that took it down when
+    its own tests were done would pull it from under the others. The
+    cluster-scoped objects many tests apply are made here too, once: two
+    workers creating the same one at once, one would fail AlreadyExists."""
+    if not _worker(session.config):
+        _shared_objects(Kubectl(_ensure_cluster().kubeconfig))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _started_here and not os.environ.get("KEEP_E2E_CLUSTER"):
+        launcher.down()
+
+
+def _ensure_cluster() -> Any:
+    global _started_here
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        found = launcher.recorded()
+        if found is None:
+            raise AssertionError("no cluster recorded: the controller process starts it")
+        return found
+    if launcher.status() is None:
+        _started_here = True
+    return launcher.up()
+
+
+def _shared_objects(kubectl: Kubectl) -> None:
+    from .kubelet import hold_policy  # kubelet imports this module
+
+    for shipped in ("rbac", "leader-election"):
+        kubectl.run("apply", "-k", str(ROOT / "config" / shipped))
+    kubectl.apply(yaml.safe_dump_all(hold_policy()))
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Any:
-    was_up = launcher.status() is not None
-    c = launcher.up()
-    yield c
-    if not was_up and not os.environ.get("KEEP_E2E_CLUSTER"):
-        launcher.down()
+    return _ensure_cluster()
 
 
 @dataclass
@@ -95,6 +142,22 @@ def delete_namespace(kubectl: Kubectl, reconciler: Reconciler, name: str) -> Non
     wait_for(gone, what=f"namespace {name} to be deleted", timeout=120, interval=0.5)
 
 
+_daemons: list[subprocess.Popen[str]] = []  # started by this test, killed after it
+
+
+@pytest.fixture(autouse=True)
+def _no_daemon_left() -> Iterator[None]:
+    """Whatever a test did or failed to do, no daemon it started outlives it:
+    a leftover would go on writing beside the next test on this worker."""
+    yield
+    while _daemons:
+        proc = _daemons.pop()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a test may have left it stopped
+            proc.kill()
+        proc.wait(timeout=10)
+
+
 @dataclass
 class SyncResult:
     code: int
@@ -133,13 +196,15 @@ class Reconciler:
             "0",
             *extra,
         ]
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             cmd,
             stdout=stdout,
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, **(env or {})},
         )
+        _daemons.append(proc)
+        return proc
 
     def cli(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
         """Any reconciler command against the test cluster, as a user types it."""
@@ -209,10 +274,27 @@ def gated_pod(ns: str, labels: dict[str, str], **metadata: Any) -> str:
     return yaml.safe_dump(pod)
 
 
+_PORTS_PER_WORKER = 900  # 10,000 + 900 per worker: below hack/cluster's 20,000-32,767
+_next_port = 0
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and handed out by no other xdist worker: each
+    worker draws from its own block below the kernel's ephemeral range and
+    the launcher's ports, where neither another worker's daemon nor an
+    outgoing connection can take it between this check and the daemon's bind."""
+    global _next_port
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw-1")  # gw0, gw1, ...
+    base = 10_000 + (int(worker.removeprefix("gw")) + 1) * _PORTS_PER_WORKER
+    for _ in range(_PORTS_PER_WORKER):
+        port, _next_port = base + _next_port, (_next_port + 1) % _PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {base}..{base + _PORTS_PER_WORKER}")
 
 
 _REQUESTS = re.compile(r"^reconciler_api_requests_total\{([^}]*)\} (\S+)$")

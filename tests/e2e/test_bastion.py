@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import textwrap
@@ -25,6 +26,7 @@ from .conftest import (
     Reconciler,
     free_port,
     kubeconfig_for,
+    passes_done,
     probe,
     refused_requests,
     wait_for,
@@ -204,7 +206,8 @@ def client_certificate(pki: Path, out: Path, user: str) -> tuple[Path, Path]:
             str(pki / "ca.crt"),
             "-CAkey",
             str(pki / "ca.key"),
-            "-CAcreateserial",
+            "-set_serial",  # not -CAcreateserial: a serial file beside the CA is shared
+            str(random.getrandbits(62)),
             "-days",
             "1",
             "-out",
@@ -226,7 +229,8 @@ def test_a_client_certificate_renewed_on_disk_under_a_running_daemon(
     crt, key = client_certificate(pki, tmp_path / "now", first)
     user = {"client-certificate": str(crt), "client-key": str(key)}
     config = kubeconfig_for(kubectl, tmp_path / "kubeconfig", user)
-    proc = Reconciler(config).daemon(ns)
+    port = free_port()
+    proc = Reconciler(config).daemon(ns, "--metrics-address", f"127.0.0.1:{port}")
     try:
         kubectl.apply(redis_yaml(ns, name="before", num=1))
         wait_for(lambda: "before-0" in pods(kubectl, ns), what="a pod with the first certificate")
@@ -235,7 +239,10 @@ def test_a_client_certificate_renewed_on_disk_under_a_running_daemon(
             tmp = dst.with_suffix(".new")
             tmp.write_bytes(src.read_bytes())
             os.replace(tmp, dst)  # as a renewer swaps them
-        time.sleep(1.5)  # the files are looked at once a second
+        # The files are looked at once a second, and passes are a second
+        # apart: the second pass to end after the swap began after a look.
+        done = passes_done(port)
+        wait_for(lambda: passes_done(port) >= done + 2, what="two passes after the swap")
         kubectl.apply(redis_yaml(ns, name="after", num=1))
         wait_for(lambda: "after-0" in pods(kubectl, ns), what="a pod with the renewed certificate")
     finally:

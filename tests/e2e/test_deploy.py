@@ -95,6 +95,11 @@ def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
     return obj["spec"]["template"]["spec"]
 
 
+# The shipped overlays, applied for real: the CRDs, the ClusterRole other
+# tests bind to, and the Lease and Role in reconciler-system.
+SHIPPED_OVERLAYS = pytest.mark.serial("applies the shipped overlays to the cluster")
+
+
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
 def test_overlay_builds_with_kubectl_kustomize(kubectl: Kubectl, overlay: str) -> None:
     docs = [
@@ -139,6 +144,7 @@ def test_make_deploy_sets_the_image_without_editing_config(
     assert (ROOT / "config" / "daemon" / "kustomization.yaml").read_text() == before
 
 
+@SHIPPED_OVERLAYS
 def test_overlays_apply_as_they_are_and_undeploy_keeps_the_crds(kubectl: Kubectl) -> None:
     # A server-side dry-run needs the namespace to exist: create it first.
     kubectl.run("apply", "-k", str(ROOT / "config" / "rbac"))
@@ -276,6 +282,7 @@ def refused_in(summaries: list[dict[str, Any]]) -> list[str]:
     return [k for c in codes for k, n in c.items() if k.endswith((" 401", " 403")) and n]
 
 
+@SHIPPED_OVERLAYS
 def test_cronjob_overlay_syncs_the_samples_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:
@@ -288,6 +295,7 @@ def test_cronjob_overlay_syncs_the_samples_with_its_service_account(
     assert redis["status"]["state"] == "Ready"
 
 
+@SHIPPED_OVERLAYS
 def test_daemon_overlay_converges_the_samples_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:
@@ -326,6 +334,7 @@ def test_daemon_overlay_converges_the_samples_with_its_service_account(
     kubectl.run("delete", "lease", "reconciler", "-n", SYSTEM_NS, "--ignore-not-found")
 
 
+@SHIPPED_OVERLAYS
 def test_sharded_overlay_replicas_split_the_work_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:

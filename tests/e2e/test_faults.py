@@ -39,6 +39,10 @@ FIGURES: dict[str, int] = {"faults_injected": 0, "kills_survived": 0, "objects_l
 FINALIZER = "myapp.demo.kubebuilder.io/pods"
 
 
+# One worker runs them all: its own cluster, module-scoped, stopped and started by its tests.
+pytestmark = pytest.mark.xdist_group("faults")
+
+
 @pytest.fixture(scope="module")
 def fcluster() -> Iterator[Any]:
     was_up = launcher.status(STATE_DIR) is not None
@@ -485,8 +489,8 @@ def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str
             timeout=30,
         )
         token_file.write_text(token("s2"))  # the kubelet rotates the file
-        time.sleep(0.01)
-        os.utime(token_file)
+        later = token_file.stat().st_mtime + 1  # a new mtime, however coarse the clock
+        os.utime(token_file, (later, later))
         result = run_pass(kube, config, State())
         assert result.outcome is PassOutcome.OK, result.errors
     finally:

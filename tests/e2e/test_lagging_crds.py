@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import yaml
 
 from reconciler import __version__
 
-from .conftest import Kubectl, Reconciler, free_port, wait_for
+from .conftest import Kubectl, Reconciler, free_port, passes_done, wait_for
 from .test_disruption import allowed, evict
 from .test_redis import redis, redis_yaml, settled
 
@@ -31,6 +30,9 @@ PRUNED_LINE = (
 def install(kubectl: Kubectl, crd: dict[str, Any]) -> None:
     kubectl.run("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump(crd))
     kubectl.run("wait", "--for=condition=established", f"crd/{NAME}")
+
+
+pytestmark = pytest.mark.serial("replaces the Redis CRD that every namespace's Redis is served by")
 
 
 @pytest.fixture
@@ -83,9 +85,10 @@ def test_a_pruned_status_field_is_named_once_and_not_written_again(
     try:
         wait_for(lambda: settled(kubectl, ns), what="pods Ready", timeout=60)
         wait_for(lambda: redis(kubectl, ns).get("status", {}).get("state") == "Ready", what="Ready")
-        time.sleep(3)  # the passes that see it Ready
-        before = status_writes(port)
-        time.sleep(8)  # eight passes more, a second apart
+        seen = passes_done(port)
+        wait_for(lambda: passes_done(port) >= seen + 3, what="three passes that see it Ready")
+        before, seen = status_writes(port), passes_done(port)
+        wait_for(lambda: passes_done(port) >= seen + 8, what="eight passes more", timeout=60)
         assert status_writes(port) == before
     finally:
         proc.send_signal(signal.SIGTERM)

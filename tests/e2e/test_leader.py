@@ -100,7 +100,11 @@ def test_exactly_one_replica_writes(kubectl: Kubectl, ns: str, replicas: list[Re
     leader, follower = the_leader(replicas)
     kubectl.apply(redis_yaml(ns, num=2))
     wait_for(lambda: len(pods(kubectl, ns)) == 2, what="pods from the leader")
-    time.sleep(3 * INTERVAL)  # several more ticks on both replicas
+    passes = leader.metric("reconciler_passes_total")
+    wait_for(
+        lambda: leader.metric("reconciler_passes_total") >= passes + 3,
+        what="three more passes of the leader (the follower ticks alike)",
+    )
     assert leader.writes() > 0
     assert follower.writes() == 0
     assert follower.metric("reconciler_passes_total") == 0

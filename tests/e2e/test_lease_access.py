@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Identities, Kubectl, Reconciler, free_port, kubeconfig_for, probe, wait_for
-from .test_leader import INTERVAL, LEASE
+from .test_leader import LEASE
 
 
 def readyz(port: int) -> tuple[int, str]:
@@ -79,20 +78,24 @@ def test_leases_the_identity_may_not_write_refuse_to_start(
 
 @pytest.mark.parametrize("mode", ["--leader-elect", "--shard"])
 def test_readyz_fails_with_the_reason_once_the_lease_cannot_be_seen(
-    reconciler: Reconciler, kubectl: Kubectl, ns: str, mode: str
+    reconciler: Reconciler, kubectl: Kubectl, ns: str, mode: str, tmp_path: Path
 ):
     leases = f"leases-{uuid.uuid4().hex[:6]}"
     kubectl.run("create", "namespace", leases)
     port = free_port()
-    proc = reconciler.daemon(
-        ns,
-        mode,
-        "--leader-election-namespace",
-        leases,
-        "--metrics-address",
-        f"127.0.0.1:{port}",
-        env=LEASE,
-    )
+    log = tmp_path / "daemon.log"
+    with log.open("w") as out:
+        proc = reconciler.daemon(
+            ns,
+            mode,
+            "--leader-election-namespace",
+            leases,
+            "--metrics-address",
+            f"127.0.0.1:{port}",
+            env=LEASE,
+            stdout=out,
+        )
+    lost = f"not ready: lease {leases}/reconciler neither held nor seen"
     try:
         wait_for(lambda: probe(port, "/readyz") == 200, what="ready", timeout=30)
         kubectl.run("delete", "namespace", leases, "--wait=true", "--timeout=60s")
@@ -102,13 +105,16 @@ def test_readyz_fails_with_the_reason_once_the_lease_cannot_be_seen(
         assert body.startswith(f"lease {leases}/reconciler neither held nor seen for "), body
         assert "not found" in body, body
         assert probe(port, "/healthz") == 200  # alive: a restart would not help
-        time.sleep(2 * INTERVAL)  # ticks that log the change
+        wait_for(lambda: lost in log.read_text(), what="the log to say it", timeout=30)
         kubectl.run("create", "namespace", leases)
         wait_for(lambda: probe(port, "/readyz") == 200, what="ready again", timeout=30)
-        time.sleep(2 * INTERVAL)
+        wait_for(
+            lambda: "ready again: the Lease is held or seen" in log.read_text(),
+            what="the log to say it is ready again",
+            timeout=30,
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
         kubectl.run("delete", "namespace", leases, "--wait=false", check=False)
-    assert f"not ready: lease {leases}/reconciler neither held nor seen" in out
-    assert "ready again: the Lease is held or seen" in out
+    assert proc.returncode == 0, log.read_text()[-3000:]

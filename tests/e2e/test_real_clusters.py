@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
+from reconciler.kinds.redis.status import PROGRESS_FIELD, STUCK_MARGIN
+from reconciler.model import parse_time
 
 from . import kubelet
 from .conftest import Kubectl, Reconciler, wait_for
@@ -72,7 +76,7 @@ def test_pods_admission_changed_are_kept_and_hand_edits_still_repaired(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
     with mutating_webhook(
-        kubectl, f"{LABEL}=mesh", [sidecar_injection, image_rewrite], namespaces=[ns]
+        kubectl, f"{LABEL}={ns}", [sidecar_injection, image_rewrite], namespaces=[ns]
     ) as hook:
         kubectl.apply(redis_yaml(ns, num=2, port=6375))
         reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
@@ -150,8 +154,13 @@ def test_a_pod_held_terminating_is_not_a_replica_and_is_named(
         reconciler.sync(ns)
         shown = columns(kubectl, ns)
         assert (shown["READY"], shown["UP-TO-DATE"], shown["STATUS"]) == ("1", "1", "ScalingUp")
-        # Past its grace period and the margin, the status names what holds it.
-        time.sleep(32)
+        # Past its grace period (the deletionTimestamp) and the margin, the
+        # status names what holds it: a wait on the clock, polled.
+        ends = kubectl.json("get", "pod", "redis-sample-0", "-n", ns)["metadata"]
+        ends_at = parse_time(ends["deletionTimestamp"])
+        assert ends_at is not None, ends
+        due = ends_at + STUCK_MARGIN + timedelta(seconds=1)
+        wait_for(lambda: datetime.now(UTC) >= due, what=f"{due}", timeout=60)
         reconciler.sync(ns)
         st = status(kubectl, ns)
         assert "redis-sample-0 terminating for" in st["message"]
@@ -186,7 +195,11 @@ def test_a_rollout_that_cannot_pull_its_image_is_named_then_flagged(
         'ImagePullBackOff: Back-off pulling image "redis:does-not-exist"'
     )
 
-    time.sleep(4)
+    # Past the deadline since the pods last moved, as the status records it.
+    moved = parse_time(st[PROGRESS_FIELD])
+    assert moved is not None, st
+    due = moved + timedelta(seconds=float(deadline[1]) + 1)
+    wait_for(lambda: datetime.now(UTC) >= due, what=f"{due}", timeout=30)
     flagged = reconciler.sync(ns, *deadline)
     assert flagged.code == 0
     st = status(kubectl, ns)
@@ -294,7 +307,7 @@ def test_a_pod_no_node_can_take_is_named_with_the_schedulers_reason(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
     selector = node_selector(kubelet.UNSCHEDULABLE_NODE_SELECTOR)
-    with mutating_webhook(kubectl, f"{LABEL}=nowhere", [selector], namespaces=[ns]):
+    with mutating_webhook(kubectl, f"{LABEL}={ns}", [selector], namespaces=[ns]):
         kubectl.apply(redis_yaml(ns, num=1))
         reconciler.sync(ns)  # finalizer, pod, status
         kubelet.unschedulable(kubectl, ns, "redis-sample-0")

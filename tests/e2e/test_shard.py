@@ -198,7 +198,8 @@ def test_replicas_split_the_buckets_and_survive_a_kill_and_a_pause(
     # nothing of them and joins again as a new member.
     paused = shards.replicas[1]
     paused.proc.send_signal(signal.SIGSTOP)
-    time.sleep(LEASE_DURATION + 2 * RETRY)
+    other = shards.replicas[2]
+    wait_for(lambda: held(other) == BUCKETS, what="the other holding every bucket", timeout=30)
     want = {name: 2 for name in want}
     apply_all(kubectl, ns, want)
     wait_for(lambda: converged(kubectl, ns, want), what="scaled while one was paused", timeout=60)
@@ -238,11 +239,13 @@ def test_the_audit_check_catches_a_replica_that_ignores_the_buckets(
     want = {f"r{i}": 1 for i in range(8)}
     apply_all(kubectl, ns, want)
     wait_for(lambda: converged(kubectl, ns, want), what="8 Redis with their pods", timeout=60)
-    time.sleep(2 * INTERVAL)
-    found = audit.violations(
-        audit_log, ns, "reconciler", BUCKETS, redis_uids(kubectl, ns), RENEW_DEADLINE
-    )
-    assert any("without holding bucket" in f for f in found), found
+    uids = redis_uids(kubectl, ns)
+
+    def caught() -> list[str]:
+        found = audit.violations(audit_log, ns, "reconciler", BUCKETS, uids, RENEW_DEADLINE)
+        return found if any("without holding bucket" in f for f in found) else []
+
+    wait_for(caught, what="the audit log to show a write without its bucket", timeout=30)
 
 
 def test_a_fourth_replica_and_a_rolling_restart_during_a_rollout(

@@ -71,6 +71,7 @@ def cordoned(kubectl: Kubectl) -> Iterator[None]:
         kubectl.run("uncordon", *nodes)
 
 
+@pytest.mark.serial("cordons every node: no other test's new pod is scheduled meanwhile")
 def test_wait_times_out_with_exit_4_and_names_what_is_pending(
     kubectl: Kubectl, reconciler: Reconciler, ns: str, cordoned: None
 ) -> None:

@@ -1,0 +1,103 @@
+"""The e2e suite as `make test` runs it, in two steps on one local cluster.
+
+1. The tests that share the cluster run side by side on ``E2E_WORKERS`` xdist
+   workers: most of an e2e test's time is spent waiting on other components
+   (kwok, the garbage collector, a daemon's next pass), not on the two cores.
+2. The tests marked ``serial`` (they stop or throttle an apiserver, change
+   CRDs or webhooks, run cluster-wide daemons...) then run alone.
+
+Both steps always run; the 20 slowest tests of the two are printed last. The
+cluster is brought up once for both and taken down at the end unless it was
+already up (or KEEP_E2E_CLUSTER is set). Extra arguments go to both pytests,
+e.g. ``python hack/e2e.py tests/e2e/test_redis.py -x``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from hack.cluster import cluster as launcher
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKERS = 3  # measured on the 2-core machine: CONTRIBUTING.md, "How long the tests take"
+SLOWEST = 20
+NO_TESTS = 5  # pytest's exit code when the selection is empty
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    marker: str
+    xdist: tuple[str, ...]
+
+
+def steps(workers: int) -> tuple[Step, ...]:
+    side = ("-n", str(workers), "--dist", "loadgroup") if workers > 1 else ()
+    return (
+        Step("side by side", "e2e and not serial", side),
+        Step("serial", "e2e and serial", ()),
+    )
+
+
+@dataclass(frozen=True)
+class Timing:
+    test: str
+    seconds: float
+
+
+def timings(report: Path) -> list[Timing]:
+    """Each test's whole time (setup, call and teardown) from a JUnit report."""
+    if not report.exists():
+        return []
+    root = ET.parse(report).getroot()
+    return [
+        Timing(f"{case.get('classname', '')}::{case.get('name', '')}", float(case.get("time", 0)))
+        for case in root.iter("testcase")
+    ]
+
+
+def slowest(reports: list[Path], count: int = SLOWEST) -> list[Timing]:
+    every = [t for report in reports for t in timings(report)]
+    return sorted(every, key=lambda t: t.seconds, reverse=True)[:count]
+
+
+def outcome(codes: list[int]) -> int:
+    """0 if every step passed or selected nothing, else the first failure's code."""
+    failed = [code for code in codes if code not in (0, NO_TESTS)]
+    if failed:
+        return failed[0]
+    return 0 if any(code == 0 for code in codes) else NO_TESTS
+
+
+def main(argv: list[str]) -> int:
+    workers = int(os.environ.get("E2E_WORKERS", WORKERS))
+    was_up = launcher.status() is not None
+    launcher.up()
+    codes = []
+    with tempfile.TemporaryDirectory(prefix="e2e-reports-") as tmp:
+        reports = []
+        try:
+            for step in steps(workers):
+                report = Path(tmp) / f"{step.name.replace(' ', '-')}.xml"
+                reports.append(report)
+                print(f"== e2e, {step.name}: pytest -m '{step.marker}' {' '.join(step.xdist)}")
+                cmd = [sys.executable, "-m", "pytest", "-q", "-m", step.marker, *step.xdist]
+                cmd += [f"--junitxml={report}", *(argv or ["tests/e2e"])]
+                codes.append(subprocess.run(cmd, cwd=ROOT).returncode)
+        finally:
+            if not was_up and not os.environ.get("KEEP_E2E_CLUSTER"):
+                launcher.down()
+        print(f"== the {SLOWEST} slowest e2e tests (setup, call and teardown)")
+        for t in slowest(reports):
+            print(f"{t.seconds:8.1f}s  {t.test}")
+    return outcome(codes)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
