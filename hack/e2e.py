@@ -3,6 +3,10 @@
 1. The tests that share the cluster run side by side on ``E2E_WORKERS`` xdist
    workers: most of an e2e test's time is spent waiting on other components
    (kwok, the garbage collector, a daemon's next pass), not on the two cores.
+   A module is the unit a worker takes (``--dist loadscope``): several hold
+   a module-scoped fixture that must exist once (test_faults' and test_fleet's
+   own clusters, test_image's build), and a second worker tearing it down
+   would pull it from under the first.
 2. The tests marked ``serial`` (they stop or throttle an apiserver, change
    CRDs or webhooks, run cluster-wide daemons...) then run alone.
 
@@ -38,7 +42,7 @@ class Step:
 
 
 def steps(workers: int) -> tuple[Step, ...]:
-    side = ("-n", str(workers), "--dist", "loadgroup") if workers > 1 else ()
+    side = ("-n", str(workers), "--dist", "loadscope") if workers > 1 else ()
     return (
         Step("side by side", "e2e and not serial", side),
         Step("serial", "e2e and serial", ()),

@@ -343,16 +343,34 @@ def reconciler(cluster: Any) -> Reconciler:
     return Reconciler(cluster.kubeconfig)
 
 
+class NotYet:
+    """A check's answer that is false and says why, so that a wait which
+    times out says what it last saw, not only what it waited for."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return self.why
+
+
 def wait_for(
     check: Callable[[], Any], *, timeout: float = 60, interval: float = 0.2, what: str = "condition"
 ) -> Any:
+    """Poll ``check`` until it answers truly; past ``timeout``, fail with what
+    it answered last."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}; last saw: {value!r:.500}"
+            )
         time.sleep(interval)
 
 

@@ -39,10 +39,6 @@ FIGURES: dict[str, int] = {"faults_injected": 0, "kills_survived": 0, "objects_l
 FINALIZER = "myapp.demo.kubebuilder.io/pods"
 
 
-# One worker runs them all: its own cluster, module-scoped, stopped and started by its tests.
-pytestmark = pytest.mark.xdist_group("faults")
-
-
 @pytest.fixture(scope="module")
 def fcluster() -> Iterator[Any]:
     was_up = launcher.status(STATE_DIR) is not None

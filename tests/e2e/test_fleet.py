@@ -27,10 +27,6 @@ from .test_redis import pods, redis_yaml, settled
 ONE, TWO = "local", "local-2"
 
 
-# One worker runs them all: the second cluster, module-scoped, its apiserver stopped by its tests.
-pytestmark = pytest.mark.xdist_group("fleet")
-
-
 @pytest.fixture(scope="module")
 def second(cluster: Any) -> Iterator[Any]:
     state_dir = launcher.FLEET[TWO]

@@ -35,10 +35,6 @@ ENGINE_WRITES = {
 }
 
 
-# One worker runs them all: one image build, module-scoped, one tag and one podman store.
-pytestmark = pytest.mark.xdist_group("image")
-
-
 @pytest.fixture(scope="module")
 def engine() -> podman.Engine:
     if missing := podman.missing_tools():

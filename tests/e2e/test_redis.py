@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import Kubectl, Reconciler, wait_for
+from .conftest import Kubectl, NotYet, Reconciler, wait_for
 
 FINALIZER = "myapp.demo.kubebuilder.io/pods"
 
@@ -30,10 +30,15 @@ def is_ready(pod: dict[str, Any]) -> bool:
     )
 
 
-def settled(kubectl: Kubectl, ns: str) -> bool:
+def settled(kubectl: Kubectl, ns: str) -> bool | NotYet:
     """Every pod Ready and none terminating: kwok has caught up."""
-    current = pods(kubectl, ns).values()
-    return all(is_ready(p) and not p["metadata"].get("deletionTimestamp") for p in current)
+    current = pods(kubectl, ns)
+    behind = [
+        f"{name} {'terminating' if p['metadata'].get('deletionTimestamp') else 'not Ready'}"
+        for name, p in sorted(current.items())
+        if not is_ready(p) or p["metadata"].get("deletionTimestamp")
+    ]
+    return NotYet(", ".join(behind)) if behind else True
 
 
 def redis(kubectl: Kubectl, ns: str, name: str = "redis-sample") -> dict[str, Any]:

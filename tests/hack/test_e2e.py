@@ -49,5 +49,5 @@ def test_one_worker_runs_the_first_step_without_xdist() -> None:
     side, serial = e2e.steps(1)
     assert side.xdist == () and serial.xdist == ()
     side, serial = e2e.steps(3)
-    assert side.xdist == ("-n", "3", "--dist", "loadgroup")
+    assert side.xdist == ("-n", "3", "--dist", "loadscope")
     assert "not serial" in side.marker and serial.marker == "e2e and serial"
