@@ -142,16 +142,23 @@ def delete_namespace(kubectl: Kubectl, reconciler: Reconciler, name: str) -> Non
     wait_for(gone, what=f"namespace {name} to be deleted", timeout=120, interval=0.5)
 
 
-_daemons: list[subprocess.Popen[str]] = []  # started by this test, killed after it
+_processes: list[subprocess.Popen[Any]] = []  # started by this test, killed after it
+
+
+def owned(proc: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+    """``proc``, to be killed when the test ends if it has not stopped."""
+    _processes.append(proc)
+    return proc
 
 
 @pytest.fixture(autouse=True)
-def _no_daemon_left() -> Iterator[None]:
-    """Whatever a test did or failed to do, no daemon it started outlives it:
-    a leftover would go on writing beside the next test on this worker."""
+def _no_process_left() -> Iterator[None]:
+    """Whatever a test did or failed to do, no daemon or server it started
+    outlives it: a leftover would go on writing beside the next test on this
+    worker."""
     yield
-    while _daemons:
-        proc = _daemons.pop()
+    while _processes:
+        proc = _processes.pop()
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)  # a test may have left it stopped
             proc.kill()
@@ -203,8 +210,7 @@ class Reconciler:
             text=True,
             env={**os.environ, **(env or {})},
         )
-        _daemons.append(proc)
-        return proc
+        return owned(proc)
 
     def cli(self, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
         """Any reconciler command against the test cluster, as a user types it."""

@@ -13,13 +13,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .conftest import ROOT, Kubectl, free_port, probe, refused_requests, wait_for
+from .conftest import ROOT, Kubectl, free_port, owned, probe, refused_requests, wait_for
 from .test_redis import pods
 
 DEPLOY = ROOT / "hack" / "deploy.sh"
@@ -95,9 +96,22 @@ def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
     return obj["spec"]["template"]["spec"]
 
 
-# The shipped overlays, applied for real: the CRDs, the ClusterRole other
-# tests bind to, and the Lease and Role in reconciler-system.
-SHIPPED_OVERLAYS = pytest.mark.serial("applies the shipped overlays to the cluster")
+WORKLOADS = ("cronjob/reconciler", "deployment/reconciler", "service/reconciler-metrics")
+
+
+@pytest.fixture
+def no_workload_left(kubectl: Kubectl) -> Iterator[None]:
+    """The overlays' workloads deleted when the test ends, so that the next
+    test (or the next run on a kept cluster) applies them anew."""
+    yield
+    kubectl.run("delete", "-n", SYSTEM_NS, *WORKLOADS, "--ignore-not-found", "--wait=false")
+
+
+def shipped_overlays(test: Callable[..., None]) -> Callable[..., None]:
+    """A test that applies the shipped overlays for real: the CRDs, the
+    ClusterRole other tests bind to, and the Lease and Role in reconciler-system."""
+    serial = pytest.mark.serial("applies the shipped overlays to the cluster")
+    return pytest.mark.usefixtures("no_workload_left")(serial(test))
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
@@ -144,7 +158,7 @@ def test_make_deploy_sets_the_image_without_editing_config(
     assert (ROOT / "config" / "daemon" / "kustomization.yaml").read_text() == before
 
 
-@SHIPPED_OVERLAYS
+@shipped_overlays
 def test_overlays_apply_as_they_are_and_undeploy_keeps_the_crds(kubectl: Kubectl) -> None:
     # A server-side dry-run needs the namespace to exist: create it first.
     kubectl.run("apply", "-k", str(ROOT / "config" / "rbac"))
@@ -245,12 +259,14 @@ def start_on_host(
     alone), a pass a second, its output merged."""
     cmd, env = host_command(deployment, port)
     env |= {"RECONCILER_NAMESPACES": ns, "RECONCILER_INTERVAL": "1", "RECONCILER_JITTER": "0"}
-    return subprocess.Popen(
-        [*cmd, "--kubeconfig", str(kubeconfig)],
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    return owned(
+        subprocess.Popen(
+            [*cmd, "--kubeconfig", str(kubeconfig)],
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     )
 
 
@@ -282,7 +298,7 @@ def refused_in(summaries: list[dict[str, Any]]) -> list[str]:
     return [k for c in codes for k, n in c.items() if k.endswith((" 401", " 403")) and n]
 
 
-@SHIPPED_OVERLAYS
+@shipped_overlays
 def test_cronjob_overlay_syncs_the_samples_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:
@@ -295,7 +311,7 @@ def test_cronjob_overlay_syncs_the_samples_with_its_service_account(
     assert redis["status"]["state"] == "Ready"
 
 
-@SHIPPED_OVERLAYS
+@shipped_overlays
 def test_daemon_overlay_converges_the_samples_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:
@@ -334,7 +350,7 @@ def test_daemon_overlay_converges_the_samples_with_its_service_account(
     kubectl.run("delete", "lease", "reconciler", "-n", SYSTEM_NS, "--ignore-not-found")
 
 
-@SHIPPED_OVERLAYS
+@shipped_overlays
 def test_sharded_overlay_replicas_split_the_work_with_its_service_account(
     kubectl: Kubectl, ns: str, tmp_path: Path
 ) -> None:

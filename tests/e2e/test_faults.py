@@ -31,7 +31,7 @@ import yaml
 
 from hack.cluster import cluster as launcher
 
-from .conftest import ROOT, Kubectl, Reconciler, delete_namespace, wait_for
+from .conftest import ROOT, Kubectl, Reconciler, delete_namespace, owned, wait_for
 
 STATE_DIR = ROOT / ".cluster-faults"
 REPORT = STATE_DIR / "fault-report.json"
@@ -139,8 +139,14 @@ def start_sync(rec: Reconciler, ns: str, env: dict[str, str]) -> subprocess.Pope
         "-o",
         "json",
     ]
-    return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env}
+    return owned(
+        subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
     )
 
 

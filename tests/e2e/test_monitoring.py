@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from ..unit.test_manifests import tool
-from .conftest import ROOT, Kubectl, Reconciler, free_port, wait_for
+from .conftest import ROOT, Kubectl, Reconciler, free_port, owned, wait_for
 from .test_redis import redis_yaml, settled
 
 DASHBOARD = ROOT / "config" / "grafana" / "reconciler.json"
@@ -92,15 +92,17 @@ def scraped(
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     web = free_port()
     log = (tmp_path / "prometheus.log").open("w")
-    server = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{web}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    server = owned(
+        subprocess.Popen(
+            [
+                binary,
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{web}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     )
     try:
         yield Prometheus(f"http://127.0.0.1:{web}")
