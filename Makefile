@@ -96,7 +96,7 @@ test-unit: venv ## Unit tests only (no cluster, no Go, no apt-get).
 	python -m pytest tests/unit tests/bench tests/hack -q -n 2 --durations=10
 
 .PHONY: test-e2e
-test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests: side by side on E2E_WORKERS (3), then the serial ones; the 20 slowest.
+test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests: side by side on E2E_WORKERS, then the serial ones; the 20 slowest.
 	python -m hack.e2e $(E2E_ARGS)
 
 .PHONY: test
