@@ -85,6 +85,9 @@ class CreatePod:
     name: str
     template: Mapping[str, Any]
     event: EventSpec | None = None
+    # (volume, claim) of each claim of this pod alone, as a StatefulSet's
+    # volumeClaimTemplates give each pod its own (a Redis's data-<pod>).
+    claims: tuple[tuple[str, str], ...] = ()
     verb: Verb = field(default=Verb.CREATE, init=False)
     kind: str = field(default=PODS.kind, init=False)
 
@@ -92,6 +95,11 @@ class CreatePod:
     def manifest(self) -> dict[str, Any]:
         meta = {"name": self.name, **self.template["metadata"]}
         spec = {**self.template["spec"], "hostname": self.name}
+        if self.claims:
+            spec["volumes"] = [
+                {"name": volume, "persistentVolumeClaim": {"claimName": claim}}
+                for volume, claim in self.claims
+            ]
         return {**self.template, "metadata": meta, "spec": spec}
 
     @property
@@ -268,7 +276,10 @@ class CreateChild:
 
     @property
     def owner_uid(self) -> str:
-        return str(self.manifest["metadata"]["ownerReferences"][0]["uid"])
+        """Its controller's uid; "" for an object made to outlive its owner
+        (a claim kept after its Redis is deleted) and so owned by none."""
+        refs = self.manifest["metadata"].get("ownerReferences") or ()
+        return str(refs[0]["uid"]) if refs else ""
 
     def describe(self) -> str:
         return f"create {self.kind.lower()} {self.target}"

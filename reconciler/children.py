@@ -1,4 +1,5 @@
-"""The objects our kinds make besides pods (a Redis's Service), as observed.
+"""The objects our kinds make besides pods (a Redis's Service, budget and
+claims), as observed, and the storage classes its claims are made of.
 
 Decoded once, at the edge, like pods: what the planner compares (labels, the
 controller, the fields of the spec its rules read) and nothing else. The
@@ -25,7 +26,13 @@ from reconciler.model import (
 
 SERVICES = ResourceType("", "v1", "Service", "services")
 PDBS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
-CHILD_TYPES: Mapping[str, ResourceType] = {r.kind: r for r in (SERVICES, PDBS)}
+CLAIMS = ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
+CHILD_TYPES: Mapping[str, ResourceType] = {r.kind: r for r in (SERVICES, PDBS, CLAIMS)}
+# Read, never written: whether a claim's class lets it grow. Listed whole (a
+# cluster has a handful) in a pass that sees a claim of ours, and looked up
+# like a child, under the namespace "".
+STORAGE_CLASSES = ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses")
+EXPANSION_FIELD = "allowVolumeExpansion"
 
 # A budget's policy for unhealthy pods: dropped by an apiserver that does not
 # keep it (before 1.27, or its gate off).
@@ -34,12 +41,14 @@ POLICY_FIELD = "unhealthyPodEvictionPolicy"
 SPEC_READ: Mapping[str, tuple[str, ...]] = {
     SERVICES.kind: ("selector", "ports"),
     PDBS.kind: ("selector", "maxUnavailable", "minAvailable", POLICY_FIELD),
+    CLAIMS.kind: ("resources", "storageClassName", "volumeName"),
 }
 # The fields of each kind's status that its rules read: the disruption
 # controller's count, from which the Eviction API answers.
 STATUS_READ: Mapping[str, tuple[str, ...]] = {
     SERVICES.kind: (),
     PDBS.kind: ("observedGeneration", "disruptionsAllowed", "currentHealthy", "desiredHealthy"),
+    CLAIMS.kind: ("phase", "capacity", "conditions"),
 }
 
 
@@ -60,6 +69,23 @@ def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
         deletion_timestamp=meta.get("deletionTimestamp"),
         generation=_int(meta.get("generation")),
         status=_read(STATUS_READ[kind], mapping(obj.get("status"))),
+    )
+
+
+def storage_class_from_api(obj: Mapping[str, Any]) -> Child:
+    """A StorageClass as a child of no one: its name, and in ``spec`` the one
+    field a rule reads (a class keeps it at the top level)."""
+    meta = meta_of(obj)
+    return Child(
+        kind=STORAGE_CLASSES.kind,
+        namespace="",
+        name=str(meta.get("name", "")),
+        uid=intern(str(meta.get("uid", ""))),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels={},
+        controller_uid=None,
+        owner_refs=(),
+        spec={EXPANSION_FIELD: obj.get(EXPANSION_FIELD) is True},
     )
 
 

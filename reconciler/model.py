@@ -299,17 +299,28 @@ class PodIndex:
     the number of objects (a scan per Redis is quadratic at 1000 Redis).
     """
 
-    def __init__(self, pods: Iterable[Pod], children: Iterable[Child] = ()) -> None:
+    def __init__(
+        self, pods: Iterable[Pod], children: Iterable[Child] = (), group_label: str = ""
+    ) -> None:
         self.by_owner: dict[str, list[Pod]] = {}
         self.by_name: dict[tuple[str, str], Pod] = {}
         for pod in pods:
             if pod.controller_uid:
                 self.by_owner.setdefault(pod.controller_uid, []).append(pod)
             self.by_name[(pod.namespace, pod.name)] = pod
-        self.children = {(c.kind, c.namespace, c.name): c for c in children}
+        self.children: dict[tuple[str, str, str], Child] = {}
+        self.by_group: dict[tuple[str, str, str], list[Child]] = {}
+        for c in children:
+            self.children[(c.kind, c.namespace, c.name)] = c
+            value = c.labels.get(group_label) if group_label else None
+            if value is not None:
+                self.by_group.setdefault((c.kind, c.namespace, value), []).append(c)
 
     def child(self, kind: str, namespace: str, name: str) -> Child | None:
         return self.children.get((kind, namespace, name))
+
+    def grouped(self, kind: str, namespace: str, value: str) -> tuple[Child, ...]:
+        return tuple(self.by_group.get((kind, namespace, value), ()))
 
     def owned_by(self, uid: str) -> tuple[Pod, ...]:
         return tuple(self.by_owner.get(uid, ()))
@@ -321,6 +332,9 @@ class PodIndex:
         """Would this lookup return the same pods, at the same versions, today?"""
         if read.owner is not None:
             return versions_of(self.by_owner.get(read.owner, ())) == read.seen
+        if read.grouped:
+            found = self.grouped(read.child_kind, read.namespace, read.name)
+            return versions_of(found) == read.seen
         if read.child_kind:
             child = self.child(read.child_kind, read.namespace, read.name)
             return versions_of(() if child is None else (child,)) == read.seen
@@ -335,6 +349,11 @@ class PodLookup(Protocol):
     def owned_by(self, uid: str) -> tuple[Pod, ...]: ...
     def named(self, namespace: str, name: str) -> Pod | None: ...
     def child(self, kind: str, namespace: str, name: str) -> Child | None: ...
+
+    # The children of ``kind`` in ``namespace`` whose grouping label (the
+    # app.kubernetes.io/instance label: an object's name) has ``value``,
+    # whoever owns them: a Redis's claims, kept after it scaled down.
+    def grouped(self, kind: str, namespace: str, value: str) -> tuple[Child, ...]: ...
 
 
 # An object is the same at the same uid and resourceVersion: what the pass
@@ -363,6 +382,7 @@ class PodRead:
     name: str
     seen: tuple[VersionKey, ...]
     child_kind: str = ""  # set: child(child_kind, namespace, name)
+    grouped: bool = False  # set too: grouped(child_kind, namespace, name)
 
 
 class RecordingLookup:
@@ -389,6 +409,11 @@ class RecordingLookup:
         found = self.index.child(kind, namespace, name)
         seen = versions_of(() if found is None else (found,))
         self.reads.append(PodRead(None, namespace, name, seen, kind))
+        return found
+
+    def grouped(self, kind: str, namespace: str, value: str) -> tuple[Child, ...]:
+        found = self.index.grouped(kind, namespace, value)
+        self.reads.append(PodRead(None, namespace, value, versions_of(found), kind, True))
         return found
 
 

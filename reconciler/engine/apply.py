@@ -360,6 +360,8 @@ class Executor:
             found = self.kube.get(res, target.namespace, target.name)
         except NotFound:
             return Result.CONFLICT  # deleted meanwhile; the next pass creates it
+        if not action.owner_uid:
+            return Result.CONFLICT  # owned by none: the next pass sees whose it is
         refs = (found.get("metadata") or {}).get("ownerReferences") or []
         if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
             return Result.OK

@@ -27,6 +27,7 @@ from reconciler.actions import (
 from reconciler.backoff import EVICTION_REFUSED, Gate, WriteError, after_failure, gate
 from reconciler.buckets import bucket_of
 from reconciler.config import Config
+from reconciler.constants import LABEL_INSTANCE
 from reconciler.health import Health
 from reconciler.kinds import registry
 from reconciler.kinds.base import Kind, Object, PlanInput
@@ -55,6 +56,12 @@ def orphan_pods(
     ]
 
 
+def index_of(snapshot: Snapshot) -> PodIndex:
+    """The pass's pods and children, by owner and name; children grouped by
+    their instance label too (a Redis's claims, owned or kept)."""
+    return PodIndex(snapshot.pods or (), snapshot.all_children(), LABEL_INSTANCE)
+
+
 def plan_pass(
     snapshot: Snapshot,
     config: Config,
@@ -68,7 +75,7 @@ def plan_pass(
     ``settled`` is the previous plan's: an object it holds is not planned
     again (`reconciler.settled`). ``holder``: the sharded replica planning,
     recorded in each object's status."""
-    index = PodIndex(snapshot.pods or (), snapshot.all_children())
+    index = index_of(snapshot)
     out = _Planned(index, settled.under(config), snapshot.pruned)
     listed, policy = snapshot.listed_children, config.backoff
     for kind in registry.KINDS:
@@ -249,7 +256,7 @@ def status_after_failure(
 
     # Built on the first failure only: most passes have none.
     objects = functools.cache(lambda: _objects(snapshot))
-    index = functools.cache(lambda: PodIndex(snapshot.pods or (), snapshot.all_children()))
+    index = functools.cache(lambda: index_of(snapshot))
 
     def status_of(key: ObjKey, error: WriteError, landed: Sequence[Action]) -> list[Action]:
         found = objects().get(key)

@@ -48,6 +48,8 @@ RULES = {
     ("", "services"): {"get", "list", "create", "patch"},
     ("", "pods/eviction"): {"create"},
     ("policy", "poddisruptionbudgets"): {"get", "list", "create", "patch", "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "create", "patch", "delete"},
+    ("storage.k8s.io", "storageclasses"): {"list"},
     ("", "events"): {"create", "get", "patch"},
     ("", "namespaces"): {"get", "list"},
 }

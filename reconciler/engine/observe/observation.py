@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.buckets import Scope
-from reconciler.children import CHILD_TYPES
+from reconciler.children import CHILD_TYPES, CLAIMS, STORAGE_CLASSES, storage_class_from_api
 from reconciler.client.interface import Client
 from reconciler.client.json_wire import page_of
 from reconciler.client.pod_dict import pod_from_api
@@ -46,7 +46,7 @@ from reconciler.engine.observe.namespaces import Namespaces, namespaces_seen, po
 from reconciler.engine.observe.scope import Sorter, selection
 from reconciler.kinds import registry
 from reconciler.kinds.base import Kind
-from reconciler.model import PODS, Pod
+from reconciler.model import PODS, Child, Pod
 from reconciler.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,18 @@ def list_kind(
     decode = page_of(kind.decode, reuse.known if reuse else {})
     res = kind.resource
     return lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
+
+
+def list_classes(
+    lister: Lister, full: FullList, claims: tuple[Child, ...] | None
+) -> tuple[Child, ...] | None:
+    """The storage classes, once a pass that sees a claim of ours: whether a
+    claim may grow is its class's to say. None (not read) without claims."""
+    if not claims:
+        return None
+    res = STORAGE_CLASSES
+    list_in = full.held(lister.kube, res, None, page_of(storage_class_from_api))
+    return lister.list(res, None, list_in, None, ())
 
 
 def observe(
@@ -144,6 +156,9 @@ def observe(
     children = {
         kind: list_children(lister, full, kind, previous, sorter, objects) for kind in CHILD_TYPES
     }
+    classes = list_classes(lister, full, children.get(CLAIMS.kind))
+    if classes is not None:
+        children[STORAGE_CLASSES.kind] = classes
     pods_error = lister.lasting.get(PODS.kind) if pods is None else None
     seen = (
         namespaces_seen(kube, namespaces)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.buckets import Scope, bucket_of
-from reconciler.children import CHILD_TYPES
+from reconciler.children import CHILD_TYPES, CLAIMS
 from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.model import (
     LABEL_BUCKET,
@@ -69,7 +69,7 @@ class Sorter:
     def keep(self, res: ResourceType) -> Callable[[Version], bool] | None:
         """What to keep of a LIST of ``res``'s metadata; None: all of it."""
         scope = self.scope
-        if scope is None or len(scope.held) == scope.total:
+        if scope is None or len(scope.held) == scope.total or res == CLAIMS:
             return None
         if res == PODS or res.kind in CHILD_TYPES:
             return lambda v: self.keeps(v.controller_uid or v.uid, v.bucket_label)
@@ -85,10 +85,16 @@ class Sorter:
         )
 
     def children(self, children: tuple[Child, ...] | None) -> tuple[Child, ...] | None:
-        """Those of the objects in scope, as pods: by their controller."""
+        """Those of the objects in scope, as pods: by their controller. Claims
+        are all kept: one kept after its Redis has no owner to bucket by, and
+        a Redis made again under that name, in any bucket, mounts it."""
         if self.scope is None or children is None:
             return children
-        return tuple(c for c in children if self.keeps(c.controller_uid or c.uid, None))
+        return tuple(
+            c
+            for c in children
+            if c.kind == CLAIMS.kind or self.keeps(c.controller_uid or c.uid, None)
+        )
 
     def objects(self, objects: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
         if self.scope is None or objects is None:

@@ -20,7 +20,7 @@ from reconciler.kinds.conditions import (
     observed_conditions,
 )
 from reconciler.kinds.redis.identity import COMPONENT, Redis, pod_index, pod_name, ref
-from reconciler.kinds.redis.pods import PodSet, held_by_another, pod_template
+from reconciler.kinds.redis.pods import PodSet, claims_of, held_by_another, pod_template
 from reconciler.kinds.redis.removal import Removal, delete, remove
 from reconciler.kinds.redis.repair import metadata_repair
 from reconciler.kinds.redis.rollout import Rollout, rolling_update
@@ -63,9 +63,12 @@ class Missing:
     conflicts: tuple[str, ...]  # desired names held by a pod this Redis does not own
 
 
-def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
+def missing_pods(
+    redis: Redis, spec: RedisSpec, podset: PodSet, going: frozenset[str] = frozenset()
+) -> Missing:
     """Create each desired pod that does not exist, unless another holds its name
-    (an owned pod still terminating holds it too, until it is gone)."""
+    (an owned pod still terminating holds it too, until it is gone), or its
+    claim is being deleted (``going``: it would wait on a claim that goes)."""
     creates: list[CreatePod] = []
     conflicts: list[str] = []
     template: dict[str, Any] | None = None  # built once, for the first create
@@ -74,12 +77,12 @@ def missing_pods(redis: Redis, spec: RedisSpec, podset: PodSet) -> Missing:
         name = pod_name(redis, idx)
         if held_by_another(redis, podset, name):
             conflicts.append(name)
-        elif idx not in podset.by_index:
+        elif idx not in podset.by_index and name not in going:
             template = template or pod_template(redis, spec)
             involved = involved or ref(redis)
             why = _create_reason(redis, idx)
             event = pod_event(involved, "CreatePod", (name,), why, COMPONENT)
-            creates.append(CreatePod(redis.key, name, template, event))
+            creates.append(CreatePod(redis.key, name, template, event, claims_of(spec, name)))
     return Missing(tuple(creates), tuple(conflicts))
 
 
@@ -125,7 +128,9 @@ class PodChanges:
         return frozenset(d.name for d in (*self.surplus, *self.ended, *self.rollout.replace))
 
 
-def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
+def pod_changes(
+    redis: Redis, spec: RedisSpec, podset: PodSet, going: frozenset[str] = frozenset()
+) -> PodChanges:
     desired = {i: p for i, p in podset.by_index.items() if i < spec.num}
     rollout = rolling_update(redis, spec, desired)
     replaced = {d.name for d in rollout.replace}
@@ -137,7 +142,7 @@ def pod_changes(redis: Redis, spec: RedisSpec, podset: PodSet) -> PodChanges:
     return PodChanges(
         desired,
         tuple(surplus_pods(redis, spec, podset)),
-        missing_pods(redis, spec, podset),
+        missing_pods(redis, spec, podset, going),
         rollout,
         tuple(r for r in repairs if r is not None),
         ended_pods(redis, desired),

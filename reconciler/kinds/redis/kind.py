@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.actions import (
     Action,
+    CreateChild,
     EvictPod,
     PatchChild,
     PatchFinalizers,
@@ -29,8 +30,9 @@ from reconciler.kinds.conditions import (
     observed_conditions,
     status_after,
 )
-from reconciler.kinds.redis import disruption, service
+from reconciler.kinds.redis import disruption, service, storage
 from reconciler.kinds.redis.changes import Missing, PodChanges, pod_changes
+from reconciler.kinds.redis.claims import claim_plan, claims_verdict, resizing_verdict
 from reconciler.kinds.redis.identity import (
     COMPONENT,
     FINALIZER,
@@ -118,7 +120,8 @@ def plan_invalid(
 def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> list[Action]:
     """Rules 4 and 5. While held (backing off, or after a failed write), only
     the status is written, counting the pods as they are."""
-    changes = pod_changes(redis, spec, podset)
+    claims = claim_plan(redis, spec, inp)
+    changes = pod_changes(redis, spec, podset, claims.going)
     if inp.gate.hold:
         changes = _landed(changes, inp.landed)
     elif spec.paused:
@@ -130,7 +133,9 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     changes, refusal = within_budget(redis, budget, changes, inp)
     counted = changes if refusal is None else _kept(changes, refusal.pod)
     counts = counts_after(spec, counted)
-    progressing = progressing_verdict(redis, spec, podset, counted, counts)
+    progressing = resizing_verdict(
+        progressing_verdict(redis, spec, podset, counted, counts), spec, claims
+    )
     if spec.paused:
         progressing = paused_verdict(spec, counts)
     progress = progress_of(redis, counts, counted, inp)
@@ -139,13 +144,19 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     waiting = budget_wait(budget, asked, changes) if progress.stalled else ""
     detail = "; ".join(
         d
-        for d in (refusal.note if refusal else waiting, pods_detail(podset, counted, inp.now))
+        for d in (
+            refusal.note if refusal else waiting,
+            *claims.notes,
+            pods_detail(podset, counted, inp.now),
+        )
         if d
     )
     verdicts = {
         "Ready": ready_verdict(spec, counts),
         "Progressing": with_detail(progressing, detail),
-        "Degraded": degraded_verdict(changes.missing.conflicts, inp.gate, held),
+        "Degraded": claims_verdict(
+            degraded_verdict(changes.missing.conflicts, inp.gate, held), claims
+        ),
     }
     verdicts = deadline_verdicts(verdicts, progress, redis_settings(inp).progress_deadline)
     fields = {
@@ -162,7 +173,17 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     if inp.gate.hold:
         return status
     writes = budget_plan(redis, spec, inp, pods_change=bool(changes.actions))
-    return changes.actions + list(svc.actions) + status + list(changes.repairs) + list(writes)
+    creates = [w for w in claims.writes if isinstance(w, CreateChild)]
+    later = [w for w in claims.writes if not isinstance(w, CreateChild)]
+    return [
+        *creates,
+        *changes.actions,
+        *svc.actions,
+        *status,
+        *changes.repairs,
+        *later,
+        *writes,
+    ]
 
 
 def within_budget(
@@ -325,11 +346,14 @@ def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
 
 
 def child_names(redis: Redis) -> tuple[tuple[str, str], ...]:
-    """Its Service, and its budget while it has two pods or more."""
+    """Its Service, its budget while it has two pods or more, and with
+    storage, the claim of each desired pod."""
     names = [(service.KIND, redis.name)]
     num = redis.spec.get("num", 0)
     if num_error(num) is None and num >= disruption.MIN_PODS:
         names.append((disruption.KIND, redis.name))
+    if redis.spec.get("storage") is not None:
+        names += [(storage.KIND, storage.claim_name(pod)) for pod in desired_pod_names(redis)]
     return tuple(names)
 
 

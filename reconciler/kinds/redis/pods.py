@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from reconciler.actions import CreatePod
-from reconciler.kinds.redis import placement
+from reconciler.kinds.redis import placement, storage
 from reconciler.kinds.redis.identity import (
     ADMITTED_IMAGE_ANNOTATION,
     CONTAINER_NAME,
@@ -39,7 +39,21 @@ def template_hash(spec: RedisSpec) -> str:
     """Hash of the pod spec we send, so that any change to it (of the Redis
     spec, or of this template in a new release) rolls the pods. Cached: it is
     asked for each pod of each pass, and specs repeat."""
-    doc = [_pod_spec(desired_container(spec)), placement.fields_hash(spec.placement)]
+    doc = [_pod_spec(desired_container(spec)), pod_fields_hash(spec)]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]
+
+
+@lru_cache(maxsize=256)
+def pod_fields_hash(spec: RedisSpec) -> str:
+    """The hash a pod records of the fields it was made with besides its
+    container: the placement's alone while the Redis has no storage and
+    the default grace period, so that pods made before either existed are
+    not rolled."""
+    base = placement.fields_hash(spec.placement)
+    more = storage.pod_fields(spec.storage, spec.grace)
+    if not more:
+        return base
+    doc = [base, more]
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -73,7 +87,7 @@ def pod_template(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
             "labels": pod_labels(redis),
             "annotations": {
                 TEMPLATE_HASH_ANNOTATION: template_hash(spec),
-                FIELDS_HASH_ANNOTATION: placement.fields_hash(spec.placement),
+                FIELDS_HASH_ANNOTATION: pod_fields_hash(spec),
             },
             "ownerReferences": [controller_ref(redis).to_dict()],
         },
@@ -83,11 +97,21 @@ def pod_template(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
 
 def pod_spec(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
     """The container's spec with the placement fields added to it and to the
-    pod's."""
+    pod's, the data volume's mount, and the grace period. The volume itself
+    names each pod's own claim: `claims_of` gives it to each create."""
     shared = _pod_spec(desired_container(spec))
     container = {**shared["containers"][0], **placement.container_fields(spec.placement)}
+    if spec.storage is not None:
+        container["volumeMounts"] = [{"name": storage.VOLUME, "mountPath": storage.MOUNT_PATH}]
     fields = placement.pod_fields(spec.placement, selector_labels(redis))
+    if spec.grace is not None:
+        fields[storage.GRACE_FIELD] = spec.grace
     return {**shared, "containers": [container], "subdomain": redis.name, **fields}
+
+
+def claims_of(spec: RedisSpec, pod: str) -> tuple[tuple[str, str], ...]:
+    """The pod's own claim, as its create mounts it."""
+    return () if spec.storage is None else ((storage.VOLUME, storage.claim_name(pod)),)
 
 
 @lru_cache(maxsize=256)
@@ -117,7 +141,10 @@ def _pod_spec(container: Container) -> dict[str, Any]:
 
 def pod_manifest(redis: Redis, spec: RedisSpec, index: int) -> dict[str, Any]:
     """One pod's manifest, as its create sends it (the benches make pods with it)."""
-    return CreatePod(redis.key, pod_name(redis, index), pod_template(redis, spec)).manifest
+    name = pod_name(redis, index)
+    return CreatePod(
+        redis.key, name, pod_template(redis, spec), claims=claims_of(spec, name)
+    ).manifest
 
 
 def own_container(pod: Pod) -> Container | None:
@@ -138,7 +165,7 @@ def made_for(pod: Pod, have: Container | None, spec: RedisSpec) -> bool:
     want = desired_container(spec)
     return (
         have is not None
-        and pod.annotations.get(FIELDS_HASH_ANNOTATION) == placement.fields_hash(spec.placement)
+        and pod.annotations.get(FIELDS_HASH_ANNOTATION) == pod_fields_hash(spec)
         and have.image == admitted_image(pod, spec)
         and have.ports == want.ports
         and have.args == want.args

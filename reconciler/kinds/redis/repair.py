@@ -10,7 +10,6 @@ from reconciler.actions import (
     PatchPodMetadata,
 )
 from reconciler.kinds import owned
-from reconciler.kinds.redis import placement
 from reconciler.kinds.redis.identity import (
     ADMITTED_IMAGE_ANNOTATION,
     COMPONENT,
@@ -25,6 +24,7 @@ from reconciler.kinds.redis.pods import (
     edited,
     made_for,
     own_container,
+    pod_fields_hash,
     template_hash,
     template_hash_of,
 )
@@ -67,7 +67,7 @@ def _hashes_to_repair(pod: Pod, spec: RedisSpec) -> dict[str, str]:
     made for this spec: the template hash of a pod whose container and
     placement fields match, or the fields hash of one whose template hash
     does."""
-    want_hash, want_fields = template_hash(spec), placement.fields_hash(spec.placement)
+    want_hash, want_fields = template_hash(spec), pod_fields_hash(spec)
     if template_hash_of(pod) == want_hash:
         if pod.annotations.get(FIELDS_HASH_ANNOTATION) != want_fields:
             return {FIELDS_HASH_ANNOTATION: want_fields}

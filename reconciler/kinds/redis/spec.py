@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.constants import LABEL_INSTANCE
-from reconciler.kinds.redis import placement
+from reconciler.kinds.redis import placement, storage
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.redis.placement import quoted
 
@@ -62,6 +62,8 @@ class RedisSpec:
     image: str
     paused: bool = False  # spec.paused: its pods are left as they are
     placement: placement.Placement = placement.NONE
+    storage: storage.Storage | None = None  # spec.storage: a claim per pod
+    grace: int | None = None  # the pods' grace period, when not their default
 
 
 @dataclass(frozen=True)
@@ -179,9 +181,11 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
     paused = spec.get("paused", False)
     found = (_port_error(port), num_error(num), _image_error(image), _paused_error(paused))
     errors = tuple(e for e in found if e is not None) + tuple(
-        FieldError(path, message) for path, message in placement.field_errors(spec)
+        FieldError(path, message)
+        for path, message in (*placement.field_errors(spec), *storage.field_errors(spec))
     )
     if errors:
         return SpecCheck(None, errors)
     fields = placement.placement_of(spec)
-    return SpecCheck(RedisSpec(port, num, image, paused, fields), ())
+    data, grace = storage.storage_of(spec), storage.grace_of(spec)
+    return SpecCheck(RedisSpec(port, num, image, paused, fields, data, grace), ())

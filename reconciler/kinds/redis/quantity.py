@@ -1,0 +1,38 @@
+"""Kubernetes quantities (``1Gi``, ``500M``, ``1e9``) as whole bytes, so that
+a claim's size can be compared with what the spec asks: the API writes a
+quantity back in its own canonical form (``1024Mi`` may come back ``1Gi``),
+so the strings never compare.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from math import ceil
+
+# The apiserver's grammar for a quantity (resource.Quantity), as the CRD's
+# pattern for resources says it.
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+EXPONENT_MAX = 30  # past 10^30 bytes a size is a typo, not a disk
+
+
+def to_bytes(text: str) -> int | None:
+    """The quantity in bytes, rounded up as the API rounds storage; None if
+    ``text`` is not a quantity (or absurdly large)."""
+    found = _QUANTITY.match(text.strip())
+    if found is None:
+        return None
+    number, suffix = Fraction(found["number"]), found["suffix"] or ""
+    if suffix in _BINARY:
+        return ceil(number * Fraction(1024) ** _BINARY[suffix])
+    exponent = _DECIMAL.get(suffix)
+    if exponent is None:
+        exponent = int(suffix[1:])
+    if exponent > EXPONENT_MAX:
+        return None
+    return ceil(number * Fraction(10) ** exponent)
