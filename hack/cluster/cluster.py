@@ -2,10 +2,12 @@
 """Run a real Kubernetes control plane on 127.0.0.1 for tests and local use.
 
 etcd, kube-apiserver, kube-controller-manager (the controllers that need no
-cloud and touch what we make: `KCM_CONTROLLERS`), kube-scheduler and kwok (which
-plays the nodes) run as detached processes recorded in a state directory, so
-`up` and `down` can be separate commands. Binaries come from build.sh beside
-this file; their kubectl, of the same version, applies <repo>/crds/.
+cloud and touch what we make: `KCM_CONTROLLERS`), kube-scheduler, kwok (which
+plays the nodes) and provisioner.py (which plays the storage driver of the
+default StorageClass) run as detached processes recorded in a state
+directory, so `up` and `down` can be separate commands. Binaries come from
+build.sh beside this file; their kubectl, of the same version, applies
+<repo>/crds/.
 
 CLI: python3 hack/cluster/cluster.py [--state-dir DIR] up|down|status|env
 API: up(state_dir) -> Cluster, down(state_dir), status(state_dir) -> Cluster | None
@@ -53,16 +55,48 @@ TIMEOUT = 60.0  # per component / readiness step
 STOP_GRACE = 5.0  # SIGTERM -> SIGKILL
 LOG_TAIL = 30
 PORTS = ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+PROVISIONER = "provisioner"  # provisioner.py beside this file, run by this Python
+PROVISIONER_SCRIPT = HERE / "provisioner.py"
+COMPONENTS = (*BINARIES, PROVISIONER)
 # What a real cluster runs that needs no cloud and touches what we make: the
 # EndpointSlices of a Redis's Service, the disruption budgets' status, pods
-# bound to nodes that are gone, and nodes whose kubelet stops reporting.
+# bound to nodes that are gone, nodes whose kubelet stops reporting, and the
+# claims of a Redis's pods: binding them to volumes, asking an external
+# resizer to grow them, and holding a claim or volume while it is in use.
 KCM_CONTROLLERS = (
     "garbage-collector-controller,namespace-controller,resourcequota-controller,"
     "serviceaccount-controller,serviceaccount-token-controller,"
     "endpointslice-controller,disruption-controller,pod-garbage-collector-controller,"
-    "node-lifecycle-controller,taint-eviction-controller"
+    "node-lifecycle-controller,taint-eviction-controller,"
+    "persistentvolume-binder-controller,persistentvolume-expander-controller,"
+    "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
 )
+# The default StorageClass, served by provisioner.py under this name (none of
+# Kubernetes' own "kubernetes.io/" names: the binder leaves a class of any
+# other name to an external provisioner, and its Released volumes to it too).
+PROVISIONER_NAME = "hack.reconciler.local/hostpath"
+STORAGE_CLASS = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {
+        "name": "standard",
+        # The DefaultStorageClass admission plugin (on by default) gives this
+        # class to every claim that names none.
+        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+    },
+    "provisioner": PROVISIONER_NAME,
+    "reclaimPolicy": "Delete",
+    "allowVolumeExpansion": True,
+    # Immediate, not WaitForFirstConsumer: with the latter the binder hands a
+    # claim to the provisioner only once the scheduler has put a pod that
+    # uses it on a node, and the volume would be pinned to that node. kwok's
+    # nodes have no disks to be near, and a claim no pod uses yet (a test's,
+    # or one made ahead of its pod) should bind too: Immediate provisions as
+    # soon as the claim exists.
+    "volumeBindingMode": "Immediate",
+}
+PROVISIONER_INTERVAL = 0.5  # seconds between its looks at the claims and volumes
 SERVICE_CIDR = "10.96.0.0/16"  # config only: nothing routes there
 POD_CIDR = "10.244.0.1/16"  # kwok hands out fake pod IPs; its /24 default caps at 254 pods
 SA_ISSUER = "https://kubernetes.default.svc"
@@ -225,6 +259,15 @@ class Layout:
             return shm / f"reconciler-cluster-{digest}"
         return self.root / "scratch"
 
+    @property
+    def volumes(self) -> Path:
+        """The provisioner's hostPath volumes: thrown away with etcd's data."""
+        return self.scratch / "volumes"
+
+    @property
+    def provisioner_ready(self) -> Path:
+        return self.root / "provisioner.ready"
+
     def log(self, component: str) -> Path:
         return self.logs / f"{component}.log"
 
@@ -249,6 +292,7 @@ def up(state_dir: Path | str | None = None) -> Cluster:
         if cluster is not None:
             _log(f"already up at {cluster.server}")
             _sync_crds(cluster, lay, kubectl)
+            _create_storage_class(cluster)
             return cluster
         _stop(lay)  # whatever is left of a previous run is stale
         try:
@@ -310,6 +354,7 @@ def start_component(component: str, state_dir: Path | str | None = None) -> None
         "kube-controller-manager": _kcm_args,
         "kube-scheduler": _scheduler_args,
         "kwok": _kwok_args,
+        PROVISIONER: _provisioner_args,
     }[component](lay, bin_dir, ports)
     _spawn(lay, component, args)
     if component == "kube-apiserver":
@@ -399,6 +444,8 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     # Redis"), and the disruption controller retries it with a backoff that
     # grows to many minutes: its pods' evictions are refused all that time.
     crds = _apply_crds(cluster, kubectl)
+    # Before any claim can be made, so that admission gives it the class.
+    _create_storage_class(cluster)
 
     _log(f"starting kube-controller-manager on {HOST}:{ports['kcm']} ({KCM_CONTROLLERS})")
     _spawn(lay, "kube-controller-manager", _kcm_args(lay, bin_dir, ports))
@@ -407,6 +454,9 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     _log(f"starting kwok on {HOST}:{ports['kwok']}")
     _spawn(lay, "kwok", _kwok_args(lay, bin_dir, ports))
     _create_nodes(cluster)
+    _log(f"starting the provisioner of {PROVISIONER_NAME} (volumes in {lay.volumes})")
+    lay.provisioner_ready.unlink(missing_ok=True)
+    _spawn(lay, PROVISIONER, _provisioner_args(lay, bin_dir, ports))
 
     _wait(
         lay,
@@ -416,6 +466,7 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     )
     _wait(lay, "kube-scheduler", "scheduler /healthz", lambda: _https_ok(ports["scheduler"]))
     _wait(lay, "kwok", "kwok /healthz", lambda: _http_ok(f"http://{HOST}:{ports['kwok']}/healthz"))
+    _wait(lay, PROVISIONER, "the provisioner's first loop", lay.provisioner_ready.exists)
     _wait(
         lay,
         "kwok",
@@ -519,6 +570,21 @@ def _scheduler_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[s
         f"--bind-address={HOST}",
         f"--secure-port={ports['scheduler']}",
         "--profiling=false",
+    ]
+
+
+def _provisioner_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
+    """This Python, not a binary of bin_dir: it needs nothing but the standard library."""
+    return [
+        sys.executable,
+        str(PROVISIONER_SCRIPT),
+        f"--server=https://{HOST}:{ports['apiserver']}",
+        f"--ca-file={lay.pki / 'ca.crt'}",
+        f"--token-file={lay.tokens}",
+        f"--name={PROVISIONER_NAME}",
+        f"--volumes-dir={lay.volumes}",
+        f"--interval={PROVISIONER_INTERVAL}",
+        f"--ready-file={lay.provisioner_ready}",
     ]
 
 
@@ -691,6 +757,16 @@ def _create_nodes(cluster: Cluster) -> None:
         if code != 200:
             raise ClusterError(f"removing taints from node {name} failed: HTTP {code} {body}")
     _log(f"registered fake nodes {', '.join(NODES)}")
+
+
+def _create_storage_class(cluster: Cluster) -> None:
+    """The default StorageClass; one that exists already is left as it is."""
+    path = "/apis/storage.k8s.io/v1/storageclasses"
+    code, body = _api(cluster, "POST", path, STORAGE_CLASS)
+    if code not in (201, 409):
+        raise ClusterError(
+            f"creating StorageClass {STORAGE_CLASS['metadata']['name']} failed: HTTP {code} {body}"
+        )
 
 
 def _node_ready(cluster: Cluster, name: str) -> bool:
@@ -889,7 +965,18 @@ def _is_ours(pid: int, lay: Layout) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
-    return exe in COMPONENTS and any(m in cmdline for m in lay.markers()) and _alive(pid)
+    return (
+        _is_component(exe, cmdline.split("\0"))
+        and any(m in cmdline for m in lay.markers())
+        and _alive(pid)
+    )
+
+
+def _is_component(exe: str, argv: list[str]) -> bool:
+    """One of our binaries, or a Python running provisioner.py (of this checkout)."""
+    if exe in BINARIES:
+        return True
+    return exe.startswith("python") and argv[1:2] == [str(PROVISIONER_SCRIPT)]
 
 
 def _pid_of(lay: Layout, component: str) -> int | None:
@@ -961,7 +1048,8 @@ def _stop(lay: Layout) -> None:
     if pids:
         _log(f"stopping {len(pids)} process(es): {' '.join(map(str, sorted(pids)))}")
         _terminate(pids)
-    for path in (lay.state_file, lay.kubeconfig, *(lay.pid_file(c) for c in COMPONENTS)):
+    runtime = (lay.state_file, lay.kubeconfig, lay.provisioner_ready)
+    for path in (*runtime, *(lay.pid_file(c) for c in COMPONENTS)):
         path.unlink(missing_ok=True)
     shutil.rmtree(lay.scratch, ignore_errors=True)
 
