@@ -25,7 +25,7 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.backoff import from_status
-from reconciler.children import child_from_api
+from reconciler.children import CLAIMS, child_from_api
 from reconciler.client.pod_dict import pod_from_api
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.xca import Xca
@@ -102,7 +102,11 @@ def apply(
     # The apiserver drops an object being deleted once it has no finalizers.
     live_redis = tuple(r for r in redis.values() if not (r.deletion_timestamp and not r.finalizers))
     live_uids = {r.uid for r in live_redis}  # the garbage collector's part
-    kept = [c for c in children.values() if c.controller_uid in live_uids | {"foreign"}]
+    kept = [
+        c
+        for c in children.values()
+        if c.controller_uid in live_uids | {"foreign"} or not (c.controller_uid or c.owner_refs)
+    ]
     after = snap(live_redis, tuple(xca.values()), tuple(pods.values()))
     return dataclasses.replace(
         after,
@@ -129,11 +133,17 @@ def _child(children: dict, action: CreateChild | PatchChild | DeleteChild) -> No
     if old is None or old.resource_version != action.resource_version:
         return
     meta = action.body.get("metadata") or {}
+    refs = old.owner_refs
+    if "ownerReferences" in meta:  # a list: replaced whole
+        refs = owner_refs_of(meta)
+    controller = next((r.uid for r in refs if r.controller), None)
     children[action.target] = bumped(
         dataclasses.replace(
             old,
             labels=merge_patch(old.labels, meta.get("labels") or {}),
             spec=merge_patch(old.spec, action.body.get("spec") or {}),
+            owner_refs=refs,
+            controller_uid=controller if "ownerReferences" in meta else old.controller_uid,
         )
     )
 
@@ -258,7 +268,26 @@ def kubelet(snapshot: Snapshot) -> Snapshot:
             )
         )
         pods.append(p if running == p else bumped(running))
-    return disruption_controller(dataclasses.replace(snapshot, pods=tuple(pods)), pods)
+    after = provisioner(dataclasses.replace(snapshot, pods=tuple(pods)))
+    return disruption_controller(after, pods)
+
+
+def provisioner(snapshot: Snapshot) -> Snapshot:
+    """Claims bound at the size they ask (grown at once, the file system
+    too), and a claim being deleted gone once no live pod mounts it."""
+    found = snapshot.children.get(CLAIMS.kind)
+    if found is None:
+        return snapshot
+    # Each pod of ours mounts data-<its name> (the pod model keeps no volumes).
+    mounted = {(p.namespace, f"data-{p.name}") for p in snapshot.pods or ()}
+    claims = []
+    for c in found:
+        if c.terminating and (c.namespace, c.name) not in mounted:
+            continue
+        asked = ((c.spec.get("resources") or {}).get("requests") or {}).get("storage")
+        status = {"phase": "Bound", "capacity": {"storage": asked}}
+        claims.append(c if c.status == status else bumped(dataclasses.replace(c, status=status)))
+    return dataclasses.replace(snapshot, children={**snapshot.children, CLAIMS.kind: tuple(claims)})
 
 
 def redis_named(snapshot: Snapshot, name: str) -> Redis | None:

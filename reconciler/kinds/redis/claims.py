@@ -10,7 +10,7 @@ not ours (another's, of the same name) is mounted as it is and never written.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.actions import CreateChild, DeleteChild, EventSpec, PatchChild
@@ -176,24 +176,32 @@ def _keep_right(inp: ClaimInput, claim: Child) -> ClaimPlan:
     return ClaimPlan((write,), resizing=resizing, cannot_grow=cannot)
 
 
-def _scaled_away(inp: ClaimInput, redis_name: str) -> tuple[DeleteChild, ...]:
-    """whenScaled Delete: our claims of indexes at or above num, once no pod
-    holds their name."""
-    if inp.storage.when_scaled != DELETE or not inp.write:
+def _scaled_away(inp: ClaimInput, redis_name: str) -> tuple[DeleteChild | PatchChild, ...]:
+    """Our claims of indexes at or above num: under whenScaled Delete,
+    deleted once no pod holds their name; else kept, their owner references
+    as whenDeleted wants them (a kept claim must not go with the Redis)."""
+    if not inp.write:
         return ()
     owner, wanted = inp.owner, {claim_name(p) for p in inp.pods}
     prefix = claim_name(redis_name) + "-"
-    deletes = []
+    writes: list[DeleteChild | PatchChild] = []
     for claim in inp.lookup.grouped(KIND, owner.key.namespace, redis_name):
         tail = claim.name[len(prefix) :] if claim.name.startswith(prefix) else ""
         if claim.name in wanted or not tail.isdigit() or claim.terminating:
             continue
-        pod = claim.name[len(VOLUME) + 1 :]
-        if not is_ours(owner, claim) or inp.lookup.named(owner.key.namespace, pod):
+        if not is_ours(owner, claim):
             continue
-        why = f"scaled down below index {tail} (whenScaled {DELETE})"
-        deletes.append(DeleteChild(owner.key, claim.key, claim.uid, why))
-    return tuple(deletes)
+        pod = claim.name[len(VOLUME) + 1 :]
+        if inp.storage.when_scaled == DELETE and inp.lookup.named(owner.key.namespace, pod) is None:
+            why = f"scaled down below index {tail} (whenScaled {DELETE})"
+            writes.append(DeleteChild(owner.key, claim.key, claim.uid, why))
+            continue
+        refs = _owner_refs_patch(owner, inp.storage, claim)
+        if refs is not None:
+            why = f"retention whenDeleted {inp.storage.when_deleted}"
+            body = {"metadata": {"ownerReferences": refs}}
+            writes.append(PatchChild(owner.key, claim.key, claim.resource_version, body, why))
+    return tuple(writes)
 
 
 def plan_claims(inp: ClaimInput, redis_name: str) -> ClaimPlan:
@@ -230,7 +238,8 @@ def named(names: Sequence[str]) -> str:
 def claim_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> ClaimPlan:
     """Its claims' writes and what the status says of them. Claims are
     written only when they were all listed (else one may exist unseen), and
-    not while held, paused, or in a namespace being deleted."""
+    not while held, paused, or in a namespace being deleted. While paused,
+    no growth is asked, so none is said to be refused."""
     if spec.storage is None:
         return NO_CLAIMS
     write = storage.KIND in inp.children and not (
@@ -238,7 +247,8 @@ def claim_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> ClaimPlan:
     )
     pods = tuple(pod_name(redis, i) for i in range(spec.num))
     found = ClaimInput(owner_of(redis), spec.storage, pods, inp.pods, write)
-    return plan_claims(found, redis.name)
+    planned = plan_claims(found, redis.name)
+    return replace(planned, cannot_grow=None) if spec.paused else planned
 
 
 def resizing_verdict(progressing: Verdict, spec: RedisSpec, claims: ClaimPlan) -> Verdict:

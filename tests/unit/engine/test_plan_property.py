@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from reconciler.actions import (
     Action,
     CreatePod,
+    DeleteChild,
     DeletePod,
     EvictPod,
     PatchChild,
@@ -22,11 +23,14 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.buckets import bucket_of
+from reconciler.children import EXPANSION_FIELD, child_from_api, storage_class_from_api
 from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
 from reconciler.kinds.base import settings_of
 from reconciler.kinds.redis import disruption as redis_disruption
 from reconciler.kinds.redis import service as redis_service
+from reconciler.kinds.redis import storage
+from reconciler.kinds.redis.claims import is_ours, requested
 from reconciler.kinds.redis.identity import FINALIZER, TEMPLATE_HASH_ANNOTATION, owner_of
 from reconciler.kinds.redis.pods import spec_drift
 from reconciler.kinds.redis.repair import metadata_repair
@@ -138,9 +142,46 @@ def budgets_of(draw, r):
     return [made]
 
 
+CLASS = "standard"  # the class every claim is bound in; it may or may not expand
+SIZES = ("1Gi", "2Gi")
+
+
+@st.composite
+def storage_specs(draw):
+    policy = {
+        key: draw(st.sampled_from([storage.RETAIN, storage.DELETE]))
+        for key in ("whenDeleted", "whenScaled")
+        if draw(st.booleans())
+    }
+    return {"size": draw(st.sampled_from(SIZES)), storage.POLICY_FIELD: policy}
+
+
+@st.composite
+def claims_of(draw, r):
+    """Claims at some indexes, as a pass made them under some policy and
+    size: bound, Pending, being deleted, or another's of the same name."""
+    found = []
+    for i in draw(st.sets(st.integers(0, 5), max_size=4)):
+        owned = draw(st.booleans())
+        name = f"data-{r.name}-{i}"
+        meta: dict = {"name": name, "namespace": r.namespace, "uid": f"pvc-{r.name}-{i}"}
+        meta["labels"] = dict(owner_of(r).labels) if draw(st.integers(0, 5)) else {}
+        if owned:
+            meta["ownerReferences"] = [dict(owner_of(r).owner_ref)]
+        if draw(st.integers(0, 5)) == 0:
+            meta["deletionTimestamp"] = "2026-11-22T11:59:00Z"
+        size = draw(st.sampled_from(SIZES))
+        spec = {"storageClassName": CLASS, "resources": {"requests": {"storage": size}}}
+        phase = draw(st.sampled_from(["Bound", "Bound", "Pending"]))
+        status = {"phase": phase} | ({"capacity": {"storage": size}} if phase == "Bound" else {})
+        made = {"metadata": {**meta, "resourceVersion": "4"}, "spec": spec, "status": status}
+        found.append(child_from_api(storage.KIND, made))
+    return found
+
+
 @st.composite
 def snapshots(draw):
-    redises, pods, services, budgets = [], [], [], []
+    redises, pods, services, budgets, claims = [], [], [], [], []
     for name in draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3)):
         valid = draw(st.booleans()) or draw(st.booleans())
         spec = {"port": draw(st.sampled_from([6379, 6380])), "num": draw(st.integers(0, 4))}
@@ -149,6 +190,8 @@ def snapshots(draw):
             spec["image"] = spec_image
         if draw(st.integers(0, 5)) == 0:
             spec["paused"] = True
+        if draw(st.booleans()):
+            spec["storage"] = draw(storage_specs())
         if not valid:
             spec = draw(st.sampled_from([{"port": 6399, "num": 2}, {"port": 6379, "num": "x"}]))
         r = redis(
@@ -160,6 +203,7 @@ def snapshots(draw):
         if r.deletion_timestamp and not r.finalizers:
             r = dataclasses.replace(r, finalizers=("x/y",))
         redises.append(r)
+        claims.extend(draw(claims_of(r)))
         services.extend(draw(services_of(r)))
         budgets.extend(draw(budgets_of(r)))
         for i in draw(st.sets(st.integers(0, 5), max_size=6)):
@@ -181,7 +225,9 @@ def snapshots(draw):
         xca(f"x{i}", active=draw(st.sampled_from([None, True, False])))
         for i in range(draw(st.integers(0, 2)))
     )
-    return snap(tuple(redises), xcas, tuple(pods), tuple(services), tuple(budgets))
+    expands = draw(st.booleans())
+    classes = (storage_class_from_api({"metadata": {"name": CLASS}, EXPANSION_FIELD: expands}),)
+    return snap(tuple(redises), xcas, tuple(pods), tuple(services), tuple(budgets), claims, classes)
 
 
 def admission_record(action) -> bool:
@@ -226,7 +272,9 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
         extra = sum(1 for p in owned if p.name not in names)
         absent = len(names - {p.name for p in owned})
         edited = sum(1 for p in desired if metadata_repair(r, spec, p) is not None)
-        children = service_work(snap, r, spec) + budget_work(snap, r, spec)
+        children = (
+            service_work(snap, r, spec) + budget_work(snap, r, spec) + claim_work(snap, r, spec)
+        )
         left[r.key] = (0, stale, extra, absent, unguarded, edited, children)
     return left
 
@@ -253,6 +301,49 @@ def budget_work(snap: Snapshot, r, spec) -> int:
     if spec.num < redis_disruption.MIN_PODS:
         return int(found is not None)
     return int(found is None or bool(redis_disruption.drift(owner_of(r), found, spec.num)))
+
+
+def claim_work(snap: Snapshot, r, spec) -> int:
+    """Each claim of a desired index missing, each of ours with owner
+    references the policy does not want or smaller than the spec when its
+    class lets it grow, and each of ours scaled away under whenScaled Delete
+    whose pod is gone."""
+    if spec.storage is None:
+        return 0
+    claims = {
+        c.name: c for c in snap.children.get(storage.KIND) or () if c.namespace == r.namespace
+    }
+    expands = any(c.spec.get(EXPANSION_FIELD) for c in snap.children.get("StorageClass") or ())
+    pods = {p.name for p in snap.pods or ()}
+    left = 0
+    for i in range(6):
+        c = claims.get(f"data-{r.name}-{i}")
+        if i < spec.num and c is None:
+            left += 1
+        if c is None or c.terminating or not is_ours(owner_of(r), c):
+            continue
+        owned = [ref.uid for ref in c.owner_refs if ref.kind == "Redis"]
+        left += owned != ([r.uid] if spec.storage.when_deleted == storage.DELETE else [])
+        small = (requested(c) or 0) < spec.storage.size_bytes
+        left += i < spec.num and expands and small
+        gone = i >= spec.num and f"{r.name}-{i}" not in pods
+        left += gone and spec.storage.when_scaled == storage.DELETE
+    return left
+
+
+def claims_deleted_safely(snap: Snapshot, actions) -> None:
+    """No plan deletes a claim under whenScaled Retain, or the claim of an
+    index below num, or one that is not ours."""
+    by_key = {r.key: r for r in sim.redises(snap)}
+    claims = {c.key: c for c in snap.children.get(storage.KIND) or ()}
+    for a in actions:
+        if not (isinstance(a, DeleteChild) and a.kind == storage.KIND):
+            continue
+        r = by_key[a.owner]
+        spec = validate_spec(r.spec, settings_of(CONFIG, DEFAULTS).image).spec
+        index = int(a.target.name.rsplit("-", 1)[1])
+        assert spec.storage.when_scaled == storage.DELETE and index >= spec.num, a.describe()
+        assert is_ours(owner_of(r), claims[a.target]), a.describe()
 
 
 def potential(snap: Snapshot) -> list[int]:
@@ -358,6 +449,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
         if not result.actions and not any(p.terminating for p in snap.pods):
             break
         seen.append(potential(snap))
+        claims_deleted_safely(snap, result.actions)
         after = sim.apply(snap, result.actions, admit)
         # Each object written to (more than its status) makes strict progress:
         # a multi-pass process (rolling update, deletion) moves one step.
@@ -409,6 +501,7 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
         assert r.status["replicas"] == len(want)
         assert service_work(snap, r, spec) == 0
         assert budget_work(snap, r, spec) == 0
+        assert claim_work(snap, r, spec) == 0
     live_uids = {r.uid for r in sim.redises(snap)}
     assert all(
         p.controller_uid in live_uids or p.controller_uid == "foreign" for p in snap.pods
