@@ -53,8 +53,9 @@ FS_RESIZE_MESSAGE = (  # external-resizer's words
 RESIZE_CONDITIONS = ("Resizing", FS_RESIZE_PENDING)
 COMPONENT = "hack-provisioner"
 REQUEST_TIMEOUT = 10.0
-# A loop that took long (thousands of claims on a loaded machine) waits this
-# many times its own length before the next: it takes at most a fifth of a core.
+# A loop that took long (thousands of claims on a loaded machine) starts the
+# next only this many times its own length after it started: the provisioner
+# takes at most a quarter of a core (what it asks of the apiserver, likewise).
 LOAD_FACTOR = 4
 
 JSON = dict[str, Any]
