@@ -219,7 +219,8 @@ def test_a_class_that_does_not_exist_leaves_claims_pending_and_named(
     reconciler.sync(ns)
     reconciler.sync(ns)
     st = status(kubectl, ns)
-    assert f"claims not bound to a volume yet (Pending): data-{NAME}-0" in st["message"]
+    gone = f"claim data-{NAME}-0 is Pending: storage class missing-{ns} does not exist"
+    assert gone in st["message"]
     assert st["state"] != "Ready"
     plan = reconciler.cli("plan", "-n", ns, expect=None)
     assert "Not Ready yet" in plan.stdout and f"data-{NAME}-0" in plan.stdout

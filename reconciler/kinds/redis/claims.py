@@ -104,6 +104,7 @@ class ClaimInput:
     pods: tuple[str, ...]  # the desired pod names, index by index
     lookup: PodLookup
     write: bool  # claims were listed whole, and this pass may write them
+    classes: bool = False  # the storage classes were listed this pass
 
 
 def _grow(inp: ClaimInput, claim: Child) -> tuple[dict[str, Any] | None, str | None]:
@@ -144,8 +145,26 @@ def _claim_of_pod(inp: ClaimInput, pod: str) -> tuple[ClaimPlan, Child | None]:
         note = f"claim {name} is being deleted: pod {pod} waits for it to go"
         return ClaimPlan(going=frozenset({pod}), notes=(note,)), None
     if claim.status.get("phase") == "Pending":
+        why = _unbindable(inp, claim)
+        if why is not None:
+            return ClaimPlan(notes=(f"claim {name} is Pending: {why}",)), claim
         return ClaimPlan(pending=(name,)), claim
     return NO_CLAIMS, claim
+
+
+def _unbindable(inp: ClaimInput, claim: Child) -> str | None:
+    """Why a Pending claim will stay so, when the classes listed say: its
+    class does not exist, or it names none and the cluster has no default.
+    Other reasons (a provisioner that fails) are in the claim's events,
+    which we do not read; the progress deadline flags them."""
+    if not inp.classes:
+        return None
+    name = claim.spec.get("storageClassName")
+    if not isinstance(name, str) or not name:
+        return "it names no storage class and the cluster has no default one"
+    if inp.lookup.child(STORAGE_CLASSES.kind, "", name) is None:
+        return f"storage class {name} does not exist"
+    return None
 
 
 def _keep_right(inp: ClaimInput, claim: Child) -> ClaimPlan:
@@ -246,7 +265,8 @@ def claim_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> ClaimPlan:
         inp.gate.hold or spec.paused or inp.namespace_terminating
     )
     pods = tuple(pod_name(redis, i) for i in range(spec.num))
-    found = ClaimInput(owner_of(redis), spec.storage, pods, inp.pods, write)
+    classes = STORAGE_CLASSES.kind in inp.children
+    found = ClaimInput(owner_of(redis), spec.storage, pods, inp.pods, write, classes)
     planned = plan_claims(found, redis.name)
     return replace(planned, cannot_grow=None) if spec.paused else planned
 

@@ -270,3 +270,23 @@ def test_a_grace_period_reaches_the_pods_and_its_default_changes_nothing():
     default = redis(spec={"port": 6379, "num": 1, "terminationGracePeriodSeconds": 30})
     said = pod_manifest(default, validate(default, "redis:5-alpine").spec, 0)
     assert said["metadata"]["annotations"][FIELDS_HASH_ANNOTATION] == "b4866b9b1f"
+
+
+def test_a_claim_of_a_class_that_does_not_exist_is_named_with_why():
+    r = with_storage(num=2)
+    lost = claim(r, 0, phase="Pending", capacity=None)
+    lost = dataclasses.replace(lost, spec={**lost.spec, "storageClassName": "gone"})
+    waiting = claim(r, 1, phase="Pending", capacity=None)
+    message = status_of(plan(r, [], [lost, waiting])).status["message"]
+    assert "claim data-r-0 is Pending: storage class gone does not exist" in message
+    assert "claims not bound to a volume yet (Pending): data-r-1" in message
+    unlisted = plan(r, [], [lost], listed=frozenset({storage.KIND}))
+    assert "does not exist" not in status_of(unlisted).status["message"]
+
+
+def test_a_claim_without_a_class_in_a_cluster_without_a_default_is_named():
+    r = with_storage(num=1)
+    bare = claim(r, 0, phase="Pending", capacity=None)
+    bare = dataclasses.replace(bare, spec={"resources": bare.spec["resources"]})
+    message = status_of(plan(r, [], [bare], classes=())).status["message"]
+    assert "no storage class and the cluster has no default one" in message
