@@ -28,6 +28,10 @@ SERVICES = ResourceType("", "v1", "Service", "services")
 PDBS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 CLAIMS = ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 CHILD_TYPES: Mapping[str, ResourceType] = {r.kind: r for r in (SERVICES, PDBS, CLAIMS)}
+# Listed only in a pass where some object wants one (`Kind.child_names`): a
+# cluster with no Redis that has storage pays no LIST of claims, and a role
+# from before claims existed meets no 403.
+ON_DEMAND = frozenset({CLAIMS.kind})
 # Read, never written: whether a claim's class lets it grow. Listed whole (a
 # cluster has a handful) in a pass that sees a claim of ours, and looked up
 # like a child, under the namespace "".

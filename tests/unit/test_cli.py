@@ -81,8 +81,7 @@ def test_sync_exits_1_when_a_crd_is_missing(kube):
 
 
 def test_sync_exits_3_with_one_line_when_unreachable(kube):
-    kinds = ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget", "PersistentVolumeClaim")
-    for kind in kinds:
+    for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
         kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
     result = invoke("sync")
     assert result.exit_code == 3
@@ -99,8 +98,7 @@ def test_sync_exits_3_with_one_line_when_unreachable(kube):
     ],
 )
 def test_sync_exits_3_when_the_credentials_are_refused_and_says_so(kube, status, reason, says):
-    kinds = ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget", "PersistentVolumeClaim")
-    for kind in kinds:
+    for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
         kube.lists[kind] = ApiError(status, reason, reason)
     result = invoke("sync", "-o", "json")
     assert result.exit_code == 3
@@ -170,8 +168,7 @@ def test_plan_detailed_exitcode_keeps_2_for_changes_only(tmp_path, kube):
     bad.write_text("intervall: 5\n")
     assert invoke("--config", str(bad), "plan").exit_code == 2
     assert invoke("--config", str(bad), "plan", "--detailed-exitcode").exit_code == 1
-    kinds = ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget", "PersistentVolumeClaim")
-    for kind in kinds:
+    for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
         kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
     assert invoke("plan", "--detailed-exitcode").exit_code == 3
     helped = " ".join(invoke("plan", "--help").output.split())

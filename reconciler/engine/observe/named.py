@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from reconciler.children import CHILD_TYPES, decoder
+from reconciler.children import CHILD_TYPES, ON_DEMAND, decoder
 from reconciler.client.json_wire import page_of
 from reconciler.client.pod_dict import pod_from_api
 from reconciler.constants import MANAGED_POD_SELECTOR
@@ -129,7 +129,8 @@ def list_children(
 ) -> tuple[Child, ...] | None:
     """The child objects of ``kind`` that carry our label, and those holding
     a name our objects want that the LIST does not show (another's, or ours
-    with its labels removed). None if a read failed.
+    with its labels removed). None if a read failed, or for a kind listed on
+    demand (claims) that no object wants.
 
     Listed over the scope as it is, unlike pods (`pod_namespaces`): with
     every namespace in scope, one LIST across the cluster. The watch cache
@@ -137,6 +138,9 @@ def list_children(
     far fewer Services and budgets than pods, and at 10,000 Redis in 20
     namespaces, one LIST of each costs less than 20: one request rather than
     20, each with its own round trip and its own answer to read."""
+    wanted = _wanted_children(kind, objects)
+    if kind in ON_DEMAND and not wanted:
+        return None  # not listed: nothing of it is written this pass
     res, decode_one = CHILD_TYPES[kind], decoder(kind)
     reuse = reuse_of(None if before is None else before.children.get(kind), decode_one)
     decode = page_of(decode_one, reuse.known if reuse else {})
@@ -146,7 +150,7 @@ def list_children(
     if labelled is None:
         return None
     shown = {(c.namespace, c.name) for c in labelled}
-    missing = {key for key in _wanted_children(kind, objects) if key not in shown}
+    missing = {key for key in wanted if key not in shown}
     if not missing:
         return labelled
     lister.attempts += 1

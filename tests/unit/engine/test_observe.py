@@ -104,10 +104,10 @@ def test_unchanged_objects_are_known_from_a_list_of_their_metadata(protobuf, acc
 @pytest.mark.parametrize(
     ("protobuf", "asked", "sent", "full_asked", "full_sent"),
     [
-        (True, 0, 0, 0, [0, *[JSON_PAGE_SIZE] * 5]),
-        (True, 7, 7, 9, [9] * 6),
-        (False, 0, JSON_METADATA_PAGE_SIZE, 0, [JSON_PAGE_SIZE] * 6),
-        (False, 7, 7, 9, [9] * 6),
+        (True, 0, 0, 0, [0, *[JSON_PAGE_SIZE] * 4]),
+        (True, 7, 7, 9, [9] * 5),
+        (False, 0, JSON_METADATA_PAGE_SIZE, 0, [JSON_PAGE_SIZE] * 5),
+        (False, 7, 7, 9, [9] * 5),
     ],
 )
 def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, full_sent):
@@ -118,7 +118,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
     first = observe(
         kube, (), None, protobuf=protobuf, page_size=full_asked, metadata_page_size=asked
     )
-    # Pod, Redis, Xca, Service, PodDisruptionBudget, PersistentVolumeClaim in full.
+    # Pod, Redis, Xca, Service, PodDisruptionBudget in full.
     assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == full_sent
     kube.page_sizes.clear()
     observe(
@@ -130,7 +130,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
         metadata_page_size=asked,
         previous=first.snapshot,
     )
-    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 6
+    assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 5
     assert (PAGE, FULL) == (0, 0)  # the defaults: one page
 
 
@@ -286,14 +286,7 @@ def test_an_unreachable_cluster_is_asked_once_per_pass():
     would wait a timeout of its own."""
 
     def change(k: FakeKube) -> None:
-        for kind in (
-            "Pod",
-            "Redis",
-            "Xca",
-            "Service",
-            "PodDisruptionBudget",
-            "PersistentVolumeClaim",
-        ):
+        for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
             k.lists[kind] = Unreachable("timed out")
 
     kube = FakeKube()
@@ -301,7 +294,7 @@ def test_an_unreachable_cluster_is_asked_once_per_pass():
     lists = [kind for kind, _ in kube.accepts if kind != "Namespace"]
     assert lists == ["Pod"]
     assert after.unreachable == "cannot reach the cluster: timed out"
-    assert after.snapshot.of("Redis") is None and len(after.errors) == 6
+    assert after.snapshot.of("Redis") is None and len(after.errors) == 5
 
 
 def test_an_unreadable_full_list_fails_that_kind_not_the_pass():
@@ -525,7 +518,6 @@ def test_a_sharded_replica_lists_its_buckets_and_what_is_not_labelled_in_one_lis
         ("Xca", f"{LABEL_BUCKET} notin ({others})"),
         ("Service", MANAGED_POD_SELECTOR),  # of every bucket: kept by their controller
         ("PodDisruptionBudget", MANAGED_POD_SELECTOR),
-        ("PersistentVolumeClaim", MANAGED_POD_SELECTOR),
         ("Namespace", None),
     ]
     ours = {n for n, b in true.items() if b in held and n != "r6"}
@@ -599,14 +591,7 @@ def test_a_full_pass_after_a_selected_one_reads_metadata_and_gets_only_what_it_h
         previous=selected.snapshot,
     )
     # metadata only: no full LIST
-    assert kube.streamed == [
-        "Pod",
-        "Redis",
-        "Xca",
-        "Service",
-        "PodDisruptionBudget",
-        "PersistentVolumeClaim",
-    ]
+    assert kube.streamed == ["Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"]
     mine = {n for n, b in true.items() if b in held}
     # No Service exists yet: each one in scope is looked up by name.
     services = [f"service/{n}" for n in mine]
@@ -756,3 +741,39 @@ def test_pods_listed_in_full_as_json_go_back_to_metadata_once_quiet():
     kube.accepts.clear()
     one_pass(kube, at_once.snapshot)
     assert [accept for kind, accept in kube.accepts if kind == "Pod"] == [META_ACCEPT_JSON]
+
+
+# ------------------------------------------------------------ claims, on demand
+
+
+def test_claims_are_listed_only_while_a_redis_has_storage_and_classes_once_one_exists():
+    """A cluster without storage pays no LIST of claims (and a role from
+    before claims meets no 403); the classes follow the first claim."""
+    kube = cluster(redis=(redis_obj("r"),))
+    seen = one_pass(kube)
+    assert "PersistentVolumeClaim" not in {kind for kind, _ in kube.selectors}
+    assert seen.snapshot.children["PersistentVolumeClaim"] is None
+    stored = redis_obj("r")
+    stored["spec"] = {"num": 1, "storage": {"size": "1Gi"}}
+    kube = cluster(redis=(stored,))
+    seen = one_pass(kube)
+    assert ("PersistentVolumeClaim", MANAGED_POD_SELECTOR) in kube.selectors
+    assert seen.snapshot.children["PersistentVolumeClaim"] == ()
+    assert "StorageClass" not in seen.snapshot.children  # no claim yet: nothing to grow
+    claim = {
+        "metadata": {
+            "name": "data-r-0",
+            "namespace": "a",
+            "uid": "pvc",
+            "resourceVersion": "1",
+            "labels": {"app.kubernetes.io/managed-by": "reconciler"},
+        },
+        "spec": {"storageClassName": "standard"},
+    }
+    kube.lists["PersistentVolumeClaim"] = [claim]
+    kube.lists["StorageClass"] = [
+        {"metadata": {"name": "standard", "uid": "sc"}, "allowVolumeExpansion": True}
+    ]
+    seen = one_pass(kube)
+    (found,) = seen.snapshot.children["StorageClass"]
+    assert (found.name, found.spec) == ("standard", {"allowVolumeExpansion": True})

@@ -84,8 +84,6 @@ def api() -> Iterator[FakeApiserver]:
     server.answer("GET", "/api/v1/services", a_list("ServiceList", []))
     budgets = "/apis/policy/v1/poddisruptionbudgets"
     server.answer("GET", budgets, a_list("PodDisruptionBudgetList", []))
-    claims = "/api/v1/persistentvolumeclaims"
-    server.answer("GET", claims, a_list("PersistentVolumeClaimList", []))
     server.answer("GET", "/api/v1/namespaces", a_list("NamespaceList", []))
     yield server
     served.close()
