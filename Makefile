@@ -129,6 +129,11 @@ bench-scale: deps cluster-build ## Steady pass at 1,000 and 10,000 Redis (3 pods
 	pip install -q --disable-pip-version-check -e '.[bench]'
 	python -m bench.scale $(BENCH_ARGS)
 
+.PHONY: bench-storage
+bench-storage: deps cluster-build ## Steady pass at 10,000 Redis without, then with spec.storage (30,000 claims), in one run.
+	pip install -q --disable-pip-version-check -e '.[bench]'
+	python -m bench.storage $(BENCH_ARGS)
+
 .PHONY: bench-fleet
 bench-fleet: deps cluster-build ## One reconciler run over two clusters of 1,000 Redis and 1,000 Xca each vs a process per cluster: RSS, steady CPU, end state.
 	pip install -q --disable-pip-version-check -e '.[bench]'
