@@ -249,6 +249,10 @@ def test_service_account_is_refused_everything_else(
         ("", "services", "delete"),  # the garbage collector deletes a Redis's Service
         ("", "services", "watch"),
         ("policy", "poddisruptionbudgets", "watch"),
+        ("", "persistentvolumeclaims", "watch"),
+        ("", "persistentvolumes", "list"),  # the volumes are the provisioner's
+        ("storage.k8s.io", "storageclasses", "get"),
+        ("storage.k8s.io", "storageclasses", "create"),
         ("", "events", "list"),
         ("", "events", "delete"),
         ("", "serviceaccounts/token", "create"),

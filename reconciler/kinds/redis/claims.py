@@ -63,14 +63,14 @@ def _conditions(claim: Child) -> set[str]:
     }
 
 
-def _owner_refs_patch(owner: Owner, storage: Storage, claim: Child) -> list[dict[str, Any]] | None:
+def _owner_refs_patch(owner: Owner, wanted: Storage, claim: Child) -> list[dict[str, Any]] | None:
     """The claim's owner references as the retention policy wants them (ours
     when it goes with the Redis, none of a Redis otherwise, others' kept);
     None when they already are."""
     api_version, kind = owner.owner_ref["apiVersion"], owner.owner_ref["kind"]
     others = [r for r in claim.owner_refs if (r.api_version, r.kind) != (api_version, kind)]
     ours = [r for r in claim.owner_refs if (r.api_version, r.kind) == (api_version, kind)]
-    want_ours = storage.when_deleted == DELETE
+    want_ours = wanted.when_deleted == DELETE
     if want_ours and [r.uid for r in ours] == [owner.uid]:
         return None
     if not want_ours and not ours:

@@ -3,7 +3,8 @@
   1. being deleted: deletes its pods, then drops the finalizer once none remain;
   2. no finalizer yet: adds it before any pod exists;
   3. invalid spec: touches no pod, and names the field in status and an event;
-  4. pod changes (`changes`), its Service and its budget, none of it while
+  4. its claims (`claims`, made before their pods), pod changes
+     (`changes`), its Service and its budget, none of it while
      ``spec.paused`` is true (its deletion still deletes its pods);
   5. the status (`status`), written only when it differs from what is stored.
 """
