@@ -71,6 +71,12 @@ def scale(kubectl: Kubectl, ns: str, patch: dict[str, Any]) -> None:
     kubectl.run("patch", "redis", NAME, "-n", ns, "--type=merge", "-p", json.dumps(patch))
 
 
+def json_patch(kubectl: Kubectl, ns: str, op: dict[str, Any], check: bool = True) -> Any:
+    """`kubectl patch --type=json` of the Redis, one operation."""
+    patch = json.dumps([op])
+    return kubectl.run("patch", "redis", NAME, "-n", ns, "--type=json", "-p", patch, check=check)
+
+
 def test_each_pod_gets_its_own_claim_and_keeps_it_through_rollout_delete_and_eviction(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
@@ -238,17 +244,7 @@ def test_storage_added_to_a_running_redis_rolls_each_pod_once(
     kubectl.apply(json.dumps(plain))
     converged(kubectl, reconciler, ns)
     before = {n: p["metadata"]["uid"] for n, p in pods(kubectl, ns).items()}
-    removed = kubectl.run(
-        "patch",
-        "redis",
-        NAME,
-        "-n",
-        ns,
-        "--type=json",
-        "-p",
-        '[{"op":"add","path":"/spec/storage","value":{"size":"1Gi"}}]',
-    )
-    assert removed.returncode == 0
+    json_patch(kubectl, ns, {"op": "add", "path": "/spec/storage", "value": {"size": "1Gi"}})
     converged(kubectl, reconciler, ns)
     after = pods(kubectl, ns)
     assert all(after[n]["metadata"]["uid"] != uid for n, uid in before.items())
@@ -260,16 +256,6 @@ def test_storage_added_to_a_running_redis_rolls_each_pod_once(
         f"Created pod {NAME}-1: spec changed",
         f"Created pods {NAME}-0, {NAME}-1: scale up",
     ]
-    gone = kubectl.run(
-        "patch",
-        "redis",
-        NAME,
-        "-n",
-        ns,
-        "--type=json",
-        "-p",
-        '[{"op":"remove","path":"/spec/storage"}]',
-        check=False,
-    )
+    gone = json_patch(kubectl, ns, {"op": "remove", "path": "/spec/storage"}, check=False)
     assert gone.returncode != 0 and "spec.storage cannot be removed" in gone.stderr
     stays_converged(kubectl, reconciler, ns)
