@@ -31,7 +31,7 @@ from reconciler.kinds.conditions import (
     observed_conditions,
     status_after,
 )
-from reconciler.kinds.redis import disruption, service, storage
+from reconciler.kinds.redis import disruption, server, service, storage
 from reconciler.kinds.redis.changes import Missing, PodChanges, pod_changes
 from reconciler.kinds.redis.claims import claim_plan, claims_verdict, resizing_verdict
 from reconciler.kinds.redis.identity import (
@@ -148,7 +148,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         for d in (
             refusal.note if refusal else waiting,
             *claims.notes,
-            pods_detail(podset, counted, inp.now),
+            pods_detail(podset, counted, inp.now, server.waiting_hints(spec.server)),
         )
         if d
     )
@@ -268,7 +268,8 @@ def service_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> service.Servi
         stored = redis.status.get(SERVICE_FIELD)
         return service.ServicePlan((), stored if isinstance(stored, str) else None)
     found = inp.pods.child(service.KIND, redis.namespace, redis.name)
-    planned = service.plan_service(owner_of(redis), found, spec.port)
+    metrics = spec.server.exporter is not None
+    planned = service.plan_service(owner_of(redis), found, spec.port, metrics)
     if spec.paused or inp.gate.hold or inp.namespace_terminating:
         return service.ServicePlan(
             (), None if found is None else planned.shown, planned.held_by_another

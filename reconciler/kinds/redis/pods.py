@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from reconciler.actions import CreatePod
-from reconciler.kinds.redis import placement, storage
+from reconciler.kinds.redis import placement, server, storage
 from reconciler.kinds.redis.identity import (
     ADMITTED_IMAGE_ANNOTATION,
     CONTAINER_NAME,
@@ -47,10 +47,10 @@ def template_hash(spec: RedisSpec) -> str:
 def pod_fields_hash(spec: RedisSpec) -> str:
     """The hash a pod records of the fields it was made with besides its
     container: the placement's alone while the Redis has no storage and
-    the default grace period, so that pods made before either existed are
-    not rolled."""
+    the default grace period and none of `server`'s fields, so that pods
+    made before these existed are not rolled."""
     base = placement.fields_hash(spec.placement)
-    more = storage.pod_fields(spec.storage, spec.grace)
+    more = {**storage.pod_fields(spec.storage, spec.grace), **server.pod_fields(spec.server)}
     if not more:
         return base
     doc = [base, more]
@@ -70,9 +70,11 @@ def desired_pod_names(redis: Redis) -> tuple[str, ...]:
 
 
 def desired_container(spec: RedisSpec) -> Container:
-    """The server listens on the spec's port: the image's entrypoint passes
-    these arguments to redis-server."""
-    return Container(CONTAINER_NAME, spec.image, (spec.port,), ("--port", str(spec.port)))
+    """The server listens on the spec's port, with the directives and the
+    password of `server`: the image's entrypoint passes these arguments to
+    redis-server."""
+    args = ("--port", str(spec.port), *server.args(spec.server))
+    return Container(CONTAINER_NAME, spec.image, (spec.port,), args)
 
 
 def pod_template(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
@@ -97,16 +99,22 @@ def pod_template(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
 
 def pod_spec(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
     """The container's spec with the placement fields added to it and to the
-    pod's, the data volume's mount, and the grace period. The volume itself
-    names each pod's own claim: `claims_of` gives it to each create."""
+    pod's, its password's variable, the data volume's mount, the grace
+    period, and the exporter beside it. The volume itself names each pod's
+    own claim: `claims_of` gives it to each create."""
     shared = _pod_spec(desired_container(spec))
     container = {**shared["containers"][0], **placement.container_fields(spec.placement)}
+    variables = server.env(spec.server)
+    if variables:
+        container["env"] = variables
     if spec.storage is not None:
         container["volumeMounts"] = [{"name": storage.VOLUME, "mountPath": storage.MOUNT_PATH}]
     fields = placement.pod_fields(spec.placement, selector_labels(redis))
     if spec.grace is not None:
         fields[storage.GRACE_FIELD] = spec.grace
-    return {**shared, "containers": [container], "subdomain": redis.name, **fields}
+    exporter = server.exporter_container(spec.server, spec.port)
+    containers = [container] if exporter is None else [container, exporter]
+    return {**shared, "containers": containers, "subdomain": redis.name, **fields}
 
 
 def claims_of(spec: RedisSpec, pod: str) -> tuple[tuple[str, str], ...]:

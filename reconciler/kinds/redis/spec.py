@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.constants import LABEL_INSTANCE
-from reconciler.kinds.redis import placement, storage
+from reconciler.kinds.redis import placement, server, storage
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.redis.placement import quoted
 
@@ -64,6 +64,7 @@ class RedisSpec:
     placement: placement.Placement = placement.NONE
     storage: storage.Storage | None = None  # spec.storage: a claim per pod
     grace: int | None = None  # the pods' grace period, when not their default
+    server: server.Server = server.NONE  # password, directives, restart, exporter
 
 
 @dataclass(frozen=True)
@@ -182,10 +183,15 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
     found = (_port_error(port), num_error(num), _image_error(image), _paused_error(paused))
     errors = tuple(e for e in found if e is not None) + tuple(
         FieldError(path, message)
-        for path, message in (*placement.field_errors(spec), *storage.field_errors(spec))
+        for path, message in (
+            *placement.field_errors(spec),
+            *storage.field_errors(spec),
+            *server.field_errors(spec),
+        )
     )
     if errors:
         return SpecCheck(None, errors)
     fields = placement.placement_of(spec)
     data, grace = storage.storage_of(spec), storage.grace_of(spec)
-    return SpecCheck(RedisSpec(port, num, image, paused, fields, data, grace), ())
+    run = server.server_of(spec)
+    return SpecCheck(RedisSpec(port, num, image, paused, fields, data, grace, run), ())

@@ -137,14 +137,19 @@ def stuck_terminating(pod: Pod, now: datetime) -> str | None:
     return f"{pod.name} terminating for {age(since)}: {held}"
 
 
-def waiting_on(pod: Pod) -> str | None:
+EMPTY: Mapping[str, str] = {}  # no hints
+
+
+def waiting_on(pod: Pod, hints: Mapping[str, str] = EMPTY) -> str | None:
     """Why a pod is not Ready, from its own status, when the reason is a
-    problem rather than a start in progress: a container waiting on an image
-    or a restart, or no node for it."""
+    problem rather than a start in progress: a container waiting on an image,
+    a restart or its configuration (``hints`` adds what the spec says of that
+    reason: the Secret its password comes from), or no node for it."""
     states = sorted(pod.container_states, key=lambda s: s.name != CONTAINER_NAME)
     waiting = next((s for s in states if s.waiting and s.reason not in STARTING), None)
     if waiting is not None:
-        return str(waiting)
+        hint = hints.get(waiting.reason)
+        return f"{waiting} ({hint})" if hint else str(waiting)
     scheduled = pod.condition("PodScheduled")
     if scheduled is not None and scheduled.status == "False" and scheduled.reason:
         detail = scheduled.message
@@ -156,7 +161,9 @@ def waiting_on(pod: Pod) -> str | None:
 STARTING = frozenset({"ContainerCreating", "PodInitializing", ""})
 
 
-def pods_detail(podset: PodSet, changes: PodChanges, now: datetime) -> str:
+def pods_detail(
+    podset: PodSet, changes: PodChanges, now: datetime, hints: Mapping[str, str] = EMPTY
+) -> str:
     """The pods a rollout waits on, and why, for the status message: stuck
     terminating pods and desired pods whose own status names a problem."""
     notes: list[str] = []
@@ -166,7 +173,7 @@ def pods_detail(podset: PodSet, changes: PodChanges, now: datetime) -> str:
         elif pod.name in changes.deleted or pod.ready:
             note = None
         else:
-            why = waiting_on(pod)
+            why = waiting_on(pod, hints)
             note = f"{pod.name} not Ready: {why}" if why else None
         if note is not None:
             notes.append(note)
