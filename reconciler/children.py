@@ -27,11 +27,14 @@ from reconciler.model import (
 SERVICES = ResourceType("", "v1", "Service", "services")
 PDBS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 CLAIMS = ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
-CHILD_TYPES: Mapping[str, ResourceType] = {r.kind: r for r in (SERVICES, PDBS, CLAIMS)}
+NETWORK_POLICIES = ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")
+CHILD_TYPES: Mapping[str, ResourceType] = {
+    r.kind: r for r in (SERVICES, PDBS, CLAIMS, NETWORK_POLICIES)
+}
 # Listed only in a pass where some object wants one (`Kind.child_names`): a
-# cluster with no Redis that has storage pays no LIST of claims, and a role
-# from before claims existed meets no 403.
-ON_DEMAND = frozenset({CLAIMS.kind})
+# cluster with no Redis that has storage (or a network policy) pays no LIST
+# of them, and a role from before they existed meets no 403.
+ON_DEMAND = frozenset({CLAIMS.kind, NETWORK_POLICIES.kind})
 # Read, never written: whether a claim's class lets it grow. Listed whole (a
 # cluster has a handful) in a pass that sees a claim of ours, and looked up
 # like a child, under the namespace "".
@@ -46,6 +49,7 @@ SPEC_READ: Mapping[str, tuple[str, ...]] = {
     SERVICES.kind: ("selector", "ports"),
     PDBS.kind: ("selector", "maxUnavailable", "minAvailable", POLICY_FIELD),
     CLAIMS.kind: ("resources", "storageClassName", "volumeName"),
+    NETWORK_POLICIES.kind: ("podSelector", "policyTypes", "ingress"),
 }
 # The fields of each kind's status that its rules read: the disruption
 # controller's count, from which the Eviction API answers.
@@ -53,6 +57,7 @@ STATUS_READ: Mapping[str, tuple[str, ...]] = {
     SERVICES.kind: (),
     PDBS.kind: ("observedGeneration", "disruptionsAllowed", "currentHealthy", "desiredHealthy"),
     CLAIMS.kind: ("phase", "capacity", "conditions"),
+    NETWORK_POLICIES.kind: (),
 }
 
 

@@ -145,6 +145,7 @@ def snap(
     budgets: Sequence[Child] | None = None,
     claims: Sequence[Child] | None = None,
     classes: Sequence[Child] | None = None,
+    policies: Sequence[Child] | None = None,
 ) -> Snapshot:
     """A snapshot; ``None`` for a kind means its LIST failed (Services and
     budgets are not listed unless given, so a test of pods sees no write of
@@ -158,6 +159,7 @@ def snap(
         "PodDisruptionBudget": None if budgets is None else tuple(budgets),
         "PersistentVolumeClaim": None if claims is None else tuple(claims),
         "StorageClass": None if classes is None else tuple(classes),
+        "NetworkPolicy": None if policies is None else tuple(policies),
     }
     listed = {o.uid for found in objects.values() for o in found or ()}
     # As observe hands it over: each owner its LIST left out, confirmed gone by a GET.

@@ -50,6 +50,7 @@ RULES = {
     ("policy", "poddisruptionbudgets"): {"get", "list", "create", "patch", "delete"},
     ("", "persistentvolumeclaims"): {"get", "list", "create", "patch", "delete"},
     ("storage.k8s.io", "storageclasses"): {"list"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "list", "create", "patch", "delete"},
     ("", "events"): {"create", "get", "patch"},
     ("", "namespaces"): {"get", "list"},
 }

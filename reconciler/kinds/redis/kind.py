@@ -31,8 +31,14 @@ from reconciler.kinds.conditions import (
     observed_conditions,
     status_after,
 )
-from reconciler.kinds.redis import disruption, server, service, storage
+from reconciler.kinds.redis import disruption, network, server, service, storage
 from reconciler.kinds.redis.changes import Missing, PodChanges, pod_changes
+from reconciler.kinds.redis.child_plans import (
+    SERVICE_FIELD,
+    policy_plan,
+    policy_verdict,
+    service_plan,
+)
 from reconciler.kinds.redis.claims import claim_plan, claims_verdict, resizing_verdict
 from reconciler.kinds.redis.identity import (
     COMPONENT,
@@ -73,9 +79,6 @@ DELETING = "Deleting"  # the state shown while its pods go
 
 
 PODS_UNKNOWN = "PodsUnknown"  # the Degraded reason while the pod LIST is refused
-
-
-SERVICE_FIELD = "service"  # status: the name of its Service, once it exists
 
 
 def plan_deletion(redis: Redis, podset: PodSet) -> list[Action]:
@@ -141,6 +144,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         progressing = paused_verdict(spec, counts)
     progress = progress_of(redis, counts, counted, inp)
     svc = service_plan(redis, spec, inp)
+    policy = policy_plan(redis, spec, inp)
     held = redis.name if svc.held_by_another else None
     waiting = budget_wait(budget, asked, changes) if progress.stalled else ""
     detail = "; ".join(
@@ -155,8 +159,9 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     verdicts = {
         "Ready": ready_verdict(spec, counts),
         "Progressing": with_detail(progressing, detail),
-        "Degraded": claims_verdict(
-            degraded_verdict(changes.missing.conflicts, inp.gate, held), claims
+        "Degraded": policy_verdict(
+            claims_verdict(degraded_verdict(changes.missing.conflicts, inp.gate, held), claims),
+            redis.name if policy.held_by_another else None,
         ),
     }
     verdicts = deadline_verdicts(verdicts, progress, redis_settings(inp).progress_deadline)
@@ -166,6 +171,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         "updatedReplicas": counts.updated,
         PROGRESS_FIELD: rfc3339(progress.at),
         SERVICE_FIELD: svc.shown,
+        network.FIELD: policy.shown,
         disruption.REFUSED_FIELD: refusal.to_status() if refusal else None,
     }
     stored = disruption.refusal_of(redis.status)
@@ -180,6 +186,7 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         *creates,
         *changes.actions,
         *svc.actions,
+        *policy.actions,
         *status,
         *changes.repairs,
         *later,
@@ -260,23 +267,6 @@ def budget_plan(
     return writes
 
 
-def service_plan(redis: Redis, spec: RedisSpec, inp: PlanInput) -> service.ServicePlan:
-    """Its Service's write, if any. Nothing while the Services could not all
-    be listed (the status keeps the name it shows), while held after a
-    failure, or while paused (the Service stays as it is)."""
-    if service.KIND not in inp.children:
-        stored = redis.status.get(SERVICE_FIELD)
-        return service.ServicePlan((), stored if isinstance(stored, str) else None)
-    found = inp.pods.child(service.KIND, redis.namespace, redis.name)
-    metrics = spec.server.exporter is not None
-    planned = service.plan_service(owner_of(redis), found, spec.port, metrics)
-    if spec.paused or inp.gate.hold or inp.namespace_terminating:
-        return service.ServicePlan(
-            (), None if found is None else planned.shown, planned.held_by_another
-        )
-    return planned
-
-
 def _paused(changes: PodChanges) -> PodChanges:
     """spec.paused: no pod is created, deleted, replaced or repaired; what
     would have been done is still counted (the stale pods) for the status."""
@@ -348,14 +338,17 @@ def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
 
 
 def child_names(redis: Redis) -> tuple[tuple[str, str], ...]:
-    """Its Service, its budget while it has two pods or more, and with
-    storage, the claim of each desired pod."""
+    """Its Service, its budget while it has two pods or more, with storage
+    the claim of each desired pod, and its NetworkPolicy while it asks for
+    one or its status names one."""
     names = [(service.KIND, redis.name)]
     num = redis.spec.get("num", 0)
     if num_error(num) is None and num >= disruption.MIN_PODS:
         names.append((disruption.KIND, redis.name))
     if redis.spec.get("storage") is not None:
         names += [(storage.KIND, storage.claim_name(pod)) for pod in desired_pod_names(redis)]
+    if network.wanted(redis.spec, redis.status):
+        names.append((network.KIND, redis.name))
     return tuple(names)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.constants import LABEL_INSTANCE
-from reconciler.kinds.redis import placement, server, storage
+from reconciler.kinds.redis import network, placement, server, storage
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.redis.placement import quoted
 
@@ -65,6 +65,7 @@ class RedisSpec:
     storage: storage.Storage | None = None  # spec.storage: a claim per pod
     grace: int | None = None  # the pods' grace period, when not their default
     server: server.Server = server.NONE  # password, directives, restart, exporter
+    access: network.Access | None = None  # spec.networkPolicy: who may connect
 
 
 @dataclass(frozen=True)
@@ -187,11 +188,12 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
             *placement.field_errors(spec),
             *storage.field_errors(spec),
             *server.field_errors(spec),
+            *network.field_errors(spec),
         )
     )
     if errors:
         return SpecCheck(None, errors)
     fields = placement.placement_of(spec)
     data, grace = storage.storage_of(spec), storage.grace_of(spec)
-    run = server.server_of(spec)
-    return SpecCheck(RedisSpec(port, num, image, paused, fields, data, grace, run), ())
+    run, access = server.server_of(spec), network.access_of(spec)
+    return SpecCheck(RedisSpec(port, num, image, paused, fields, data, grace, run, access), ())

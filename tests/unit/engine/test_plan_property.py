@@ -6,6 +6,7 @@ planning is pure."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -28,8 +29,8 @@ from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
 from reconciler.kinds.base import settings_of
 from reconciler.kinds.redis import disruption as redis_disruption
+from reconciler.kinds.redis import network, storage
 from reconciler.kinds.redis import service as redis_service
-from reconciler.kinds.redis import storage
 from reconciler.kinds.redis.claims import is_ours, requested
 from reconciler.kinds.redis.identity import FINALIZER, TEMPLATE_HASH_ANNOTATION, owner_of
 from reconciler.kinds.redis.pods import spec_drift
@@ -179,9 +180,56 @@ def claims_of(draw, r):
     return found
 
 
+PEERS = (
+    [{"podSelector": {"matchLabels": {"app": "shop"}}}],
+    [{"namespaceSelector": {}}, {"podSelector": {}}],
+)
+
+
+@st.composite
+def server_fields(draw):
+    """Some of the server's fields: a password, directives, a restart, an
+    exporter, a network policy."""
+    fields = {}
+    if draw(st.integers(0, 3)) == 0:
+        fields["auth"] = {"passwordSecret": {"name": draw(st.sampled_from(["s1", "s2"]))}}
+    if draw(st.integers(0, 3)) == 0:
+        fields["config"] = draw(st.sampled_from([["maxmemory 1mb"], ["appendonly yes", 'save ""']]))
+    if draw(st.integers(0, 4)) == 0:
+        fields["restartedAt"] = draw(st.sampled_from(["2026-11-22T10:00:00Z", "now"]))
+    if draw(st.integers(0, 3)) == 0:
+        fields["exporter"] = {}
+    if draw(st.integers(0, 2)) == 0:
+        policy = {"allowFrom": draw(st.sampled_from(PEERS))}
+        if draw(st.booleans()):
+            policy["metricsFrom"] = draw(st.sampled_from(PEERS))
+        fields[network.FIELD] = policy
+    return fields
+
+
+@st.composite
+def policies_of(draw, r):
+    """None; ours as some spec made it (this one's, another's, or none
+    wanted now); drifted by hand; or another's holding the name."""
+    choice = draw(st.integers(0, 4))
+    if choice == 0:
+        return []
+    peers = draw(st.sampled_from(PEERS))
+    access = network.Access(json.dumps(peers, sort_keys=True))
+    want = network.desired_spec(owner_of(r), access, 6379, draw(st.booleans()))
+    made = child_from_api(network.KIND, network.manifest(owner_of(r), want))
+    made = dataclasses.replace(made, uid=f"np-{r.uid}", resource_version="1")
+    if choice == 2:
+        spec = {**made.spec, "podSelector": {}, "ingress": []}
+        made = dataclasses.replace(made, labels={"team": "x"}, spec=spec)
+    elif choice == 3:
+        made = dataclasses.replace(made, controller_uid="foreign", owner_refs=())
+    return [made]
+
+
 @st.composite
 def snapshots(draw):
-    redises, pods, services, budgets, claims = [], [], [], [], []
+    redises, pods, services, budgets, claims, policies = [], [], [], [], [], []
     for name in draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3)):
         valid = draw(st.booleans()) or draw(st.booleans())
         spec = {"port": draw(st.sampled_from([6379, 6380])), "num": draw(st.integers(0, 4))}
@@ -192,6 +240,7 @@ def snapshots(draw):
             spec["paused"] = True
         if draw(st.booleans()):
             spec["storage"] = draw(storage_specs())
+        spec.update(draw(server_fields()))
         if not valid:
             spec = draw(st.sampled_from([{"port": 6399, "num": 2}, {"port": 6379, "num": "x"}]))
         r = redis(
@@ -202,7 +251,11 @@ def snapshots(draw):
         )
         if r.deletion_timestamp and not r.finalizers:
             r = dataclasses.replace(r, finalizers=("x/y",))
+        found = draw(policies_of(r))
+        if found and found[0].controller_uid == r.uid:
+            r = dataclasses.replace(r, status={network.FIELD: r.name})
         redises.append(r)
+        policies.extend(found)
         claims.extend(draw(claims_of(r)))
         services.extend(draw(services_of(r)))
         budgets.extend(draw(budgets_of(r)))
@@ -227,7 +280,16 @@ def snapshots(draw):
     )
     expands = draw(st.booleans())
     classes = (storage_class_from_api({"metadata": {"name": CLASS}, EXPANSION_FIELD: expands}),)
-    return snap(tuple(redises), xcas, tuple(pods), tuple(services), tuple(budgets), claims, classes)
+    return snap(
+        tuple(redises),
+        xcas,
+        tuple(pods),
+        tuple(services),
+        tuple(budgets),
+        claims,
+        classes,
+        policies,
+    )
 
 
 def admission_record(action) -> bool:
@@ -273,7 +335,10 @@ def work_left(snap: Snapshot) -> dict[ObjKey, Work]:
         absent = len(names - {p.name for p in owned})
         edited = sum(1 for p in desired if metadata_repair(r, spec, p) is not None)
         children = (
-            service_work(snap, r, spec) + budget_work(snap, r, spec) + claim_work(snap, r, spec)
+            service_work(snap, r, spec)
+            + budget_work(snap, r, spec)
+            + claim_work(snap, r, spec)
+            + policy_work(snap, r, spec)
         )
         left[r.key] = (0, stale, extra, absent, unguarded, edited, children)
     return left
@@ -286,7 +351,21 @@ def service_work(snap: Snapshot, r, spec) -> int:
         return 1
     if found.controller_uid != r.uid:
         return 0  # another's: left alone
-    return int(bool(redis_service.drift(owner_of(r), found, spec.port)))
+    metrics = spec.server.exporter is not None
+    return int(bool(redis_service.drift(owner_of(r), found, spec.port, metrics)))
+
+
+def policy_work(snap: Snapshot, r, spec) -> int:
+    """1 while its policy is wanted and missing or drifted, or ours and
+    not wanted."""
+    found = next((c for c in snap.children.get(network.KIND) or () if c.name == r.name), None)
+    if found is not None and found.controller_uid != r.uid:
+        return 0  # another's: left alone
+    if spec.access is None:
+        return int(found is not None)
+    exporter = spec.server.exporter is not None
+    want = network.desired_spec(owner_of(r), spec.access, spec.port, exporter)
+    return int(found is None or bool(network.drift(owner_of(r), found, want)))
 
 
 def budget_work(snap: Snapshot, r, spec) -> int:
