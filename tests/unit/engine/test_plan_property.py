@@ -555,7 +555,8 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
             continue
         if spec.paused:  # its live pods left as they were, and the status says so
             assert kept[r.uid] <= {p.uid for p in snap.pods}
-            assert r.status["state"] in ("Paused", "PodConflict", "ServiceConflict")
+            conflicts = ("PodConflict", "ServiceConflict", network.CONFLICT)
+            assert r.status["state"] in ("Paused", *conflicts)
             continue
         foreign = {p.name for p in snap.pods if p.controller_uid != r.uid}
         want = sorted(f"{r.name}-{i}" for i in range(spec.num) if f"{r.name}-{i}" not in foreign)
