@@ -10,6 +10,12 @@ rm -f "$state"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+say "kubectl create secret generic redis-sample-auth (the sample Redis's password)"
+password="$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')"
+kubectl create secret generic redis-sample-auth --from-literal=password="$password" \
+  --dry-run=client -o yaml | kubectl apply -f -
+unset password
+
 say "kubectl apply -k config/samples"
 kubectl apply -k config/samples
 
