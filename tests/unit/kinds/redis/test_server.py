@@ -246,3 +246,17 @@ def test_a_changed_directive_rolls_one_pod_at_a_time_and_a_made_pod_is_left():
 
 def _status(action) -> bool:
     return type(action).__name__ in ("PatchStatus", "PatchChild")
+
+
+def test_the_crd_defaults_are_the_planners():
+    """An object stored before a default existed, or past the schema, gets
+    the same value from the planner as from the apiserver."""
+    crd = yaml.safe_load((ROOT / "crds" / "myapp.demo.kubebuilder.io_redis.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    fields = spec["properties"]
+    secret = fields["auth"]["properties"]["passwordSecret"]["properties"]
+    assert secret["key"]["default"] == server.PASSWORD_KEY_DEFAULT
+    assert fields["exporter"]["properties"]["image"]["default"] == server.EXPORTER_IMAGE_DEFAULT
+    assert fields["config"]["maxItems"] == server.CONFIG_MAX
+    assert fields["config"]["items"]["maxLength"] == server.DIRECTIVE_MAX
+    assert fields["restartedAt"]["maxLength"] == server.RESTARTED_MAX
