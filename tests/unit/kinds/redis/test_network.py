@@ -161,3 +161,18 @@ def test_the_spec_keeps_the_peers():
     assert (
         network.desired_spec(owner_of(r), spec.access, 6379, False)["ingress"][0]["from"] == CLIENTS
     )
+
+
+def test_the_crd_bounds_the_peers_as_the_planner_does():
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[4] / "crds" / "myapp.demo.kubebuilder.io_redis.yaml"
+    crd = yaml.safe_load(path.read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    found = spec["properties"][network.FIELD]
+    assert found["required"] == ["allowFrom"]
+    for key in ("allowFrom", "metricsFrom"):
+        assert found["properties"][key]["maxItems"] == network.PEERS_MAX
+        assert set(found["properties"][key]["items"]["properties"]) == set(network.SELECTORS)
