@@ -125,7 +125,7 @@ def list_children(
     kind: str,
     before: Snapshot | None,
     sorter: Sorter,
-    objects: Mapping[str, tuple[Any, ...] | None],
+    wanted: frozenset[tuple[str, str]],
 ) -> tuple[Child, ...] | None:
     """The child objects of ``kind`` that carry our label, and those holding
     a name our objects want that the LIST does not show (another's, or ours
@@ -138,7 +138,6 @@ def list_children(
     far fewer Services and budgets than pods, and at 10,000 Redis in 20
     namespaces, one LIST of each costs less than 20: one request rather than
     20, each with its own round trip and its own answer to read."""
-    wanted = _wanted_children(kind, objects)
     if kind in ON_DEMAND and not wanted:
         return None  # not listed: nothing of it is written this pass
     res, decode_one = CHILD_TYPES[kind], decoder(kind)
@@ -169,11 +168,13 @@ def list_children(
     return labelled + tuple(found)
 
 
-def _wanted_children(
-    kind: str, objects: Mapping[str, tuple[Any, ...] | None]
-) -> set[tuple[str, str]]:
-    """(namespace, name) of each child of ``kind`` our listed objects want."""
-    wanted: set[tuple[str, str]] = set()
+def wanted_children(
+    objects: Mapping[str, tuple[Any, ...] | None],
+) -> dict[str, frozenset[tuple[str, str]]]:
+    """(namespace, name) of each child our listed objects want, by kind:
+    each object's `child_names` asked once a pass, not once per kind."""
+    wanted: dict[str, set[tuple[str, str]]] = {kind: set() for kind in CHILD_TYPES}
     for obj, child_names in _listed_with(objects, lambda kind: kind.child_names):
-        wanted.update((obj.namespace, n) for k, n in child_names(obj) if k == kind)
-    return wanted
+        for kind, name in child_names(obj):
+            wanted.setdefault(kind, set()).add((obj.namespace, name))
+    return {kind: frozenset(found) for kind, found in wanted.items()}

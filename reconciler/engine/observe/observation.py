@@ -41,7 +41,12 @@ from reconciler.engine.observe.lister import (
     Reuse,
     reuse_of,
 )
-from reconciler.engine.observe.named import list_children, owner_listed, with_named
+from reconciler.engine.observe.named import (
+    list_children,
+    owner_listed,
+    wanted_children,
+    with_named,
+)
 from reconciler.engine.observe.namespaces import Namespaces, namespaces_seen, pod_namespaces
 from reconciler.engine.observe.scope import Sorter, selection
 from reconciler.kinds import registry
@@ -153,8 +158,10 @@ def observe(
     pods = None if labelled is None else with_named(lister, full, labelled, objects, pod_reuse)
     del pod_reuse
     gone = _owners_confirmed(lister, objects, pods)
+    wanted = wanted_children(objects)
     children = {
-        kind: list_children(lister, full, kind, previous, sorter, objects) for kind in CHILD_TYPES
+        kind: list_children(lister, full, kind, previous, sorter, wanted[kind])
+        for kind in CHILD_TYPES
     }
     classes = list_classes(lister, full, children.get(CLAIMS.kind))
     if classes is not None:
