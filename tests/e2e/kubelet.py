@@ -224,6 +224,25 @@ def image_pull_backoff(
     )
 
 
+def config_error(kubectl: Kubectl, ns: str, pod: str, message: str) -> Pod:
+    """What the kubelet writes of a container whose Secret or key is missing:
+    Pending, the container waiting in CreateContainerConfigError."""
+    obj = taken(kubectl, ns, pod)
+    name = _container(obj, None)["name"]
+    waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}
+    return patch_status(
+        kubectl,
+        ns,
+        pod,
+        {
+            "phase": "Pending",
+            "observedGeneration": int(obj["metadata"].get("generation", 1)),
+            "conditions": _not_ready(obj, name),
+            "containerStatuses": _statuses(obj, name, waiting),
+        },
+    )
+
+
 def crash_loop(
     kubectl: Kubectl, ns: str, pod: str, restarts: int = 3, container: str | None = None
 ) -> Pod:

@@ -95,31 +95,12 @@ def test_the_password_comes_from_the_secret_and_is_nowhere_else(
     stays_converged(kubectl, reconciler, ns)
 
 
-def config_error(kubectl: Kubectl, ns: str, pod: str, message: str) -> None:
-    """What the kubelet writes of a container whose Secret or key is missing:
-    Pending, the container waiting in CreateContainerConfigError."""
-    obj = kubelet.taken(kubectl, ns, pod)
-    waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}
-    gen = int(obj["metadata"].get("generation", 1))
-    kubelet.patch_status(
-        kubectl,
-        ns,
-        pod,
-        {
-            "phase": "Pending",
-            "observedGeneration": gen,
-            "conditions": kubelet._not_ready(obj, "redis"),
-            "containerStatuses": kubelet._statuses(obj, "redis", waiting),
-        },
-    )
-
-
 def test_a_missing_secret_is_named_with_its_key_in_the_status(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
     kubectl.apply(redis_doc(ns, num=1, auth={"passwordSecret": {"name": "absent", "key": "k"}}))
     converged(kubectl, reconciler, ns)
-    config_error(kubectl, ns, f"{NAME}-0", 'secret "absent" not found')
+    kubelet.config_error(kubectl, ns, f"{NAME}-0", 'secret "absent" not found')
     reconciler.sync(ns)
     st = status(kubectl, ns)
     assert condition(st, "Progressing") == ("True", "WaitingForReady")

@@ -88,14 +88,15 @@ def field_errors(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
 def access_of(spec: Mapping[str, Any]) -> Access | None:
     found = spec.get(FIELD)
     if not isinstance(found, Mapping):
         return None
-    return Access(
-        json.dumps(found["allowFrom"], sort_keys=True),
-        json.dumps(found.get("metricsFrom", []), sort_keys=True),
-    )
+    return Access(_canonical(found["allowFrom"]), _canonical(found.get("metricsFrom", [])))
 
 
 def wanted(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -127,10 +128,6 @@ def manifest(owner: Owner, want: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": metadata(owner, owner.key.name),
         "spec": dict(want),
     }
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
 
 
 def drift(owner: Owner, found: Child, want: Mapping[str, Any]) -> dict[str, Any]:
