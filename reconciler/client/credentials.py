@@ -25,6 +25,7 @@ from pathlib import Path
 
 from reconciler.client import kubeconfig
 from reconciler.client.exec_plugin import CredentialError, ExecPlugin, ExecSpec
+from reconciler.client.presented import Presented, cert_expiry, token_expiry
 from reconciler.client.transport import Tls
 
 log = logging.getLogger(__name__)
@@ -211,3 +212,31 @@ class Credentials:
         log.info("after a 401: the kubeconfig's credentials changed; using them")
         self._take(fresh)
         return True
+
+    def presented(self) -> Presented:
+        """Run the exec plugin if there is one (the check is that it runs), and
+        read the expiry a token or certificate carries in itself."""
+        config = self.config
+        if self.plugin is not None:
+            name = os.path.basename(self.plugin.spec.command)
+            try:
+                held = self.plugin.credential()
+            except CredentialError as exc:
+                return Presented(f"exec plugin {name}", error=str(exc))
+            kind = "certificate" if held.cert_pem else "token"
+            expires = held.expires or (token_expiry(held.token) if held.token else None)
+            return Presented(f"exec plugin {name} ({kind})", expires)
+        if config.token_file is not None:
+            header = self.token_file.header() if self.token_file else None
+            token = header.removeprefix("Bearer ") if header else None
+            return Presented(f"token file {config.token_file}", token_expiry(token))
+        if config.token:
+            return Presented("bearer token", token_expiry(config.token))
+        if config.cert_file:
+            expires = cert_expiry(config.cert_file)
+            return Presented(f"client certificate {config.cert_file}", expires)
+        if config.username:
+            return Presented("basic auth")
+        if config.only_pykube:
+            return Presented("auth provider")
+        return Presented("none (anonymous)")

@@ -46,6 +46,7 @@ from reconciler.client.errors import (
 from reconciler.client.exec_plugin import CredentialError
 from reconciler.client.json_wire import raw_page
 from reconciler.client.locate import kubeconfig_reloader, load_kubeconfig
+from reconciler.client.presented import Presented
 from reconciler.client.protowire import METADATA_LIST, error_status_of
 from reconciler.client.proxy import proxy_for
 from reconciler.client.pykube_session import PykubeSession, Transport, compression
@@ -441,6 +442,10 @@ class Kube:
 
     def version(self) -> dict[str, Any]:
         return self.request("GET", "/version")
+
+    def presented(self) -> Presented:
+        """The credential's kind and expiry (`reconciler check`); runs an exec plugin."""
+        return self.credentials.presented()
 
 
 # A LIST whose continue token expired (410) mid-way starts again from its

@@ -39,7 +39,7 @@ def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str, grant: st
     verbs refused; return when the Leases can be held. An unreachable
     apiserver is not this check's business: the daemon reports it per pass."""
     try:
-        _dry_run_create(kube, namespace)
+        dry_run_create(kube, namespace)
     except ApiError as exc:
         if isinstance(exc, NotFound):
             raise LeaseAccessError(
@@ -58,7 +58,7 @@ def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str, grant: st
         )
 
 
-def _dry_run_create(kube: Kube, namespace: str) -> None:
+def dry_run_create(kube: Kube, namespace: str) -> None:
     body = Lease(name=PROBE_NAME).encode(namespace)
     kube.request(
         "POST", kube.path(LEASES, namespace), params={"dryRun": "All"}, json=body, verb="create"

@@ -19,10 +19,9 @@ import click
 import pytest
 import yaml
 
+from reconciler.checks.access import NAMED_NEEDS, NEEDS
 from reconciler.cli import cli
 from reconciler.config import Config
-from reconciler.kinds import xca
-from reconciler.kinds.redis import identity as redis
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"
@@ -34,33 +33,10 @@ UID = 65532
 # remains is network access, which a reconciler needs. docs/install.md.
 EXPOSURE_MAX = 1.1
 
-# (API group, resource) -> verbs. Each one is a request the code makes:
-# observe.py LISTs (and GETs namespaces in scope), apply.py patches (objects,
-# their status, and pod metadata), creates, deletes and GETs, events.py
-# creates, GETs and patches. redis/finalizers is for blockOwnerDeletion.
-RULES = {
-    (redis.GROUP, redis.RESOURCE.plural): {"get", "list", "patch"},
-    (redis.GROUP, f"{redis.RESOURCE.plural}/status"): {"patch"},
-    (redis.GROUP, f"{redis.RESOURCE.plural}/finalizers"): {"update"},
-    (xca.GROUP, xca.RESOURCE.plural): {"get", "list", "patch"},
-    (xca.GROUP, f"{xca.RESOURCE.plural}/status"): {"patch"},
-    ("", "pods"): {"get", "list", "create", "delete", "patch"},
-    ("", "services"): {"get", "list", "create", "patch"},
-    ("", "pods/eviction"): {"create"},
-    ("policy", "poddisruptionbudgets"): {"get", "list", "create", "patch", "delete"},
-    ("", "persistentvolumeclaims"): {"get", "list", "create", "patch", "delete"},
-    ("storage.k8s.io", "storageclasses"): {"list"},
-    ("networking.k8s.io", "networkpolicies"): {"get", "list", "create", "patch", "delete"},
-    ("", "events"): {"create", "get", "patch"},
-    ("", "namespaces"): {"get", "list"},
-}
-# Rules for some objects only: (group, resource) -> (verbs, names).
-NAMED_RULES = {
-    ("apiextensions.k8s.io", "customresourcedefinitions"): (
-        {"get"},
-        {redis.RESOURCE.crd_name, xca.RESOURCE.crd_name},
-    ),
-}
+# What the code asks of the apiserver (reconciler/checks/access.py, which
+# `reconciler check` asks for too), as the manifests' rules are read.
+RULES = {key: set(verbs) for key, verbs in NEEDS.items()}
+NAMED_RULES = {key: (set(v), set(n)) for key, (v, n) in NAMED_NEEDS.items()}
 
 
 def docs(name: str) -> list[dict[str, Any]]:

@@ -1,0 +1,153 @@
+"""The checks of one cluster that come before its permissions: can it be
+reached and is it a version we support, who does it say we are, what
+credential do we show it, and are our CRDs this release's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from reconciler import __version__
+from reconciler.checks import Check, failed, passed
+from reconciler.client.errors import ApiError, KubeError, NotFound, Unauthorized
+from reconciler.client.kube import Kube
+from reconciler.constants import LABEL_VERSION
+from reconciler.engine.crd_release import CRDS
+from reconciler.kinds import registry
+
+# The oldest minor we support: our CRDs' CEL rules and config/flowcontrol's
+# flowcontrol.apiserver.k8s.io/v1 are GA from 1.29.
+MIN_MINOR = 29
+# The version the test suite runs (hack/cluster/versions.env; a unit test
+# holds the two equal).
+TESTED = "v1.34.4"
+# A credential that expires sooner than this is worth a warning line.
+SOON = 15 * 60
+
+REACHABLE = "apiserver"
+IDENTITY = "identity"
+CREDENTIAL = "credentials"
+CRD = "CRDs"
+CRD_FIX = "kubectl apply -f crds/"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the cluster says we are (SelfSubjectReview): what a binding names."""
+
+    user: str
+    groups: tuple[str, ...]
+
+
+def reachable(kube: Kube) -> Check:
+    """GET /version: the first request; an answer of any kind is a server."""
+    try:
+        answer = kube.version()
+    except KubeError as exc:
+        return failed(
+            REACHABLE,
+            f"{kube.server} cannot be reached: {exc}",
+            "check the kubeconfig's server and the network path to it (kubectl version)",
+            fatal=True,
+        )
+    version = str(answer.get("gitVersion") or "")
+    minor = _minor(answer)
+    if minor is None:
+        return passed(REACHABLE, f"{kube.server} answers (version {version or 'not said'})")
+    if minor < MIN_MINOR:
+        return failed(
+            REACHABLE,
+            f"{kube.server} runs Kubernetes {version}; the oldest supported is 1.{MIN_MINOR}",
+            f"upgrade the cluster to 1.{MIN_MINOR} or later",
+        )
+    return passed(
+        REACHABLE,
+        f"{kube.server} answers: Kubernetes {version}"
+        f" (supported: 1.{MIN_MINOR} and later; tested: {TESTED})",
+    )
+
+
+def _minor(answer: dict[str, object]) -> int | None:
+    """The minor version; "29+" (as EKS and GKE say) is 29."""
+    match = re.match(r"\d+", str(answer.get("minor") or ""))
+    return int(match.group()) if match else None
+
+
+def identity(kube: Kube) -> tuple[Check, Identity | None]:
+    """A SelfSubjectReview: the user and groups an RBAC binding must name.
+    A 401 is fatal: nothing more can be asked with these credentials."""
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        answer = kube.request(
+            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", json=review, verb="create"
+        )
+    except Unauthorized as exc:
+        return failed(
+            IDENTITY,
+            f"the cluster refuses the credentials: {exc.message}",
+            "renew the credential in the kubeconfig (kubectl auth whoami shows the same)",
+            fatal=True,
+        ), None
+    except ApiError as exc:
+        return failed(
+            IDENTITY,
+            f"cannot ask who we are (SelfSubjectReview): {exc}",
+            "Kubernetes 1.28 or later answers it; kubectl auth whoami asks the same",
+        ), None
+    except KubeError as exc:
+        return failed(IDENTITY, f"cannot ask who we are: {exc}", "retry", fatal=True), None
+    info = (answer.get("status") or {}).get("userInfo") or {}
+    who = Identity(str(info.get("username") or ""), tuple(map(str, info.get("groups") or ())))
+    groups = ", ".join(who.groups) or "none"
+    return passed(IDENTITY, f"user {who.user or '(anonymous)'}, groups {groups}"), who
+
+
+def credential(kube: Kube, now: float) -> Check:
+    """The credential's kind and expiry; an exec plugin is run to see it runs."""
+    shown = kube.presented()
+    if shown.error is not None:
+        return failed(
+            CREDENTIAL,
+            f"{shown.kind}: {shown.error}",
+            "run the plugin's command as the user of the process to see it work",
+            fatal=True,
+        )
+    if shown.expires is None:
+        return passed(CREDENTIAL, f"{shown.kind}, no expiry it says itself")
+    left = shown.expires - now
+    if left <= 0:
+        return failed(
+            CREDENTIAL, f"{shown.kind} expired {_span(-left)} ago", "renew it in the kubeconfig"
+        )
+    renewed = " (renewed by running the plugin again)" if "plugin" in shown.kind else ""
+    return passed(CREDENTIAL, f"{shown.kind}, expires in {_span(left)}{renewed}")
+
+
+def _span(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    if minutes < 120:
+        return f"{minutes}m"
+    hours = minutes // 60
+    return f"{hours}h" if hours < 48 else f"{hours // 24}d"
+
+
+def crds(kube: Kube) -> list[Check]:
+    """Each kind's CRD is installed and labelled with this release."""
+    checks = []
+    for kind in registry.KINDS:
+        name = kind.resource.crd_name
+        try:
+            crd = kube.get(CRDS, "", name)
+        except NotFound:
+            checks.append(failed(CRD, f"{name} is not installed", CRD_FIX))
+            continue
+        except KubeError as exc:
+            checks.append(failed(CRD, f"{name} cannot be read: {exc}", "see the permissions"))
+            continue
+        release = ((crd.get("metadata") or {}).get("labels") or {}).get(LABEL_VERSION)
+        if release != __version__:
+            shipped = f"release {release}'s" if release else "unlabelled"
+            checks.append(failed(CRD, f"{name} is {shipped}; this is {__version__}", CRD_FIX))
+        else:
+            checks.append(passed(CRD, f"{name} of release {__version__}"))
+    return checks

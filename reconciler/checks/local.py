@@ -1,0 +1,71 @@
+"""The checks of this host: the state file's directory and the metrics
+address. Nothing here talks to a cluster."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from reconciler.checks import Check, failed, passed
+from reconciler.config import Config
+from reconciler.run.metrics import parse_address
+
+STATE = "state file"
+METRICS = "metrics address"
+
+
+def state_file(config: Config) -> Check | None:
+    """A file can be made beside the state file (it is saved by a rename);
+    None when no state file is set."""
+    if not config.state_file:
+        return None
+    directory = Path(config.state_file).parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".reconciler-check-"):
+            pass
+    except OSError as exc:
+        return failed(
+            STATE,
+            f"{directory} is not writable: {exc.strerror}",
+            f"mkdir -p {directory} and give it to the user the process runs as"
+            " (under systemd: StateDirectory= does it)",
+        )
+    return passed(STATE, f"{directory} is writable")
+
+
+def metrics_address(config: Config) -> Check | None:
+    """The address can be bound, or a reconciler already serves there (the
+    daemon this checks, running); None when no address is set."""
+    if not config.metrics_address:
+        return None
+    try:
+        host, port = parse_address(config.metrics_address)
+    except ValueError as exc:
+        return failed(METRICS, str(exc), "set --metrics-address to HOST:PORT or :PORT")
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE and _serves_health(host or "127.0.0.1", port):
+            return passed(METRICS, f"{config.metrics_address}: a reconciler serves /healthz there")
+        return failed(
+            METRICS,
+            f"{config.metrics_address} cannot be bound: {exc.strerror or exc}",
+            "choose a free --metrics-address (config key metrics_address)",
+        )
+    return passed(METRICS, f"{config.metrics_address} can be bound")
+
+
+def _serves_health(host: str, port: int) -> bool:
+    """Whether what listens there answers /healthz as `reconciler run` does."""
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except urllib.error.HTTPError as exc:
+        return exc.code == 503  # a daemon whose passes fail: still the port's owner
+    except (OSError, ValueError):
+        return False
