@@ -43,6 +43,8 @@ def reachable(kube: Kube) -> Check:
     """GET /version: the first request; an answer of any kind is a server."""
     try:
         answer = kube.version()
+    except Unauthorized as exc:
+        return refused(exc)
     except KubeError as exc:
         return failed(
             REACHABLE,
@@ -67,6 +69,16 @@ def reachable(kube: Kube) -> Check:
     )
 
 
+def refused(exc: Unauthorized) -> Check:
+    """A 401: nothing more can be asked with these credentials."""
+    return failed(
+        IDENTITY,
+        f"the cluster refuses the credentials: {exc.message}",
+        "renew the credential in the kubeconfig (kubectl auth whoami asks the same)",
+        fatal=True,
+    )
+
+
 def _minor(answer: dict[str, object]) -> int | None:
     """The minor version; "29+" (as EKS and GKE say) is 29."""
     match = re.match(r"\d+", str(answer.get("minor") or ""))
@@ -82,12 +94,7 @@ def identity(kube: Kube) -> tuple[Check, Identity | None]:
             "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", json=review, verb="create"
         )
     except Unauthorized as exc:
-        return failed(
-            IDENTITY,
-            f"the cluster refuses the credentials: {exc.message}",
-            "renew the credential in the kubeconfig (kubectl auth whoami shows the same)",
-            fatal=True,
-        ), None
+        return refused(exc), None
     except ApiError as exc:
         return failed(
             IDENTITY,

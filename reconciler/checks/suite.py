@@ -11,14 +11,14 @@ from reconciler.config import Config
 
 
 def of_cluster(kube: Kube, config: Config, now: float) -> list[Check]:
-    """Reachable and supported, the credential, who we are, our CRDs, then
+    """The credential, reachable and supported, who we are, our CRDs, then
     every request of a pass and the Leases."""
     return list(_until_fatal(_cluster(kube, config, now)))
 
 
 def _cluster(kube: Kube, config: Config, now: float) -> Iterator[Check]:
-    yield cluster.reachable(kube)
     yield cluster.credential(kube, now)
+    yield cluster.reachable(kube)
     checked, who = cluster.identity(kube)
     yield checked
     yield from cluster.crds(kube)

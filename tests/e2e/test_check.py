@@ -97,14 +97,17 @@ def test_leader_election_without_its_namespace_says_how_to_make_it(reconciler: R
 
 def test_a_closed_port_exits_3_and_asks_nothing_more(tmp_path: Path, kubectl: Kubectl):
     config = kubeconfig_for(
-        kubectl, tmp_path / "kubeconfig", {"token": "x"}, server=f"https://127.0.0.1:{free_port()}"
+        kubectl,
+        tmp_path / "kubeconfig",
+        {"token": "e2e-secret-value"},
+        server=f"https://127.0.0.1:{free_port()}",
     )
     proc = Reconciler(config).cli("check", expect=3)
     lines = proc.stdout.splitlines()
     assert lines[-2].startswith("✗ apiserver: https://127.0.0.1:"), proc.stdout
     assert "cannot be reached" in lines[-2]
     assert lines[-1].startswith("    fix: ")
-    assert "token" not in proc.stdout.replace("no token", "")
+    assert "e2e-secret-value" not in proc.stdout + proc.stderr
 
 
 def test_two_contexts_one_down_checks_each_and_exits_3(
@@ -123,8 +126,9 @@ def test_two_contexts_one_down_checks_each_and_exits_3(
     up_lines = [line for line in proc.stdout.splitlines() if line.startswith(f"[{up}] ")]
     down_lines = [line for line in proc.stdout.splitlines() if line.startswith("[down] ")]
     assert up_lines and all(line.startswith(f"[{up}] ✓ ") for line in up_lines), proc.stdout
-    assert down_lines[0].startswith("[down] ✗ apiserver: "), proc.stdout
-    assert len(down_lines) == 2  # the failure and its fix: nothing more is asked
+    assert down_lines[0].startswith("[down] ✓ credentials: "), proc.stdout
+    assert down_lines[1].startswith("[down] ✗ apiserver: "), proc.stdout
+    assert len(down_lines) == 3  # the failure and its fix: nothing more is asked
 
 
 def test_an_exec_plugin_is_run_and_its_expiry_shown(
@@ -142,3 +146,15 @@ def test_an_exec_plugin_is_run_and_its_expiry_shown(
     assert credential["detail"].startswith("exec plugin get-token (token), expires in 1")
     assert log.read_text().count("ExecCredential") == 1
     assert failing(proc) == []
+
+
+def test_refused_credentials_exit_3_naming_the_fix(tmp_path: Path, kubectl: Kubectl):
+    config = kubeconfig_for(kubectl, tmp_path / "kubeconfig", {"token": "not-a-token-we-know"})
+    proc = Reconciler(config).cli("check", expect=3)
+    lines = proc.stdout.splitlines()
+    assert lines[-2].startswith("✗ identity: the cluster refuses the credentials"), proc.stdout
+    assert (
+        lines[-1]
+        == "    fix: renew the credential in the kubeconfig (kubectl auth whoami asks the same)"
+    )
+    assert "not-a-token-we-know" not in proc.stdout + proc.stderr
