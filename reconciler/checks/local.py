@@ -12,7 +12,6 @@ from pathlib import Path
 
 from reconciler.checks import Check, failed, passed
 from reconciler.config import Config
-from reconciler.run.metrics import parse_address
 
 STATE = "state file"
 METRICS = "metrics address"
@@ -42,6 +41,10 @@ def metrics_address(config: Config) -> Check | None:
     daemon this checks, running); None when no address is set."""
     if not config.metrics_address:
         return None
+    # Here, not at the top: the CLI imports this module, and `sync` from cron
+    # must not pay for prometheus_client.
+    from reconciler.run.metrics import parse_address
+
     try:
         host, port = parse_address(config.metrics_address)
     except ValueError as exc:

@@ -103,6 +103,12 @@ class Throttled(ApiError):
     (API Priority and Fairness), not a fault of the object written."""
 
 
+class ServerError(ApiError):
+    """5xx, past the retries: the apiserver, or a proxy or load balancer in
+    front of it, failed to answer (502, 504 from a gateway; 500 from a
+    webhook that timed out). Not the object's fault: the next pass asks again."""
+
+
 class EvictionRefused(ApiError):
     """An eviction a disruption budget does not allow now (429 without
     Retry-After), or that the apiserver cannot judge (a pod more than one
@@ -134,4 +140,6 @@ def throttled(status: int, retry_after: float | None) -> bool:
 def _class_of(status: int, retry_after: float | None) -> type[ApiError]:
     if throttled(status, retry_after):
         return Throttled
+    if status >= 500:
+        return ServerError
     return _BY_STATUS.get(status, ApiError)

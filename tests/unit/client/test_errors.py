@@ -14,6 +14,7 @@ from reconciler.client.errors import (
     Gone,
     Invalid,
     NotFound,
+    ServerError,
     Throttled,
     Unauthorized,
 )
@@ -31,9 +32,12 @@ from reconciler.client.errors import (
         (429, None, Throttled),
         (429, 2.0, Throttled),
         (503, 1.0, Throttled),  # an overloaded server that says when to come back
-        (503, None, ApiError),  # one that does not: a failure like any 5xx
-        (500, None, ApiError),
+        (503, None, ServerError),  # one that does not: a failure like any 5xx
+        (500, None, ServerError),
+        (502, None, ServerError),  # a gateway in front of the apiserver
+        (504, None, ServerError),
         (400, None, ApiError),
+        (418, None, ApiError),
     ],
 )
 def test_the_status_names_the_class(status: int, retry_after: float | None, cls: type) -> None:
