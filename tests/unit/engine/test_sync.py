@@ -15,7 +15,7 @@ from reconciler.engine.observe.lister import FETCH_MAX
 from reconciler.engine.state import State
 from reconciler.engine.sync import Mode, run_pass
 from reconciler.result import Result
-from tests.unit.engine.test_observe import redis_obj
+from tests.unit.engine.observe.world import redis_obj
 from tests.unit.fakes import FakeKube
 
 
