@@ -7,12 +7,14 @@ of the API server (the e2e suite uses a real one).
 from __future__ import annotations
 
 import builtins
+import copy
+import itertools
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from reconciler.client.accounting import Stats
-from reconciler.client.errors import ApiError
+from reconciler.client.errors import ApiError, EvictionRefused
 from reconciler.client.interface import Client
 from reconciler.model import Incremental, Page, ResourceType
 
@@ -20,7 +22,13 @@ T = TypeVar("T")
 
 
 class FakeKube:
-    def __init__(self) -> None:
+    def __init__(self, *, complete: bool = False) -> None:
+        """``complete``: every object there is, is stored in ``objects`` (or in
+        its kind's scripted LIST), so a write to any other is a 404, as the
+        apiserver answers. Off, the fake holds a partial view: most tests
+        script a snapshot, not the objects behind it, and their writes to
+        objects it does not store are taken as written."""
+        self.complete = complete
         self.calls: list[tuple[str, ...]] = []
         self.errors: dict[tuple[str, str], ApiError | Exception] = {}
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -41,6 +49,7 @@ class FakeKube:
         self.streamed: list[str] = []  # the kind of each LIST read as it arrives
         self.user_agent = "reconciler/test"
         self.still_writing: Callable[[], bool] | None = None
+        self._serial = itertools.count(1000)
 
     def with_budget(self, qps: float, burst: int, max_retries: int) -> FakeKube:
         """As `Kube.with_budget`: the same fake (its calls recorded together)."""
@@ -68,10 +77,26 @@ class FakeKube:
         self.selectors.append((res.kind, selector))
         self.scopes.append((res.kind, namespace))
         self._maybe_fail("LIST", res.kind)
-        value = self.lists.get(res.kind, [])
+        value = self.lists[res.kind] if res.kind in self.lists else self._stored(res.kind)
         if isinstance(value, Exception):
             raise value
-        return [v for v in value if _matches(v, selector) and _in(v, namespace)]
+        return [v for v in value if matches(v, selector) and _in(v, namespace)]
+
+    def _stored(self, kind: str) -> builtins.list[dict[str, Any]]:
+        """A kind with no scripted LIST answers with what it stores, as a server does."""
+        return [copy.deepcopy(o) for (k, _, _), o in self.objects.items() if k == kind]
+
+    def _missing(self, kind: str, namespace: str, name: str) -> bool:
+        """In a complete world, neither stored nor in the kind's scripted LIST:
+        not there (404)."""
+        if not self.complete or (kind, namespace, name) in self.objects:
+            return False
+        listed = self.lists.get(kind)
+        if isinstance(listed, builtins.list):
+            return not any(
+                (o.get("metadata") or {}).get("name") == name and _in(o, namespace) for o in listed
+            )
+        return True
 
     def list(
         self,
@@ -111,9 +136,17 @@ class FakeKube:
     def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
         self._maybe_fail("POST", name)
+        if (res.kind, namespace, name) in self.objects:
+            raise ApiError(409, "AlreadyExists", f'{res.plural} "{name}" already exists')
         self.writes.append(("POST", res.kind, namespace, name, None))
-        self.objects[(res.kind, namespace, name)] = dict(body)
-        return dict(body)
+        stored = copy.deepcopy(dict(body))
+        meta = stored.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-{next(self._serial)}")
+        meta["resourceVersion"] = str(next(self._serial))
+        if namespace:
+            meta["namespace"] = namespace
+        self.objects[(res.kind, namespace, name)] = stored
+        return copy.deepcopy(stored)
 
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         # A Service and a budget are named after their Redis: their GETs are told apart.
@@ -133,11 +166,27 @@ class FakeKube:
         resource_version: str | None = None,
     ) -> None:
         self._maybe_fail("DELETE", name)
+        if self._missing(res.kind, namespace, name):
+            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
+        stored = self.objects.get((res.kind, namespace, name))
+        if stored is not None:
+            _preconditions(stored, uid, resource_version)
         self.writes.append(("DELETE", res.kind, namespace, name, uid))
         self.objects.pop((res.kind, namespace, name), None)
 
     def evict(self, namespace: str, name: str, uid: str) -> None:
         self._maybe_fail("EVICT", name)
+        pod = self.objects.get(("Pod", namespace, name))
+        if pod is not None:
+            _budgets_allow(
+                pod,
+                [
+                    o
+                    for (k, ns, _), o in self.objects.items()
+                    if (k, ns) == ("PodDisruptionBudget", namespace)
+                ],
+            )
+            _preconditions(pod, uid, None)  # after the budget, as the eviction API asks
         self.writes.append(("EVICT", "Pod", namespace, name, uid))
         self.objects.pop(("Pod", namespace, name), None)
 
@@ -153,8 +202,15 @@ class FakeKube:
         self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
     ) -> dict[str, Any]:
         self._maybe_fail("PATCH" + (f"/{sub}" if sub else ""), name)
+        if self._missing(res.kind, namespace, name):
+            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
+        stored = self.objects.get((res.kind, namespace, name))
+        if stored is not None:
+            _preconditions(stored, None, (body.get("metadata") or {}).get("resourceVersion"))
         self.patches.append((res.kind, name, dict(body), sub))
         self.writes.append(("PATCH", res.kind, namespace, name, sub))
+        if stored is not None:
+            return copy.deepcopy(self._patched(stored, body, sub))
         if self.patch_answer is not None:
             return self.patch_answer
         rv = str(int(body.get("metadata", {}).get("resourceVersion", "0") or 0) + 1)
@@ -162,6 +218,65 @@ class FakeKube:
         if sub == "status":  # the apiserver returns the object, its status as stored
             answer["status"] = {k: v for k, v in body["status"].items() if v is not None}
         return answer
+
+    def _patched(self, stored: dict[str, Any], body: Mapping[str, Any], sub: str) -> dict[str, Any]:
+        """A JSON merge patch of a stored object, as the apiserver applies it:
+        through ``status``, only the status; else everything but the status."""
+        if sub == "status":
+            part = {"status": body.get("status")}
+        else:
+            part = {k: v for k, v in body.items() if k != "status"}
+        merged = _merge(stored, part)
+        merged["metadata"]["resourceVersion"] = str(next(self._serial))
+        stored.clear()
+        stored.update(merged)
+        return stored
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386: a mapping merges key by key, null removes, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+def _budgets_allow(pod: Mapping[str, Any], budgets: builtins.list[dict[str, Any]]) -> None:
+    """The eviction API's answer: 429 when the one budget selecting the pod
+    allows no disruption now, 500 when more than one selects it."""
+    selecting = [b for b in budgets if matches(pod, _selector(b))]
+    if len(selecting) > 1:
+        raise EvictionRefused(
+            500,
+            "InternalError",
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource"
+            " does not support.",
+        )
+    if selecting and not (selecting[0].get("status") or {}).get("disruptionsAllowed"):
+        raise EvictionRefused(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        )
+
+
+def _selector(budget: Mapping[str, Any]) -> str:
+    wanted = ((budget.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return ",".join(f"{k}={v}" for k, v in wanted.items())  # empty: every pod, as policy/v1
+
+
+def _preconditions(stored: Mapping[str, Any], uid: str | None, rv: str | None) -> None:
+    """A uid or resourceVersion that is not the stored one: 409, as the apiserver answers."""
+    meta = stored.get("metadata") or {}
+    if uid is not None and meta.get("uid") not in (None, uid):
+        raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
+    if rv is not None and meta.get("resourceVersion") not in (None, rv):
+        raise ApiError(409, "Conflict", "the object has been modified")
 
 
 if TYPE_CHECKING:
@@ -198,11 +313,16 @@ def _term_matches(labels: dict[str, str], term: str) -> bool:
     if " in (" in term:
         key, values = term.split(" in (", 1)
         return labels.get(key.strip()) in {v.strip() for v in values.rstrip(")").split(",")}
-    key, value = term.split("=", 1)
-    return labels.get(key) == value
+    if "!=" in term:  # true also where the label is missing
+        key, value = term.split("!=", 1)
+        return labels.get(key.strip()) != value.strip()
+    if "=" not in term:
+        return term in labels  # a bare key: the label is there
+    key, value = term.replace("==", "=").split("=", 1)
+    return labels.get(key.strip()) == value.strip()
 
 
-def _matches(obj: Any, selector: str | None) -> bool:
+def matches(obj: Any, selector: str | None) -> bool:
     """Label selectors (``a=b``, ``k in (x,y)``, ``k notin (x,y)``, ``!k``, joined by commas), as
     the apiserver applies them."""
     if not selector:
