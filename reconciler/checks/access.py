@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from reconciler.checks import Check, failed, passed
 from reconciler.checks.cluster import Identity
 from reconciler.client.errors import KubeError, NotFound
-from reconciler.client.kube import LEASES, Kube
+from reconciler.client.kube import ACCESS_REVIEWS, LEASES, Kube
 from reconciler.config import Config
 from reconciler.kinds import xca
 from reconciler.kinds.redis import identity as redis
@@ -56,7 +56,6 @@ ALL: frozenset[str] = frozenset().union(*NEEDS.values())
 ROLE = "reconciler"  # the ClusterRole of config/rbac
 ROLE_FIX = "kubectl apply -k config/rbac"
 SERVICE_ACCOUNT = "system:serviceaccount:"
-REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,7 @@ def review(kube: Kube, attributes: dict[str, str]) -> bool:
         "spec": {"resourceAttributes": attributes},
     }
     try:
-        answer = kube.request("POST", REVIEWS, json=body, verb="create")
+        answer = kube.review(ACCESS_REVIEWS, body)
     except KubeError:
         return False
     return (answer.get("status") or {}).get("allowed") is True

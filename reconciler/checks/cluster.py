@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from reconciler import __version__
 from reconciler.checks import Check, failed, passed
 from reconciler.client.errors import ApiError, KubeError, NotFound, Unauthorized
-from reconciler.client.kube import Kube
+from reconciler.client.kube import SELF_REVIEWS, Kube
 from reconciler.constants import LABEL_VERSION
 from reconciler.engine.crd_release import CRDS
 from reconciler.kinds import registry
@@ -90,9 +90,7 @@ def identity(kube: Kube) -> tuple[Check, Identity | None]:
     A 401 is fatal: nothing more can be asked with these credentials."""
     review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     try:
-        answer = kube.request(
-            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", json=review, verb="create"
-        )
+        answer = kube.review(SELF_REVIEWS, review)
     except Unauthorized as exc:
         return refused(exc), None
     except ApiError as exc:

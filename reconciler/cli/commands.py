@@ -447,8 +447,9 @@ def _start(
     except manager.CannotStart as exc:
         raise manager.CannotStart(f"{where}{exc}") from None
     parts = manager.assemble(kube, config, metrics, cluster.name)
+    fenced = parts.kube  # every write of this cluster's passes, its events too, asks the fence
     st = state_store.load(config.state_file)
-    events = EventQueue(kube)
+    events = EventQueue(fenced)
     unchecked = [True]
 
     def one_pass() -> PassResult:
@@ -459,11 +460,11 @@ def _start(
             for line in crd_release.lagging(kube):
                 log.warning("%s", line)
         result = run_pass(
-            kube,
+            fenced,
             config,
             st,
             mode=_mode(config),
-            keep_going=parts.keep_going,
+            fence=parts.fence,
             events=events,
             shard=parts.member,
         )
@@ -473,7 +474,7 @@ def _start(
             state_store.save(config.state_file, st)
         return result
 
-    return manager.loop(one_pass, parts, kube, config, cluster.name), events
+    return manager.loop(one_pass, parts, config, cluster.name), events
 
 
 @cli.command()

@@ -42,6 +42,11 @@ class RateLimiter:
             time.sleep(wait)
 
 
+# The verbs a POST that stores nothing is counted under: a question, not a write.
+DRY_RUN, REVIEW = "DRYRUN", "REVIEW"
+NOT_WRITES = frozenset({"GET", "LIST", DRY_RUN, REVIEW})
+
+
 @dataclass(frozen=True)
 class Usage:
     """Requests by (verb, code) and bytes received over some span of time."""
@@ -58,7 +63,7 @@ class Usage:
 
     @property
     def writes(self) -> int:
-        return sum(n for (verb, _), n in self.requests.items() if verb not in ("GET", "LIST"))
+        return sum(n for (verb, _), n in self.requests.items() if verb not in NOT_WRITES)
 
     def by_code(self) -> dict[str, int]:
         return {f"{verb} {code}": n for (verb, code), n in sorted(self.requests.items())}

@@ -21,9 +21,41 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class WriteFence(Protocol):
+    """May this process still write? The one answer to "what keeps a replica
+    that lost its Lease from writing": the pass asks it before each object's
+    writes, and the client before each retry of a write (a wait of seconds
+    after a 429 must not end in a write that is no longer ours)."""
+
+    def may_write(self, bucket_uid: str | None = None) -> bool:
+        """For the object whose bucket ``bucket_uid`` names; None: any write
+        at all (a retry, which knows no object)."""
+        ...
+
+
+class _Unfenced:
+    """One process alone (`sync`, `run` without a Lease): always."""
+
+    def may_write(self, bucket_uid: str | None = None) -> bool:
+        return True
+
+
+UNFENCED: WriteFence = _Unfenced()
+
+
 class Client(Protocol):
     @property
     def stats(self) -> Stats: ...
+
+    def with_budget(self, qps: float, burst: int, max_retries: int) -> Client:
+        """The same connection with a rate limit and retries of its own, and
+        no fence: Lease requests never wait behind a pass's writes."""
+        ...
+
+    def fenced(self, fence: WriteFence, name: str = "") -> Client:
+        """The same connection, its writes' retries asking ``fence``; ``name``
+        (a replica's identity) added to the User-Agent the audit log shows."""
+        ...
 
     def list(
         self,
@@ -52,8 +84,16 @@ class Client(Protocol):
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]: ...
 
     def create(
-        self, res: ResourceType, namespace: str, body: Mapping[str, Any]
-    ) -> dict[str, Any]: ...
+        self, res: ResourceType, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """POST; ``dry_run``: the apiserver answers as it would, storing
+        nothing (counted as a question, not a write)."""
+        ...
+
+    def review(self, res: ResourceType, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST a question that stores nothing (a SelfSubjectAccessReview,
+        a SelfSubjectReview); the answer is the review with its status."""
+        ...
 
     def delete(
         self,

@@ -32,7 +32,7 @@ from urllib.parse import urlencode
 
 import msgspec
 
-from reconciler.client.accounting import RateLimiter, Stats, Warnings
+from reconciler.client.accounting import DRY_RUN, REVIEW, RateLimiter, Stats, Warnings
 from reconciler.client.credentials import Credentials
 from reconciler.client.errors import (
     ApiError,
@@ -44,6 +44,7 @@ from reconciler.client.errors import (
     Unreachable,
 )
 from reconciler.client.exec_plugin import CredentialError
+from reconciler.client.interface import UNFENCED, WriteFence
 from reconciler.client.json_wire import raw_page
 from reconciler.client.locate import kubeconfig_reloader, load_kubeconfig
 from reconciler.client.presented import Presented
@@ -79,6 +80,13 @@ _MANAGED = frozenset({"POST", "PUT", "PATCH"})
 
 
 LEASES = ResourceType("coordination.k8s.io", "v1", "Lease", "leases")
+# Questions to the apiserver that store nothing: a POST answers them.
+ACCESS_REVIEWS = ResourceType(
+    "authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews"
+)
+SELF_REVIEWS = ResourceType(
+    "authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews"
+)
 
 
 def _retry_after(resp: Response) -> float | None:
@@ -132,9 +140,9 @@ class Kube:
         # Names this process in the apiserver's audit log (a sharded replica adds its identity).
         self.user_agent = USER_AGENT
         self.transport = self._choose_transport()
-        # Asked before each retry of a throttled or failed request: a replica
+        # Asked before each retry of a throttled or failed write: a replica
         # that lost its Lease meanwhile must not write when the wait ends.
-        self.still_writing: Callable[[], bool] | None = None
+        self.fence: WriteFence = UNFENCED
 
     def with_budget(self, qps: float, burst: int, max_retries: int) -> Kube:
         """The same connection and credentials with a rate limit and retries
@@ -142,7 +150,15 @@ class Kube:
         other = copy.copy(self)
         other.settings = replace(self.settings, qps=qps, burst=burst, max_retries=max_retries)
         other.limiter = RateLimiter(qps, burst)
-        other.still_writing = None
+        other.fence = UNFENCED
+        return other
+
+    def fenced(self, fence: WriteFence, name: str = "") -> Kube:
+        """The same connection and budget; its writes' retries ask ``fence``."""
+        other = copy.copy(self)
+        other.fence = fence
+        if name:
+            other.user_agent = f"{self.user_agent} ({name})"
         return other
 
     @property
@@ -264,7 +280,7 @@ class Kube:
             retryable = resp.status == 429 or resp.status >= 500
             if not retryable or not retry or attempt >= self.settings.max_retries:
                 raise err
-            if method != "GET" and self.still_writing is not None and not self.still_writing():
+            if method != "GET" and not self.fence.may_write():
                 raise err  # no longer ours to write: the wait would end in a stale write
             attempt += 1
             delay = min(
@@ -381,8 +397,16 @@ class Kube:
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         return self.request("GET", self.path(res, namespace, name))
 
-    def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def create(
+        self, res: ResourceType, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        if dry_run:
+            path = self.path(res, namespace)
+            return self.request("POST", path, json=body, params={"dryRun": "All"}, verb=DRY_RUN)
         return self.request("POST", self.path(res, namespace), json=body)
+
+    def review(self, res: ResourceType, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self.request("POST", self.path(res, None), json=body, verb=REVIEW)
 
     def delete(
         self,

@@ -18,7 +18,7 @@ from enum import Enum
 from reconciler import backoff
 from reconciler.actions import EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.buckets import Holder
-from reconciler.client.interface import Client
+from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.config import Config
 from reconciler.engine import report as pod_report
 from reconciler.engine.apply import Executor
@@ -113,7 +113,7 @@ class _Pass:
     config: Config
     mode: Mode
     clock: Callable[[], datetime]
-    keep_going: Callable[[], bool] | None
+    fence: WriteFence
     pass_id: str
     events: EventQueue | None
     shard: Holder | None
@@ -141,13 +141,15 @@ def _holder(p: _Pass) -> str | None:
 
 
 def _may_write(p: _Pass, snapshot: Snapshot, plan: Plan) -> Callable[[ObjKey], bool] | None:
-    """Checked before each write: still the leader, and (sharded) still the
-    holder of the bucket of the object the write is for."""
-    keep_going, shard = p.keep_going, p.shard
-    if shard is None:
-        return None if keep_going is None else (lambda _owner: keep_going())
+    """Asked before each object's writes: the fence, for the bucket of the
+    object the write is for (sharded), or for any write (a leader)."""
+    fence = p.fence
+    if fence is UNFENCED:
+        return None
+    if p.shard is None:
+        return lambda _owner: fence.may_write()
     uids = _bucket_uids(snapshot, plan)
-    return lambda owner: owner in uids and shard.holds(uids[owner])
+    return lambda owner: owner in uids and fence.may_write(uids[owner])
 
 
 def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyReport:
@@ -202,7 +204,7 @@ def run_pass(
     *,
     mode: Mode = Mode.APPLY,
     clock: Callable[[], datetime] = _utcnow,
-    keep_going: Callable[[], bool] | None = None,
+    fence: WriteFence = UNFENCED,
     events: EventQueue | None = None,
     shard: Holder | None = None,
 ) -> PassResult:
@@ -210,10 +212,11 @@ def run_pass(
     errors; they are in the result, which decides the exit code. With
     ``events``, the pass queues its events there instead of posting them
     itself; the caller flushes the queue before it exits. With ``shard``, the
-    pass sees and writes only the objects of the buckets it holds."""
+    pass sees only the objects of the buckets it holds; ``fence`` is asked
+    before each object's writes (for its bucket, when sharded)."""
     started, cpu = time.monotonic(), time.process_time()
     before = kube.stats.snapshot()
-    p = _Pass(kube, config, mode, clock, keep_going, uuid.uuid4().hex[:8], events, shard)
+    p = _Pass(kube, config, mode, clock, fence, uuid.uuid4().hex[:8], events, shard)
     selector = config.pod_report_selector if config.pod_report else None
 
     with collector_held():

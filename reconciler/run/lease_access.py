@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
-from reconciler.client.kube import LEASES, Kube
+from reconciler.client.interface import Client
+from reconciler.client.kube import ACCESS_REVIEWS, LEASES
 from reconciler.run.lease import Lease
 
 # What each mode does with Leases (reconciler/run/leader.py, shard.py), and
@@ -34,7 +35,7 @@ class LeaseAccessError(Exception):
     """This process cannot hold Leases where its settings say; one line."""
 
 
-def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str, grant: str) -> None:
+def check(kube: Client, namespace: str, verbs: Iterable[str], mode: str, grant: str) -> None:
     """Raise LeaseAccessError naming the namespace and the setting, or the
     verbs refused; return when the Leases can be held. An unreachable
     apiserver is not this check's business: the daemon reports it per pass."""
@@ -58,14 +59,11 @@ def check(kube: Kube, namespace: str, verbs: Iterable[str], mode: str, grant: st
         )
 
 
-def dry_run_create(kube: Kube, namespace: str) -> None:
-    body = Lease(name=PROBE_NAME).encode(namespace)
-    kube.request(
-        "POST", kube.path(LEASES, namespace), params={"dryRun": "All"}, json=body, verb="create"
-    )
+def dry_run_create(kube: Client, namespace: str) -> None:
+    kube.create(LEASES, namespace, Lease(name=PROBE_NAME).encode(namespace), dry_run=True)
 
 
-def _allowed(kube: Kube, namespace: str, verb: str) -> bool:
+def _allowed(kube: Client, namespace: str, verb: str) -> bool:
     """A SelfSubjectAccessReview; a review we may not send counts as allowed
     (the Lease requests themselves will say what is refused)."""
     review = {
@@ -81,12 +79,7 @@ def _allowed(kube: Kube, namespace: str, verb: str) -> bool:
         },
     }
     try:
-        answer = kube.request(
-            "POST",
-            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-            json=review,
-            verb="create",
-        )
+        answer = kube.review(ACCESS_REVIEWS, review)
     except KubeError:
         return True
     return bool((answer.get("status") or {}).get("allowed", True))

@@ -3,8 +3,9 @@
 As controller-runtime's manager wires a controller's process, this wires
 ours from the settings: the metrics and health server of the process, and
 for each cluster the Lease check before anything starts, the leader elector
-or the shard member (on a request budget of their own), and who may still
-write. The pass itself is the
+or the shard member (on a request budget of their own), and the write fence
+(`client.interface.WriteFence`) that the cluster's client and its passes ask
+before each write. The pass itself is the
 engine's, handed in by the CLI (`run/` does not import `engine/`).
 """
 
@@ -12,15 +13,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from reconciler.client.kube import Kube
+from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.config import Config
 from reconciler.result import PassResult
 from reconciler.run import lease_access
 from reconciler.run.daemon import Daemon, Loop
-from reconciler.run.leader import LEASE_BURST, LEASE_QPS, LEASE_RETRIES, LeaderElector, LeaseConfig
+from reconciler.run.leader import (
+    LEASE_BURST,
+    LEASE_QPS,
+    LEASE_RETRIES,
+    LeaderElector,
+    LeaseConfig,
+    default_identity,
+)
 from reconciler.run.pacing import Schedule
 from reconciler.run.shard import ShardConfig, ShardMember
 
@@ -35,21 +43,41 @@ class CannotStart(Exception):
 
 
 @dataclass(frozen=True)
-class Parts:
-    """What runs beside one cluster's passes; each None when the settings leave it out."""
+class LeaderFence:
+    """Only the leader writes, whatever the object."""
 
+    elector: LeaderElector
+
+    def may_write(self, bucket_uid: str | None = None) -> bool:
+        return self.elector.is_leader
+
+
+@dataclass(frozen=True)
+class ShardFence:
+    """A replica writes for the objects of the buckets it holds; a retry,
+    which knows no object, while it holds any."""
+
+    member: ShardMember
+
+    def may_write(self, bucket_uid: str | None = None) -> bool:
+        if bucket_uid is None:
+            return bool(self.member.held())
+        return self.member.holds(bucket_uid)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What runs beside one cluster's passes; each None when the settings
+    leave it out. ``kube``: the cluster's client, its retries behind ``fence``."""
+
+    kube: Client
+    fence: WriteFence
     elector: LeaderElector | None
     member: ShardMember | None
     metrics: ClusterMetrics | None
 
-    @property
-    def keep_going(self) -> Callable[[], bool] | None:
-        """Asked by a pass before each object's writes: only the leader writes."""
-        elector = self.elector
-        return (lambda: elector.is_leader) if elector is not None else None
 
-
-def check_leases(kube: Kube, config: Config) -> None:
+def check_leases(kube: Client, config: Config) -> None:
     """Refuse to start a daemon that could never hold its Lease."""
     verbs: tuple[str, ...]
     if config.leader_elect:
@@ -79,32 +107,33 @@ def serve_metrics(config: Config, named: bool) -> Metrics | None:
     return metrics
 
 
-def assemble(kube: Kube, config: Config, metrics: Metrics | None, name: str = "") -> Parts:
-    """One cluster's elector or shard member, and its metrics. Lease
-    requests get a budget of their own: never behind a pass's writes."""
+def assemble(kube: Client, config: Config, metrics: Metrics | None, name: str = "") -> Parts:
+    """One cluster's elector or shard member, its write fence, and its
+    metrics. Lease requests get a budget of their own: never behind a
+    pass's writes."""
+    stale_after = config.interval * config.healthz_intervals + config.jitter
+    own = metrics.cluster(name, config.interval, stale_after) if metrics is not None else None
     leases = kube.with_budget(LEASE_QPS, LEASE_BURST, LEASE_RETRIES)
-    elector = _elector(leases, config)
-    member = None
     if config.shard:
-        member = ShardMember(leases, ShardConfig.from_config(config))
-        kube.user_agent = leases.user_agent = f"{kube.user_agent} ({member.base})"
+        shard = ShardConfig.from_config(config)
+        base = shard.identity or default_identity()  # chosen once: the requests name it
+        member = ShardMember(leases.fenced(UNFENCED, base), replace(shard, identity=base))
         log.info(
             "sharded: %d buckets, leases in %s, as %s",
             config.shard_buckets,
             config.leader_election_namespace,
             member.base,
         )
-    stale_after = config.interval * config.healthz_intervals + config.jitter
-    own = metrics.cluster(name, config.interval, stale_after) if metrics is not None else None
-    parts = Parts(elector, member, own)
-    if parts.keep_going is not None:
-        kube.still_writing = parts.keep_going
-    elif member is not None:
-        kube.still_writing = lambda: bool(member.held())
-    return parts
+        fence = ShardFence(member)
+        return Parts(kube.fenced(fence, base), fence, None, member, own)
+    elector = _elector(leases, config)
+    if elector is not None:
+        lead = LeaderFence(elector)
+        return Parts(kube.fenced(lead), lead, elector, None, own)
+    return Parts(kube, UNFENCED, None, None, own)
 
 
-def _elector(leases: Kube, config: Config) -> LeaderElector | None:
+def _elector(leases: Client, config: Config) -> LeaderElector | None:
     if not config.leader_elect:
         return None
     elector = LeaderElector(leases, LeaseConfig.from_config(config))
@@ -117,9 +146,7 @@ def _elector(leases: Kube, config: Config) -> LeaderElector | None:
     return elector
 
 
-def loop(
-    one_pass: Callable[[], PassResult], parts: Parts, kube: Kube, config: Config, name: str = ""
-) -> Loop:
+def loop(one_pass: Callable[[], PassResult], parts: Parts, config: Config, name: str = "") -> Loop:
     """One cluster's passes, as the daemon schedules them."""
     return Loop(
         one_pass,
@@ -129,7 +156,7 @@ def loop(
         elector=parts.elector,
         shard=parts.member,
         metrics=parts.metrics,
-        requests=lambda: dict(kube.stats.requests),
+        requests=lambda: dict(parts.kube.stats.requests),
     )
 
 

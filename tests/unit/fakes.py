@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from reconciler.client.accounting import Stats
 from reconciler.client.errors import ApiError, EvictionRefused
-from reconciler.client.interface import Client
+from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.model import Incremental, Page, ResourceType
 
 T = TypeVar("T")
@@ -48,12 +48,20 @@ class FakeKube:
         self.metadata_bodies: dict[str, bytes] = {}
         self.streamed: list[str] = []  # the kind of each LIST read as it arrives
         self.user_agent = "reconciler/test"
-        self.still_writing: Callable[[], bool] | None = None
+        self.fence: WriteFence = UNFENCED
         self._serial = itertools.count(1000)
 
     def with_budget(self, qps: float, burst: int, max_retries: int) -> FakeKube:
         """As `Kube.with_budget`: the same fake (its calls recorded together)."""
         return self
+
+    def fenced(self, fence: WriteFence, name: str = "") -> FakeKube:
+        """As `Kube.fenced`: a copy sharing what the fake records and stores."""
+        other = copy.copy(self)
+        other.fence = fence
+        if name:
+            other.user_agent = f"{self.user_agent} ({name})"
+        return other
 
     def _maybe_fail(self, verb: str, name: str) -> None:
         self.calls.append((verb, name))
@@ -133,9 +141,13 @@ class FakeKube:
             stream.feed(body[at : at + 7])
         return stream.close().items
 
-    def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def create(
+        self, res: ResourceType, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
         name = body["metadata"]["name"]
         self._maybe_fail("POST", name)
+        if dry_run:
+            return copy.deepcopy(dict(body))
         if (res.kind, namespace, name) in self.objects:
             raise ApiError(409, "AlreadyExists", f'{res.plural} "{name}" already exists')
         self.writes.append(("POST", res.kind, namespace, name, None))
@@ -147,6 +159,11 @@ class FakeKube:
             meta["namespace"] = namespace
         self.objects[(res.kind, namespace, name)] = stored
         return copy.deepcopy(stored)
+
+    def review(self, res: ResourceType, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A question: allowed, as the admin is (script ``errors`` to refuse)."""
+        self._maybe_fail("REVIEW", res.kind)
+        return {**body, "status": {"allowed": True}}
 
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         # A Service and a budget are named after their Redis: their GETs are told apart.

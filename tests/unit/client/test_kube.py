@@ -86,11 +86,18 @@ def test_a_429_past_the_retries_is_throttled_not_a_plain_api_error(
 def test_a_write_stops_retrying_once_it_is_no_longer_ours(
     server: _Throttling, tmp_path: Path
 ) -> None:
-    c = client(server, tmp_path, max_retries=5)
-    c.still_writing = lambda: False
+    class Lost:
+        def may_write(self, bucket_uid: str | None = None) -> bool:
+            return False
+
+    c = client(server, tmp_path, max_retries=5).fenced(Lost())
     with pytest.raises(errors.Throttled):
         c.merge_patch(kube.LEASES, "ns", "x", {})
     assert len(server.seen) == 1
+    unfenced = client(server, tmp_path, max_retries=1)
+    with pytest.raises(errors.Throttled):
+        unfenced.merge_patch(kube.LEASES, "ns", "x", {})
+    assert len(server.seen) == 3  # one retry: nothing fenced it
 
 
 def test_lease_requests_do_not_wait_behind_the_passes_budget(
