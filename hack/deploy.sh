@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make deploy / make undeploy: a kustomize overlay with its image set to $IMG,
-# applied to (or deleted from) the current kubeconfig's cluster. The image is set
+# applied to (or deleted from) the current kubeconfig's cluster. Needs kubectl
+# (and bash, coreutils, awk), no Python. The image is set
 # by a kustomization in a temporary directory that points at the overlay, so
 # no file in config/ is edited.
 #
@@ -48,11 +49,16 @@ render() {
   kubectl kustomize "$tmp"
 }
 
+# The rendered stream without its CustomResourceDefinitions, with awk rather
+# than a YAML library, so that undeploy needs kubectl alone: `kubectl kustomize`
+# writes one document after each `---` line, its top-level keys at column 0.
 without_crds() {
-  python3 -c '
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] != "CustomResourceDefinition"]
-yaml.safe_dump_all(docs, sys.stdout)'
+  awk '
+    function flush() { if (doc != "" && !crd) printf "---\n%s", doc; doc = ""; crd = 0 }
+    /^---[ \t]*$/ { flush(); next }
+    /^kind:[ \t]*CustomResourceDefinition[ \t]*$/ { crd = 1 }
+    { doc = doc $0 "\n" }
+    END { flush() }'
 }
 
 case "$verb" in
