@@ -1,0 +1,78 @@
+"""engine/runner.py: what happens around a pass, for every command."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from reconciler.client.errors import Unreachable
+from reconciler.config import Config
+from reconciler.engine.runner import Passes, mode_of
+from reconciler.engine.sync import Mode
+from tests.unit.engine.observe.world import redis_obj
+from tests.unit.fakes import FakeKube
+
+
+def down() -> FakeKube:
+    """A cluster no LIST reaches."""
+    kube = FakeKube()
+    for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
+        kube.lists[kind] = Unreachable("connection refused")
+    return kube
+
+
+def written(path: Path) -> bool:
+    return path.exists() and json.loads(path.read_text())["version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "saved"), [(Mode.APPLY, True), (Mode.DRY_RUN, False), (Mode.PLAN, False)]
+)
+def test_the_state_file_is_written_after_a_pass_that_could_write(
+    tmp_path: Path, mode: Mode, saved: bool
+):
+    path = tmp_path / "state.json"
+    kube = FakeKube()
+    kube.lists["Redis"] = [redis_obj("r0")]
+    passes = Passes(kube, Config(state_file=str(path)), mode)
+    passes()
+    assert written(path) is saved
+
+
+def test_a_pass_that_did_not_reach_the_cluster_keeps_the_state_file_as_it_was(tmp_path: Path):
+    path = tmp_path / "state.json"
+    assert Passes(down(), Config(state_file=str(path)), Mode.APPLY)().unreachable
+    assert not path.exists()
+
+
+def test_the_daemon_logs_an_unreachable_cluster_and_a_one_shot_leaves_it_to_its_output(
+    caplog: pytest.LogCaptureFixture,
+):
+    kube = down()
+    with caplog.at_level(logging.ERROR, logger="reconciler"):
+        Passes(kube, Config(), Mode.APPLY)()
+        assert not [r for r in caplog.records if "connection refused" in r.getMessage()]
+        Passes(kube, Config(), Mode.APPLY, daemon=True)()
+    assert [r for r in caplog.records if "connection refused" in r.getMessage()]
+
+
+def test_the_daemon_names_lagging_crds_in_its_first_pass_only(caplog: pytest.LogCaptureFixture):
+    kube = FakeKube()  # no CRD stored: each GET is a 404, which the pass itself reports
+    kube.objects[("CustomResourceDefinition", "", "redis.myapp.demo.kubebuilder.io")] = {
+        "metadata": {"labels": {"app.kubernetes.io/version": "0.0.1"}}
+    }
+    passes = Passes(kube, Config(), Mode.APPLY, daemon=True)
+    with caplog.at_level(logging.WARNING, logger="reconciler"):
+        passes()
+        passes()
+    lagging = [r for r in caplog.records if "release 0.0.1's" in r.getMessage()]
+    assert len(lagging) == 1
+    assert passes.lagging_crds() == [lagging[0].getMessage()]
+
+
+def test_a_dry_run_setting_makes_a_dry_run_pass():
+    assert mode_of(Config(dry_run=True)) is Mode.DRY_RUN
+    assert mode_of(Config()) is Mode.APPLY
