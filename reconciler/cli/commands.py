@@ -24,11 +24,10 @@ from reconciler.cli.settings import FLAGS, KIND_FIELDS, Layers
 from reconciler.client.errors import ConfigMissing
 from reconciler.client.kube import Kube
 from reconciler.config import Config, ConfigError
-from reconciler.engine import crd_release
-from reconciler.engine import state as state_store
 from reconciler.engine.events import FLUSH_SECONDS, EventQueue
-from reconciler.engine.sync import Mode, run_pass
-from reconciler.result import PassOutcome, PassResult
+from reconciler.engine.runner import Passes, mode_of
+from reconciler.engine.sync import Mode
+from reconciler.result import PassResult
 from reconciler.run.pacing import Schedule
 from reconciler.run.wait import wait
 
@@ -67,10 +66,6 @@ def _fleet(ctx: click.Context, **command_flags: Any) -> Fleet:
     first = fleet.clusters[0].config
     logs.setup(first.log_level, first.log_format)
     return fleet
-
-
-def _mode(config: Config) -> Mode:
-    return Mode.DRY_RUN if config.dry_run else Mode.APPLY
 
 
 def _kube(config: Config) -> Kube:
@@ -286,15 +281,13 @@ def _sync(
 ) -> Served:
     """One cluster's `sync`: a pass, or passes until it converges."""
     config = cluster.config
-    st = state_store.load(config.state_file)
     # Waiting: events go from a queue, so they do not hold up the next pass.
     events = EventQueue(kube) if wait_ else None
+    passes = Passes(kube, config, mode_of(config), events=events)
     prefix = f"[{cluster.name}] " if named else ""
 
     def one_pass() -> PassResult:
-        result = run_pass(kube, config, st, mode=_mode(config), events=events)
-        if result.outcome is not PassOutcome.UNREACHABLE and not config.dry_run:
-            state_store.save(config.state_file, st)
+        result = passes()
         if wait_ and output == "text" and not result.unreachable:
             click.echo(prefix + result.one_line())
         return result
@@ -333,9 +326,9 @@ def plan(
     fleet = _fleet(ctx, state_file=state_file)
 
     def serve(cluster: Cluster, kube: Kube) -> Served:
-        st = state_store.load(cluster.config.state_file)
-        result = run_pass(kube, cluster.config, st, mode=Mode.PLAN)
-        lagging = [] if result.unreachable else crd_release.lagging(kube)
+        passes = Passes(kube, cluster.config, Mode.PLAN)
+        result = passes()
+        lagging = [] if result.unreachable else passes.lagging_crds()
         return served.of_plan(result, lagging, detailed_exitcode)
 
     _emit(fleet, fleet.each(serve, _kubes(fleet)), output)
@@ -447,34 +440,18 @@ def _start(
     except manager.CannotStart as exc:
         raise manager.CannotStart(f"{where}{exc}") from None
     parts = manager.assemble(kube, config, metrics, cluster.name)
-    fenced = parts.kube  # every write of this cluster's passes, its events too, asks the fence
-    st = state_store.load(config.state_file)
-    events = EventQueue(fenced)
-    unchecked = [True]
-
-    def one_pass() -> PassResult:
-        if unchecked:
-            # In the cluster's own first pass: a cluster that hangs makes no
-            # other wait for its answer (the request timeout) to start.
-            unchecked.clear()
-            for line in crd_release.lagging(kube):
-                log.warning("%s", line)
-        result = run_pass(
-            fenced,
-            config,
-            st,
-            mode=_mode(config),
-            fence=parts.fence,
-            events=events,
-            shard=parts.member,
-        )
-        if result.unreachable:
-            log.error("%s", result.unreachable)
-        elif not config.dry_run:
-            state_store.save(config.state_file, st)
-        return result
-
-    return manager.loop(one_pass, parts, config, cluster.name), events
+    # Every write of this cluster's passes, its events too, asks the fence.
+    events = EventQueue(parts.kube)
+    passes = Passes(
+        parts.kube,
+        config,
+        mode_of(config),
+        fence=parts.fence,
+        shard=parts.member,
+        events=events,
+        daemon=True,
+    )
+    return manager.loop(passes, parts, config, cluster.name), events
 
 
 @cli.command()

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import commands as cli_mod
 from reconciler.client.errors import ApiError, Unreachable
+from reconciler.engine import runner
 from tests.unit.engine.test_events import hanging_events
 
 from .fakes import FakeKube
@@ -196,13 +197,13 @@ def test_namespace_flags_are_exclusive(kube):
 
 def test_options_after_the_subcommand(kube, monkeypatch):
     seen = {}
-    real = cli_mod.run_pass
+    real = runner.run_pass
 
     def spy(kube_, config, state, **kw):
         seen["namespaces"] = config.namespaces
         return real(kube_, config, state, **kw)
 
-    monkeypatch.setattr(cli_mod, "run_pass", spy)
+    monkeypatch.setattr(runner, "run_pass", spy)
     assert invoke("sync", "-n", "team-a", "-n", "team-b").exit_code == 0
     assert seen["namespaces"] == ("team-a", "team-b")
 
