@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from reconciler.cli.settings import CLUSTER_CONTEXT, CLUSTER_NAME, Layers
@@ -28,10 +28,12 @@ U = TypeVar("U")
 @dataclass(frozen=True)
 class Cluster:
     """One cluster a command serves: its name in logs, output and metrics,
-    and its settings (its ``context`` among them)."""
+    and its settings (its ``context`` among them), with where each key a
+    layer set came from (`Traced.sources`)."""
 
     name: str
     config: Config
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -70,15 +72,16 @@ def resolve(
         raise ConfigError("--context and --all-contexts: choose one")
     entries = layers.clusters
     if all_contexts:
-        wanted = list(context_names(layers.config(flags)))
+        wanted, by = list(context_names(layers.config(flags))), "flag --all-contexts"
     elif contexts:
-        wanted = list(dict.fromkeys(contexts))
+        wanted, by = list(dict.fromkeys(contexts)), "flag --context"
     else:
-        wanted = [str(e[CLUSTER_NAME]) for e in entries]
+        wanted, by = [str(e[CLUSTER_NAME]) for e in entries], ""
     if not wanted:
-        return Fleet((Cluster("", layers.config(flags)),), listed=False)
+        traced = layers.traced(flags)
+        return Fleet((Cluster("", traced.config, traced.sources),), listed=False)
     listed = all_contexts or len(wanted) > 1 or not contexts
-    clusters = tuple(_cluster(layers, flags, entries, w, listed) for w in wanted)
+    clusters = tuple(_cluster(layers, flags, entries, w, listed, by) for w in wanted)
     return Fleet(clusters, listed)
 
 
@@ -88,17 +91,22 @@ def _cluster(
     entries: Sequence[Mapping[str, Any]],
     wanted: str,
     listed: bool,
+    by: str,
 ) -> Cluster:
     """The file's entry named (or with the context) ``wanted``, else a
-    cluster of that context with the file's top-level settings."""
+    cluster of that context with the file's top-level settings. Its context
+    is passed as a flag, so no RECONCILER_CONTEXT moves it; ``by`` names
+    the flag that named a cluster the file does not list."""
     entry = next((e for e in entries if e[CLUSTER_NAME] == wanted), None)
     entry = entry or next((e for e in entries if e.get(CLUSTER_CONTEXT) == wanted), None)
-    entry = entry or {CLUSTER_NAME: wanted, CLUSTER_CONTEXT: wanted}
-    config = layers.config({**flags, "context": entry[CLUSTER_CONTEXT]}, entry)
-    name = str(entry[CLUSTER_NAME])
-    if listed and config.state_file and "state_file" not in entry:
+    context = str(entry[CLUSTER_CONTEXT]) if entry else wanted
+    source = layers.entry_source(entry) if entry else by
+    traced = layers.traced({**flags, "context": context}, entry, {"context": source})
+    config = traced.config
+    name = str(entry[CLUSTER_NAME]) if entry else wanted
+    if listed and config.state_file and "state_file" not in (entry or {}):
         config = replace(config, state_file=f"{config.state_file}.{_file_safe(name)}")
-    return Cluster(name, config)
+    return Cluster(name, config, traced.sources)
 
 
 def _file_safe(name: str) -> str:

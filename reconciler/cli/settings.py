@@ -1,6 +1,7 @@
 """Where settings come from: defaults, then the YAML file, then RECONCILER_*
 environment variables, then flags. Each layer is checked by `config.coerce`,
-so a bad value names its source whichever layer it came from.
+so a bad value names its source whichever layer it came from; `Layers.traced`
+also says, for each key, which layer gave its value (`reconciler config`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,29 @@ CLUSTER_NAME, CLUSTER_CONTEXT = "name", "context"
 PROCESS_KEYS = frozenset({"metrics_address", "log_level", "log_format", "clusters_in_parallel"})
 
 
-def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+# systemd's directory of a unit's credentials (LoadCredential=). A `kubeconfig`
+# in the file may begin with it: a sandboxed unit reads its own copy of a file
+# only root may read, and the same file serves every unit (each has its own
+# directory). Unset (not under such a unit), the path is left as written.
+CREDENTIALS_DIRECTORY = "CREDENTIALS_DIRECTORY"
+CREDENTIALS_REF = f"${{{CREDENTIALS_DIRECTORY}}}"
+
+
+def _expanded(key: str, value: Any, environ: Mapping[str, str]) -> Any:
+    """A `kubeconfig` with CREDENTIALS_REF in it, there expanded."""
+    directory = environ.get(CREDENTIALS_DIRECTORY)
+    if key != "kubeconfig" or not isinstance(value, str) or not directory:
+        return value
+    return value.replace(CREDENTIALS_REF, directory)
+
+
+def read_file(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Read a YAML config file; unknown keys are errors (a typo must not be silent).
     Its ``clusters`` come back under CLUSTERS_KEY as a tuple of mappings, each
     value checked as the same key at the top level is."""
+    environ = os.environ if environ is None else environ
     p = Path(path)
     try:
         text = p.read_text()
@@ -82,16 +102,18 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key == CLUSTERS_KEY:
-            out[key] = _cluster_entries(value, str(p))
+            out[key] = _cluster_entries(value, str(p), environ)
             continue
         if key not in KEYS:
             known = [*KEYS, CLUSTERS_KEY]
             raise ConfigError(f"{p}: {key}: unknown key{_suggest(str(key), known)}")
-        out[key] = _coerce(key, value, str(p))
+        out[key] = _coerce(key, _expanded(key, value, environ), str(p))
     return out
 
 
-def _cluster_entries(value: Any, source: str) -> tuple[dict[str, Any], ...]:
+def _cluster_entries(
+    value: Any, source: str, environ: Mapping[str, str]
+) -> tuple[dict[str, Any], ...]:
     """Each entry: a ``context``, an optional ``name`` (default: the context),
     and any other key, which the cluster takes in place of the top level's."""
     if value is None:
@@ -117,7 +139,7 @@ def _cluster_entries(value: Any, source: str) -> tuple[dict[str, Any], ...]:
                 raise ConfigError(f"{where}: {key}: unknown key{_suggest(str(key), list(KEYS))}")
             if key in PROCESS_KEYS:
                 raise ConfigError(f"{where}: {key}: a setting of the process: set it at the top")
-            out[key] = _coerce(key, raw, where)
+            out[key] = _coerce(key, _expanded(key, raw, environ), where)
         entries.append(out)
     names = [e[CLUSTER_NAME] for e in entries]
     if twice := sorted({n for n in names if names.count(n) > 1}):
@@ -155,34 +177,98 @@ def load(
     return Layers.read(config_file, environ).config(flags)
 
 
+# Where a key's value came from when no layer set it.
+DEFAULT = "default"
+
+
+def _flag_source(key: str, value: Any) -> str:
+    """The flag that sets ``key``: its own name, but for the namespaces."""
+    if key == "namespaces":
+        return "flag --all-namespaces" if value == () else "flag --namespace"
+    return f"flag --{key.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A cluster's settings, and for each key a layer set, that layer
+    (``file <path>``, ``file <path> clusters[i]``, ``env RECONCILER_<KEY>``,
+    ``flag --x``): what `reconciler config` prints."""
+
+    config: Config
+    sources: Mapping[str, str]
+
+    def source(self, key: str) -> str:
+        return self.sources.get(key, DEFAULT)
+
+
 @dataclass(frozen=True)
 class Layers:
     """The file and the environment, read once; `config` adds the flags and,
-    for one cluster of the file's list, that cluster's keys over the file's."""
+    for one cluster of the file's list, that cluster's keys over the file's.
+    ``path``: the file's, to name it as a source."""
 
     file: Mapping[str, Any]
     env: Mapping[str, Any]
+    path: str | None = None
 
     @classmethod
     def read(cls, config_file: str | None, environ: Mapping[str, str] | None = None) -> Layers:
         environ = os.environ if environ is None else environ
         config_file = config_file or environ.get(CONFIG_FILE_ENV)
-        return cls(read_file(config_file) if config_file else {}, read_env(environ))
+        if not config_file:
+            return cls({}, read_env(environ))
+        return cls(read_file(config_file, environ), read_env(environ), str(config_file))
 
     @property
     def clusters(self) -> tuple[Mapping[str, Any], ...]:
         """The file's cluster entries, as `_cluster_entries` checked them."""
         return tuple(self.file.get(CLUSTERS_KEY, ()))
 
+    def entry_source(self, cluster: Mapping[str, Any]) -> str:
+        """How a source names one of `clusters` (the very mapping)."""
+        index = next(i for i, e in enumerate(self.clusters) if e is cluster)
+        return f"file {self.path} {CLUSTERS_KEY}[{index}]"
+
     def config(self, flags: Mapping[str, Any], cluster: Mapping[str, Any] | None = None) -> Config:
-        merged = {k: v for k, v in self.file.items() if k != CLUSTERS_KEY}
-        merged.update({k: v for k, v in (cluster or {}).items() if k != CLUSTER_NAME})
-        merged.update(self.env)
+        return self.traced(flags, cluster).config
+
+    def traced(
+        self,
+        flags: Mapping[str, Any],
+        cluster: Mapping[str, Any] | None = None,
+        flag_sources: Mapping[str, str] | None = None,
+    ) -> Traced:
+        """`config`, with the source of each key; ``flag_sources`` names it
+        for a flag the command set on the user's behalf (a cluster's context)."""
+        merged: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        top = {k: v for k, v in self.file.items() if k != CLUSTERS_KEY}
+        _lay(merged, sources, top, lambda _: f"file {self.path}")
+        if cluster is not None:
+            entry = {k: v for k, v in cluster.items() if k != CLUSTER_NAME}
+            where = self.entry_source(cluster)
+            _lay(merged, sources, entry, lambda _: where)
+        _lay(merged, sources, self.env, lambda key: f"env {ENV_PREFIX}{key.upper()}")
+        given = {}
         for key, value in flags.items():
             if key not in KEYS:
                 raise ConfigError(f"--{key.replace('_', '-')}: unknown option")
-            merged[key] = _coerce(key, value, f"--{key.replace('_', '-')}")
-        return _checked(_config(merged))
+            given[key] = _coerce(key, value, f"--{key.replace('_', '-')}")
+        named = flag_sources or {}
+        _lay(merged, sources, given, lambda key: named.get(key) or _flag_source(key, given[key]))
+        return Traced(_checked(_config(merged)), sources)
+
+
+def _lay(
+    merged: dict[str, Any],
+    sources: dict[str, str],
+    layer: Mapping[str, Any],
+    source: Callable[[str], str],
+) -> None:
+    """One layer over those below it."""
+    for key, value in layer.items():
+        merged[key] = value
+        sources[key] = source(key)
 
 
 def _checked(config: Config) -> Config:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.cli.settings import load
+from reconciler.cli.settings import Layers, load
 from reconciler.config import Config, ConfigError
 from reconciler.kinds.base import settings_of
 from reconciler.kinds.redis.settings import DEFAULTS
@@ -117,3 +117,32 @@ def test_an_unknown_reconciler_variable_is_an_error_naming_it():
         load(None, {}, {"RECONCILER_FOO": "x"})
     # Other variables, and the config file's own, are not ours to judge.
     assert load(None, {}, {"RECONCILERX": "1", "HOME": "/"}) == Config()
+
+
+def test_a_kubeconfig_in_the_file_may_name_the_units_credentials_directory(tmp_path):
+    """A sandboxed unit reads its own copy (LoadCredential=) of a root-only file;
+    the same config file serves every unit, each with its own directory."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "kubeconfig: ${CREDENTIALS_DIRECTORY}/kubeconfig\n"
+        "clusters:\n  - {context: eu, kubeconfig: '${CREDENTIALS_DIRECTORY}/eu.kubeconfig'}\n"
+    )
+    layers = Layers.read(str(path), {"CREDENTIALS_DIRECTORY": "/run/credentials/r.service"})
+    (entry,) = layers.clusters
+    assert layers.config({}).kubeconfig == "/run/credentials/r.service/kubeconfig"
+    assert layers.config({}, entry).kubeconfig == "/run/credentials/r.service/eu.kubeconfig"
+    # Outside such a unit the path stays as written: its "no such file" names it.
+    unset = Layers.read(str(path), {})
+    assert (
+        unset.config({}, unset.clusters[0]).kubeconfig == "${CREDENTIALS_DIRECTORY}/eu.kubeconfig"
+    )
+
+
+def test_only_a_kubeconfig_names_the_credentials_directory(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("state_file: ${CREDENTIALS_DIRECTORY}/s\n")
+    env = {"CREDENTIALS_DIRECTORY": "/run/c"}
+    assert load(str(path), {}, env).state_file == "${CREDENTIALS_DIRECTORY}/s"
+    assert load(None, {"kubeconfig": "${CREDENTIALS_DIRECTORY}/k"}, env).kubeconfig == (
+        "${CREDENTIALS_DIRECTORY}/k"
+    )
