@@ -1,10 +1,13 @@
 """Command line: `reconciler sync | plan | run`.
 
-Exit codes are for cron and CronJob: 0 no errors, 1 some objects failed,
-2 bad usage or config, 3 the cluster is unreachable or refuses the
-credentials. `sync --wait` adds 4: the timeout passed with objects still
-pending. `plan --detailed-exitcode` follows `terraform plan`: 2 means
-changes are pending, so a bad config exits 1 there.
+Exit codes are for cron and CronJob (`served.py` holds them; each command's
+help lists its own): no errors, some objects failed, bad usage or config,
+the cluster unreachable; `sync --wait` adds the timeout. `plan
+--detailed-exitcode` follows `terraform plan`: its changes-pending code is
+the usage code, so a bad config exits as a failure there.
+
+Each option's help says its default and, for an option that sets a key, the
+RECONCILER_<KEY> variable; both are generated from the settings (`keyed`).
 """
 
 from __future__ import annotations
@@ -19,8 +22,16 @@ import click
 from reconciler import __version__
 from reconciler.cli import clusters, logs, served
 from reconciler.cli.clusters import Cluster, Fleet
-from reconciler.cli.served import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, Served
-from reconciler.cli.settings import FLAGS, KIND_FIELDS, Layers
+from reconciler.cli.served import (
+    EXIT_CHANGES,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    Served,
+)
+from reconciler.cli.settings import CONFIG_FILE_ENV, ENV_PREFIX, FLAGS, KEYS, KIND_FIELDS, Layers
 from reconciler.client.errors import ConfigMissing
 from reconciler.client.kube import Kube
 from reconciler.config import Config, ConfigError
@@ -91,11 +102,45 @@ def _emit(fleet: Fleet, each: list[Served], output: str) -> NoReturn:
     sys.exit(served.emit(each[0], json_out))
 
 
+def _shown(value: Any) -> str:
+    """A default as a user would write it."""
+    if value is None or value == "":
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def keyed(text: str, key: str, default: str | None = None) -> str:
+    """The help of an option that sets ``key``: its variable, and its default
+    (the code's, unless ``default`` says what none means)."""
+    shown = _shown(KEYS[key].default) if default is None else default
+    return f"{text} [env var: {ENV_PREFIX}{key.upper()}; default: {shown}]"
+
+
+def unkeyed(text: str, default: str) -> str:
+    """The help of an option that sets no key."""
+    return f"{text} [default: {default}]"
+
+
+def exit_codes(*meanings: tuple[int, str]) -> str:
+    """A command's exit codes, a line each, for its help's epilog."""
+    return "\b\nExit codes:\n" + "\n".join(f"  {code}  {what}" for code, what in meanings)
+
+
+def example(*lines: str) -> str:
+    return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _kind_flag(key: str, help: str) -> Any:
     """A kind's setting as a global option (`Kind.settings`, "flag")."""
     kind = str(KIND_FIELDS[key].type)
     of_type = float if kind.startswith("float") else int if kind.startswith("int") else str
-    return click.option(f"--{key.replace('_', '-')}", key, type=of_type, default=None, help=help)
+    return click.option(
+        f"--{key.replace('_', '-')}", key, type=of_type, default=None, help=keyed(help, key)
+    )
 
 
 def global_options(f: Any) -> Any:
@@ -106,47 +151,71 @@ def global_options(f: Any) -> Any:
             "--kubeconfig",
             type=click.Path(dir_okay=False),
             default=None,
-            help="Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.",
+            help=keyed(
+                "Path to a kubeconfig (a clusters entry's own kubeconfig loses to it).",
+                "kubeconfig",
+                "$KUBECONFIG, else ~/.kube/config, else in-cluster",
+            ),
         ),
         click.option(
             "--context",
             "contexts",
             multiple=True,
-            help="kubeconfig context to use; repeat it to serve several clusters.",
+            help=keyed(
+                "kubeconfig context to use; repeat it to serve several clusters.",
+                "context",
+                "the kubeconfig's current context, or the config file's clusters",
+            ),
         ),
         click.option(
             "--all-contexts",
             is_flag=True,
             default=False,
-            help="Serve every context of the kubeconfig, each cluster on its own.",
+            help=unkeyed("Serve every context of the kubeconfig, each cluster on its own.", "off"),
         ),
         click.option(
             "-n",
             "--namespace",
             "namespaces",
             multiple=True,
-            help="Namespace to reconcile (repeatable). Default: all namespaces.",
+            help=keyed(
+                "Namespace to reconcile (repeatable; the variable takes a,b).",
+                "namespaces",
+                "all namespaces",
+            ),
         ),
         click.option(
             "-A",
             "--all-namespaces",
             is_flag=True,
             default=False,
-            help="Reconcile every namespace, overriding the config file.",
+            help=keyed(
+                "Reconcile every namespace, overriding the file and the variable.",
+                "namespaces",
+                "off",
+            ),
         ),
         click.option(
             "--config",
             "config_file",
             type=click.Path(dir_okay=False),
             default=None,
-            help="YAML config file (keys as in config/reconciler.yaml).",
+            help=f"YAML config file: every key, with its default, is in config/reconciler.yaml;"
+            " `reconciler config` prints each key in effect and where it came from."
+            f" [env var: {CONFIG_FILE_ENV}; default: none]",
         ),
         click.option(
             "--log-level",
             default=None,
             type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+            help=keyed("Log level.", "log_level"),
         ),
-        click.option("--log-format", type=click.Choice(["text", "json"]), default=None),
+        click.option(
+            "--log-format",
+            type=click.Choice(["text", "json"]),
+            default=None,
+            help=keyed("Log lines as text, or as one JSON object each.", "log_format"),
+        ),
         *(_kind_flag(key, help) for key, help in FLAGS.items()),
     ]
     for option in reversed(options):
@@ -191,7 +260,14 @@ def _collect(
     obj.setdefault("config_file", None)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=example(
+        "reconciler plan -n cache",
+        "reconciler sync --config /etc/reconciler/reconciler.yaml",
+        "reconciler config -n cache",
+    ),
+)
 @click.version_option(__version__, prog_name="reconciler")
 @global_options
 @click.pass_context
@@ -201,6 +277,12 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
     Each pass LISTs Redis objects, Xca objects and their pods, plans the
     changes, and applies them. Settings come from flags, then RECONCILER_*
     environment variables, then --config, then defaults.
+
+    Every key of the config file is also a variable, RECONCILER_<KEY>
+    (RECONCILER_QPS=20, RECONCILER_NAMESPACES=a,b); config/reconciler.yaml
+    lists every key with its default and meaning, and `reconciler config`
+    prints each in effect. Options name their key's variable; keys with no
+    option are set in the file or the variable only (listed below).
     """
     _collect(ctx, **options)
 
@@ -213,32 +295,62 @@ def _flush(events: EventQueue) -> None:
         log.warning("stopping with %d events not posted after %gs", left, FLUSH_SECONDS)
 
 
-@cli.command()
-@click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
+DRY_RUN_HELP = keyed("Plan and log, write nothing.", "dry_run")
+STATE_FILE_HELP = keyed(
+    "Keep the pod report's previous view across runs in this file.", "state_file"
+)
+
+
+@cli.command(
+    epilog=example(
+        "reconciler sync -n cache -o json",
+        "reconciler sync --wait --timeout 600   # in a pipeline, after kubectl apply",
+    )
+    + "\n\n"
+    + exit_codes(
+        (EXIT_OK, "no errors (with --wait: converged)"),
+        (
+            EXIT_FAILED,
+            "some objects failed (with --wait: also objects that cannot become Ready"
+            " without a person)",
+        ),
+        (EXIT_USAGE, "bad usage or config"),
+        (EXIT_UNREACHABLE, "the cluster is unreachable or refuses the credentials"),
+        (EXIT_TIMEOUT, "with --wait: the timeout passed with objects still pending"),
+    )
+)
+@click.option("--dry-run", is_flag=True, default=None, help=DRY_RUN_HELP)
 @click.option(
     "-o",
     "--output",
     type=click.Choice(["text", "json"]),
     default="text",
-    help="Summary format on stdout.",
+    help=unkeyed("Summary format on stdout.", "text"),
 )
 @click.option(
     "--state-file",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Keep the pod report's previous view across runs in this file.",
+    help=STATE_FILE_HELP,
 )
 @click.option(
     "--wait",
     "wait_",
     is_flag=True,
-    help="Run passes, at the daemon's pace, until every object is Ready and a pass plans nothing.",
+    help=unkeyed(
+        "Run passes, at the daemon's pace, until every object is Ready and a pass plans nothing.",
+        "off",
+    ),
 )
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help=f"With --wait: seconds to wait before exiting 4 ({DEFAULT_WAIT_TIMEOUT:g}).",
+    help=unkeyed(
+        f"With --wait: seconds to wait before exiting {EXIT_TIMEOUT}. Not the `timeout` key"
+        f" (each request's, {ENV_PREFIX}TIMEOUT, which has no option).",
+        f"{DEFAULT_WAIT_TIMEOUT:g}",
+    ),
 )
 @global_options
 @click.pass_context
@@ -254,11 +366,6 @@ def sync(
 ) -> None:
     """Run one pass and exit (for cron, systemd timers and CronJobs); with
     --wait, run passes until the scope converges (for CI/CD pipelines).
-
-    Exit codes: 0 no errors (with --wait: converged), 1 some objects failed
-    (with --wait: also objects that cannot become Ready without a person),
-    2 bad usage or config, 3 the cluster is unreachable or refuses the
-    credentials, 4 with --wait: the timeout passed with objects still pending.
     """
     _collect(ctx, **options)
     ctx.find_root().obj["output"] = output
@@ -300,15 +407,34 @@ def _sync(
     return served.of_wait(waited, limit)
 
 
-@cli.command()
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@cli.command(
+    epilog=example("reconciler plan -n cache", "reconciler plan --detailed-exitcode -o json")
+    + "\n\n"
+    + exit_codes(
+        (EXIT_OK, "no errors (with --detailed-exitcode: and no changes)"),
+        (EXIT_FAILED, "some objects failed (with --detailed-exitcode: bad usage or config too)"),
+        (EXIT_USAGE, "bad usage or config (with --detailed-exitcode: changes are pending)"),
+        (EXIT_UNREACHABLE, "the cluster is unreachable or refuses the credentials"),
+    )
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help=unkeyed("Plan format on stdout.", "text"),
+)
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
-    help="Exit 0 when there are no changes, 2 when changes are pending, 1 on errors "
-    "(bad config too), 3 when the cluster is unreachable or refuses the credentials.",
+    help=unkeyed(
+        f"Exit {EXIT_OK} when there are no changes, {EXIT_CHANGES} when changes are pending,"
+        f" {EXIT_FAILED} on errors (bad config too), {EXIT_UNREACHABLE} when the cluster is"
+        " unreachable or refuses the credentials, as `terraform plan`.",
+        "off",
+    ),
 )
-@click.option("--state-file", type=click.Path(dir_okay=False), default=None)
+@click.option("--state-file", type=click.Path(dir_okay=False), default=None, help=STATE_FILE_HELP)
 @global_options
 @click.pass_context
 def plan(
@@ -334,46 +460,87 @@ def plan(
     _emit(fleet, fleet.each(serve, _kubes(fleet)), output)
 
 
-@cli.command()
-@click.option("--interval", type=float, default=None, help="Seconds between passes (30).")
-@click.option("--jitter", type=float, default=None, help="Random delay added to each pass (3).")
+@cli.command(
+    epilog=example(
+        "reconciler run --config /etc/reconciler/reconciler.yaml --metrics-address :8080",
+        "reconciler run --leader-elect   # beside other replicas",
+    )
+    + "\n\n"
+    + exit_codes(
+        (EXIT_OK, "stopped by SIGTERM or SIGINT, after the running pass"),
+        (EXIT_USAGE, "bad usage or config, or it cannot start (its Lease, its metrics address)"),
+    )
+)
+@click.option(
+    "--interval", type=float, default=None, help=keyed("Seconds between passes.", "interval")
+)
+@click.option(
+    "--jitter",
+    type=float,
+    default=None,
+    help=keyed("Random delay, up to this many seconds, added to each pass.", "jitter"),
+)
 @click.option(
     "--min-interval",
     type=float,
     default=None,
-    help="Seconds from the start of a pass that wrote or left objects progressing to"
-    f" the next, at the earliest ({Config.min_interval:g}).",
+    help=keyed(
+        "Seconds from the start of a pass that wrote or left objects progressing to"
+        " the next, at the earliest.",
+        "min_interval",
+    ),
 )
 @click.option(
     "--pace-budget",
     type=float,
     default=None,
-    help="While objects move, the share of the time passes may spend looking (observe"
-    " and plan, not the writes): a pass that looked for 1 s is followed 1/budget s"
-    f" after it started, if that is past --min-interval ({Config.pace_budget:g}).",
+    help=keyed(
+        "While objects move, the share of the time passes may spend looking (observe"
+        " and plan, not the writes): a pass that looked for 1 s is followed 1/budget s"
+        " after it started, if that is past --min-interval.",
+        "pace_budget",
+    ),
 )
-@click.option("--dry-run", is_flag=True, default=None, help="Plan and log, write nothing.")
-@click.option("--state-file", type=click.Path(dir_okay=False), default=None)
+@click.option("--dry-run", is_flag=True, default=None, help=DRY_RUN_HELP)
+@click.option("--state-file", type=click.Path(dir_okay=False), default=None, help=STATE_FILE_HELP)
 @click.option(
     "--leader-elect/--no-leader-elect",
     default=None,
-    help="Only the holder of a coordination.k8s.io Lease reconciles.",
+    help=keyed("Only the holder of a coordination.k8s.io Lease reconciles.", "leader_elect"),
 )
-@click.option("--leader-election-namespace", default=None, help="Namespace of the Lease.")
-@click.option("--leader-election-id", default=None, help="Name of the Lease (reconciler).")
+@click.option(
+    "--leader-election-namespace",
+    default=None,
+    help=keyed("Namespace of the Lease (and of --shard's).", "leader_election_namespace"),
+)
+@click.option(
+    "--leader-election-id",
+    default=None,
+    help=keyed("Name of the Lease (and --shard's prefix).", "leader_election_id"),
+)
 @click.option(
     "--shard/--no-shard",
     default=None,
-    help="Every replica works: the objects are split into buckets, each held by one"
-    " replica through a Lease (not with --leader-elect).",
+    help=keyed(
+        "Every replica works: the objects are split into buckets, each held by one"
+        " replica through a Lease (not with --leader-elect).",
+        "shard",
+    ),
 )
 @click.option(
-    "--shard-buckets", type=int, default=None, help="Buckets to split the objects into (32)."
+    "--shard-buckets",
+    type=int,
+    default=None,
+    help=keyed("Buckets to split the objects into.", "shard_buckets"),
 )
 @click.option(
     "--metrics-address",
     default=None,
-    help="Serve /metrics, /healthz and /readyz here, e.g. :8080 or 127.0.0.1:8080.",
+    help=keyed(
+        "Serve /metrics, /healthz and /readyz here, e.g. :8080 or 127.0.0.1:8080.",
+        "metrics_address",
+        "off",
+    ),
 )
 @global_options
 @click.pass_context
@@ -460,6 +627,7 @@ def completion(shell: str) -> None:
     """Print the shell completion script for SHELL.
 
     \b
+    Example:
     bash:  eval "$(reconciler completion bash)"   (in ~/.bashrc)
     zsh:   eval "$(reconciler completion zsh)"    (in ~/.zshrc)
     fish:  reconciler completion fish > ~/.config/fish/completions/reconciler.fish
@@ -469,6 +637,20 @@ def completion(shell: str) -> None:
     script = get_completion_class(shell)
     assert script is not None  # every choice is one click ships
     click.echo(script(cli, {}, "reconciler", COMPLETE_VAR).source())
+
+
+def _unflagged() -> list[str]:
+    """The keys no option sets: sync's --timeout is the wait's, not the key."""
+    names = {p.name for c in (cli, plan, run) for p in c.params}
+    names |= {p.name for p in sync.params if p.name != "timeout"}
+    names |= {"context"} if "contexts" in names else set()
+    return sorted(k for k in KEYS if k not in names)
+
+
+cli.epilog = (
+    f"{cli.epilog}\n\nKeys with no option, set in the config file or as {ENV_PREFIX}<KEY>:"
+    f" {', '.join(_unflagged())}."
+)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ import click
 
 from reconciler.cli import commands, served
 from reconciler.cli.clusters import Cluster
-from reconciler.cli.served import EXIT_FAILED, EXIT_OK, Served
+from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Served
 from reconciler.client.errors import ApiError, Forbidden, NotFound, Unauthorized, Unreachable
 from reconciler.client.interface import Client
 from reconciler.client.kube import Kube
@@ -135,7 +135,11 @@ def _namespace(ctx: click.Context) -> str | None:
     return str(namespace)
 
 
-@click.group("restart", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    "restart",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=commands.example("reconciler restart redis redis-sample -n shop"),
+)
 @commands.global_options
 @click.pass_context
 def group(ctx: click.Context, /, **options: Any) -> None:
@@ -143,15 +147,32 @@ def group(ctx: click.Context, /, **options: Any) -> None:
     commands._collect(ctx, **options)
 
 
-@group.command("redis")
+@group.command(
+    "redis",
+    epilog=commands.exit_codes(
+        (EXIT_OK, "restarted (or, with --dry-run, would be)"),
+        (EXIT_FAILED, "no such Redis, or the apiserver refused the patch"),
+        (EXIT_USAGE, "bad usage or config"),
+        (EXIT_UNREACHABLE, "the cluster is unreachable or refuses the credentials"),
+    ),
+)
 @click.argument("name")
 @click.option(
     "--dry-run",
     is_flag=True,
     default=None,
-    help="Check that the Redis is there (a GET) and say what would be done; write nothing.",
+    help=commands.keyed(
+        "Check that the Redis is there (a GET) and say what would be done; write nothing.",
+        "dry_run",
+    ),
 )
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help=commands.unkeyed("Output format.", "text"),
+)
 @commands.global_options
 @click.pass_context
 def redis(
@@ -176,10 +197,6 @@ def redis(
     Example:
       reconciler restart redis redis-sample -n shop
       redis.myapp.demo.kubebuilder.io/redis-sample restarted
-
-    Exit codes: 0 restarted (or, with --dry-run, would be), 1 no such Redis or
-    the apiserver refused the patch, 2 bad usage or config, 3 the cluster is
-    unreachable or refuses the credentials.
     """
     commands._collect(ctx, **options)
     ctx.find_root().obj["output"] = output
@@ -202,7 +219,9 @@ def _one_namespace(command: click.Command) -> None:
     for param in command.params:
         if param.name == "namespaces":
             assert isinstance(param, click.Option)
-            param.help = "Namespace of the Redis. Default: the kubeconfig context's, else default."
+            param.help = commands.unkeyed(
+                "Namespace of the Redis.", "the kubeconfig context's, else default"
+            )
         elif param.name == "all_namespaces":
             assert isinstance(param, click.Option)
             param.hidden = True  # accepted, as everywhere, and refused: one Redis is named

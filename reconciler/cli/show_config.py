@@ -31,15 +31,19 @@ OUTPUT = click.Option(
     ["-o", "--output"],
     type=click.Choice(["text", "json"]),
     default="text",
-    help="Output format. [default: text]",
+    help=commands.unkeyed("Output format.", "text"),
 )
-EPILOG = f"""\b
-Example:
-  reconciler config --config /etc/reconciler/reconciler.yaml -o json
-
-\b
-Exit codes: {EXIT_OK} printed, {EXIT_USAGE} bad usage or config (the line names the file,
-variable or flag, and the key)."""
+EPILOG = (
+    commands.example("reconciler config --config /etc/reconciler/reconciler.yaml -o json")
+    + "\n\n"
+    + commands.exit_codes(
+        (EXIT_OK, "printed"),
+        (
+            EXIT_USAGE,
+            "bad usage or config (the line names the file, variable or flag, and the key)",
+        ),
+    )
+)
 
 
 def _options() -> list[click.Parameter]:

@@ -131,10 +131,12 @@ def test_the_shipped_fleet_example_loads_as_three_clusters():
     from pathlib import Path
 
     shipped = Path(__file__).resolve().parents[2] / "config" / "reconciler-fleet.yaml"
-    fleet = resolve(Layers.read(str(shipped), {}), {})
+    under_unit = {"CREDENTIALS_DIRECTORY": "/run/credentials/reconciler.service"}
+    fleet = resolve(Layers.read(str(shipped), under_unit), {})
     assert [c.name for c in fleet.clusters] == ["prod", "staging", "eu"]
     prod, staging, eu = (c.config for c in fleet.clusters)
     assert prod.shard and prod.namespaces == ("cache", "sessions") and not staging.shard
     assert (staging.interval, prod.interval) == (60.0, 30.0)
-    assert eu.kubeconfig == "/etc/reconciler/eu.kubeconfig" and prod.kubeconfig is None
+    assert eu.kubeconfig == "/run/credentials/reconciler.service/eu.kubeconfig"
+    assert prod.kubeconfig is None
     assert {c.metrics_address for c in (prod, staging, eu)} == {"127.0.0.1:8080"}

@@ -226,7 +226,7 @@ def test_help_has_an_example_and_the_exit_codes():
     assert result.exit_code == 0
     assert "reconciler restart redis redis-sample -n shop" in result.stdout
     assert "kubectl patch redis NAME --type=merge" in result.stdout
-    assert "Exit codes: 0" in result.stdout
+    assert "Exit codes:\n    0  restarted" in result.stdout
     assert "-A, --all-namespaces" not in result.stdout  # one Redis: one namespace
     assert "Namespace to reconcile" in invoke("sync", "--help").stdout  # theirs unchanged
 
