@@ -34,6 +34,7 @@ from pyinstrument.session import Session
 
 import reconciler.cli.commands
 import reconciler.engine.apply
+import reconciler.engine.runner
 from reconciler.cli import cli
 
 INTERVAL = 0.001
@@ -109,14 +110,14 @@ def _write(prefix: Path, name: str, session: Session) -> None:
 
 def _second_pass_only(profiler: Profiler) -> None:
     """Make `sync` run an unprofiled pass first, then the profiled one, on one State."""
-    real = reconciler.cli.commands.run_pass
+    real = reconciler.engine.runner.run_pass
 
     def twice(*args: Any, **kwargs: Any) -> Any:
         real(*args, **kwargs)
         profiler.start()
         return real(*args, **kwargs)
 
-    reconciler.cli.commands.run_pass = twice  # type: ignore[assignment]
+    reconciler.engine.runner.run_pass = twice  # type: ignore[assignment]
 
 
 def main(argv: list[str]) -> int:

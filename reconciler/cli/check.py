@@ -16,8 +16,9 @@ from typing import Any
 import click
 
 from reconciler.checks import Check, failed, passed, suite
-from reconciler.cli import clusters, commands, logs
+from reconciler.cli import clusters, commands, logs, run_command
 from reconciler.cli.clusters import Cluster, Fleet
+from reconciler.cli.options import collect, global_options
 from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 from reconciler.cli.settings import CONFIG_FILE_ENV, Layers
 from reconciler.client.errors import ConfigMissing
@@ -33,7 +34,7 @@ OUTPUT = click.Option(
 def _options() -> list[click.Parameter]:
     """run's own options, then --output; the global ones come with @global_options."""
     globals_ = {p.name for p in commands.cli.params}
-    own = [p for p in commands.run.params if p.name not in globals_]
+    own = [p for p in run_command.run.params if p.name not in globals_]
     return [*own, OUTPUT]
 
 
@@ -43,7 +44,7 @@ def _options() -> list[click.Parameter]:
     epilog="Exit codes: 0 every check passed, 1 some check failed, 2 bad usage, "
     "3 a cluster cannot be reached or refuses the credentials.",
 )
-@commands.global_options
+@global_options
 @click.pass_context
 def command(ctx: click.Context, /, output: str, **options: Any) -> None:
     """Check this host and each cluster in scope before a first pass: the
@@ -58,7 +59,7 @@ def command(ctx: click.Context, /, output: str, **options: Any) -> None:
       reconciler check --config /etc/reconciler/reconciler.yaml -n cache
     """
     run_flags = {k: v for k, v in options.items() if k in _run_keys()}
-    commands._collect(ctx, **{k: v for k, v in options.items() if k not in run_flags})
+    collect(ctx, **{k: v for k, v in options.items() if k not in run_flags})
     host, fleet = _settings(ctx, run_flags)
     per_cluster = fleet.each(_check_cluster, [None] * len(fleet.clusters)) if fleet else []
     names = [c.name for c in fleet.clusters] if fleet and fleet.listed else []
@@ -67,7 +68,7 @@ def command(ctx: click.Context, /, output: str, **options: Any) -> None:
 
 def _run_keys() -> set[str]:
     globals_ = {p.name for p in commands.cli.params}
-    return {str(p.name) for p in commands.run.params if p.name not in globals_}
+    return {str(p.name) for p in run_command.run.params if p.name not in globals_}
 
 
 def _settings(ctx: click.Context, run_flags: dict[str, Any]) -> tuple[list[Check], Fleet | None]:
@@ -93,7 +94,7 @@ def _env_config() -> str | None:
 
 def _check_cluster(cluster: Cluster, _: None) -> list[Check]:
     try:
-        kube = commands._kube(cluster.config)
+        kube = commands.kube_of(cluster.config)
     except ConfigMissing as exc:
         return [failed(KUBECONFIG, str(exc), "see kubectl config get-contexts", fatal=True)]
     return suite.of_cluster(kube, cluster.config, time.time())

@@ -25,6 +25,7 @@ import click
 
 from reconciler.cli import commands, served
 from reconciler.cli.clusters import Cluster
+from reconciler.cli.options import collect, example, exit_codes, global_options, keyed, unkeyed
 from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Served
 from reconciler.client.errors import ApiError, Forbidden, NotFound, Unauthorized, Unreachable
 from reconciler.client.interface import Client
@@ -138,18 +139,18 @@ def _namespace(ctx: click.Context) -> str | None:
 @click.group(
     "restart",
     context_settings={"help_option_names": ["-h", "--help"]},
-    epilog=commands.example("reconciler restart redis redis-sample -n shop"),
+    epilog=example("reconciler restart redis redis-sample -n shop"),
 )
-@commands.global_options
+@global_options
 @click.pass_context
 def group(ctx: click.Context, /, **options: Any) -> None:
     """Roll every pod of an object once (`restart redis NAME`)."""
-    commands._collect(ctx, **options)
+    collect(ctx, **options)
 
 
 @group.command(
     "redis",
-    epilog=commands.exit_codes(
+    epilog=exit_codes(
         (EXIT_OK, "restarted (or, with --dry-run, would be)"),
         (EXIT_FAILED, "no such Redis, or the apiserver refused the patch"),
         (EXIT_USAGE, "bad usage or config"),
@@ -161,7 +162,7 @@ def group(ctx: click.Context, /, **options: Any) -> None:
     "--dry-run",
     is_flag=True,
     default=None,
-    help=commands.keyed(
+    help=keyed(
         "Check that the Redis is there (a GET) and say what would be done; write nothing.",
         "dry_run",
     ),
@@ -171,9 +172,9 @@ def group(ctx: click.Context, /, **options: Any) -> None:
     "--output",
     type=click.Choice(["text", "json"]),
     default="text",
-    help=commands.unkeyed("Output format.", "text"),
+    help=unkeyed("Output format.", "text"),
 )
-@commands.global_options
+@global_options
 @click.pass_context
 def redis(
     ctx: click.Context, /, name: str, dry_run: bool | None, output: str, **options: Any
@@ -198,20 +199,20 @@ def redis(
       reconciler restart redis redis-sample -n shop
       redis.myapp.demo.kubebuilder.io/redis-sample restarted
     """
-    commands._collect(ctx, **options)
+    collect(ctx, **options)
     ctx.find_root().obj["output"] = output
     if not _NAME.fullmatch(name):
         raise click.UsageError(f"{name!r} is not a Redis's name (lower case, digits, - and .)")
     namespace = _namespace(ctx)
-    fleet = commands._fleet(ctx, dry_run=dry_run)
-    kubes = commands._kubes(fleet)
+    fleet = commands.fleet_of(ctx, dry_run=dry_run)
+    kubes = commands.kubes_of(fleet)
     at = _now()
 
     def serve(cluster: Cluster, kube: Kube) -> Served:
         where = namespace or kube.default_namespace
         return restart_redis(kube, where, name, at, cluster.config.dry_run)
 
-    commands._emit(fleet, fleet.each(serve, kubes), output)
+    commands.emit(fleet, fleet.each(serve, kubes), output)
 
 
 def _one_namespace(command: click.Command) -> None:
@@ -219,7 +220,7 @@ def _one_namespace(command: click.Command) -> None:
     for param in command.params:
         if param.name == "namespaces":
             assert isinstance(param, click.Option)
-            param.help = commands.unkeyed(
+            param.help = unkeyed(
                 "Namespace of the Redis.", "the kubeconfig context's, else default"
             )
         elif param.name == "all_namespaces":

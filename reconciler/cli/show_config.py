@@ -18,8 +18,9 @@ from typing import Any
 
 import click
 
-from reconciler.cli import commands
+from reconciler.cli import commands, run_command, sync_command
 from reconciler.cli.clusters import Cluster, Fleet
+from reconciler.cli.options import collect, example, exit_codes, global_options, unkeyed
 from reconciler.cli.served import EXIT_OK, EXIT_USAGE
 from reconciler.cli.settings import CONFIG_FILE_ENV, DEFAULT, KEYS, KIND_DEFAULTS
 from reconciler.config import FIELDS
@@ -31,12 +32,12 @@ OUTPUT = click.Option(
     ["-o", "--output"],
     type=click.Choice(["text", "json"]),
     default="text",
-    help=commands.unkeyed("Output format.", "text"),
+    help=unkeyed("Output format.", "text"),
 )
 EPILOG = (
-    commands.example("reconciler config --config /etc/reconciler/reconciler.yaml -o json")
+    example("reconciler config --config /etc/reconciler/reconciler.yaml -o json")
     + "\n\n"
-    + commands.exit_codes(
+    + exit_codes(
         (EXIT_OK, "printed"),
         (
             EXIT_USAGE,
@@ -51,7 +52,7 @@ def _options() -> list[click.Parameter]:
     line of either, pasted after `config`, is taken as it is."""
     globals_ = {p.name for p in commands.cli.params}
     own: dict[str | None, click.Parameter] = {}
-    for command in (commands.run, commands.sync):
+    for command in (run_command.run, sync_command.sync):
         for p in command.params:
             if p.name not in globals_ and p.name != OUTPUT.name:
                 own.setdefault(p.name, p)
@@ -59,7 +60,7 @@ def _options() -> list[click.Parameter]:
 
 
 @click.command("config", params=_options(), epilog=EPILOG)
-@commands.global_options
+@global_options
 @click.pass_context
 def command(ctx: click.Context, /, output: str, **options: Any) -> None:
     """Print the settings `sync` and `run` would use with these flags: every
@@ -69,11 +70,11 @@ def command(ctx: click.Context, /, output: str, **options: Any) -> None:
     --timeout) change nothing here. No credential is printed.
     """
     globals_ = {p.name for p in commands.cli.params}
-    commands._collect(ctx, **{k: v for k, v in options.items() if k in globals_})
+    collect(ctx, **{k: v for k, v in options.items() if k in globals_})
     ctx.find_root().obj["output"] = output
     own = {k: v for k, v in options.items() if k not in globals_}
     keyed = {k: v for k, v in own.items() if k in KEYS and v is not None}
-    fleet = commands._fleet(ctx, **keyed)
+    fleet = commands.fleet_of(ctx, **keyed)
     doc = document(fleet, _config_file(ctx), os.environ)
     click.echo(json.dumps(doc, indent=2) if output == "json" else "\n".join(text(doc)))
     sys.exit(EXIT_OK)

@@ -238,7 +238,7 @@ def test_help_has_an_example_and_the_exit_codes():
 def kube(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
     fake = FakeKube()
     fake.patch_answer = {"spec": {"num": 2, "restartedAt": STAMP}}
-    monkeypatch.setattr(cli_mod, "_kube", lambda config: fake)
+    monkeypatch.setattr(cli_mod, "kube_of", lambda config: fake)
     return fake
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from reconciler.cli import commands as cli_mod
 from reconciler.client.errors import ApiError, ConfigMissing, Unreachable
+from tests.unit.cli.test_commands import REDIS, invoke
 from tests.unit.fakes import FakeKube
-from tests.unit.test_cli import REDIS, invoke
 
 
 class DownKube(FakeKube):
@@ -40,7 +40,7 @@ def fleet(monkeypatch):
             raise ConfigMissing(f"context {config.context!r} not found in kubeconfig")
         return kubes[config.context]
 
-    monkeypatch.setattr(cli_mod, "_kube", kube)
+    monkeypatch.setattr(cli_mod, "kube_of", kube)
     return kubes
 
 

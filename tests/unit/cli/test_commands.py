@@ -12,8 +12,7 @@ from reconciler.cli import commands as cli_mod
 from reconciler.client.errors import ApiError, Unreachable
 from reconciler.engine import runner
 from tests.unit.engine.test_events import hanging_events
-
-from .fakes import FakeKube
+from tests.unit.fakes import FakeKube
 
 REDIS = {
     "metadata": {
@@ -32,7 +31,7 @@ REDIS = {
 def kube(monkeypatch):
     fake = FakeKube()
     fake.lists = {"Pod": [], "Redis": [REDIS], "Xca": []}
-    monkeypatch.setattr(cli_mod, "_kube", lambda config: fake)
+    monkeypatch.setattr(cli_mod, "kube_of", lambda config: fake)
     return fake
 
 

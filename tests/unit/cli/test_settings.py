@@ -100,7 +100,7 @@ def test_empty_file_is_fine(tmp_path):
 def test_shipped_config_file_documents_the_defaults():
     from pathlib import Path
 
-    shipped = Path(__file__).resolve().parents[2] / "config" / "reconciler.yaml"
+    shipped = Path(__file__).resolve().parents[3] / "config" / "reconciler.yaml"
     assert load(str(shipped), {}, {}) == Config()
     text = shipped.read_text()
     from reconciler.cli.settings import KEYS

@@ -130,7 +130,7 @@ def test_each_serves_the_clusters_at_once_each_logging_under_its_name(tmp_path):
 def test_the_shipped_fleet_example_loads_as_three_clusters():
     from pathlib import Path
 
-    shipped = Path(__file__).resolve().parents[2] / "config" / "reconciler-fleet.yaml"
+    shipped = Path(__file__).resolve().parents[3] / "config" / "reconciler-fleet.yaml"
     under_unit = {"CREDENTIALS_DIRECTORY": "/run/credentials/reconciler.service"}
     fleet = resolve(Layers.read(str(shipped), under_unit), {})
     assert [c.name for c in fleet.clusters] == ["prod", "staging", "eu"]
