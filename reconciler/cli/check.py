@@ -18,8 +18,8 @@ import click
 from reconciler.checks import Check, failed, passed, suite
 from reconciler.cli import clusters, commands, logs, run_command
 from reconciler.cli.clusters import Cluster, Fleet
-from reconciler.cli.options import collect, global_options
-from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
+from reconciler.cli.options import collect, example, exit_codes, global_options, unkeyed
+from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from reconciler.cli.settings import CONFIG_FILE_ENV, Layers
 from reconciler.client.errors import ConfigMissing
 from reconciler.config import ConfigError
@@ -27,7 +27,10 @@ from reconciler.config import ConfigError
 CONFIG = "config"
 KUBECONFIG = "kubeconfig"
 OUTPUT = click.Option(
-    ["-o", "--output"], type=click.Choice(["text", "json"]), default="text", help="Output."
+    ["-o", "--output"],
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help=unkeyed("A line per check, or one JSON document.", "text"),
 )
 
 
@@ -41,8 +44,17 @@ def _options() -> list[click.Parameter]:
 @click.command(
     "check",
     params=_options(),
-    epilog="Exit codes: 0 every check passed, 1 some check failed, 2 bad usage, "
-    "3 a cluster cannot be reached or refuses the credentials.",
+    epilog=example(
+        "reconciler check --config /etc/reconciler/reconciler.yaml -n cache",
+        "reconciler check --context prod --context staging -o json",
+    )
+    + "\n\n"
+    + exit_codes(
+        (EXIT_OK, "every check passed"),
+        (EXIT_FAILED, "some check failed: its fix: line says what to do"),
+        (EXIT_USAGE, "bad usage"),
+        (EXIT_UNREACHABLE, "a cluster cannot be reached, or refuses the credentials"),
+    ),
 )
 @global_options
 @click.pass_context
@@ -53,10 +65,6 @@ def command(ctx: click.Context, /, output: str, **options: Any) -> None:
     --leader-elect or --shard), the state file and the metrics address.
     Takes run's options: `reconciler check` with a unit's arguments checks
     that unit.
-
-    \b
-    Example:
-      reconciler check --config /etc/reconciler/reconciler.yaml -n cache
     """
     run_flags = {k: v for k, v in options.items() if k in _run_keys()}
     collect(ctx, **{k: v for k, v in options.items() if k not in run_flags})
