@@ -23,6 +23,7 @@ COMMANDS: dict[str, click.Command] = {
     "plan": cli.commands["plan"],
     "run": cli.commands["run"],
     "config": cli.commands["config"],
+    "check": cli.commands["check"],
     "restart": RESTART,
     "restart redis": RESTART.commands["redis"],
 }
@@ -125,6 +126,15 @@ def exit_codes(*args: str) -> dict[int, str]:
             },
         ),
         ("run", {served.EXIT_OK: "SIGTERM", served.EXIT_USAGE: "bad usage or config"}),
+        (
+            "check",
+            {
+                served.EXIT_OK: "every check passed",
+                served.EXIT_FAILED: "some check failed",
+                served.EXIT_USAGE: "bad usage",
+                served.EXIT_UNREACHABLE: "cannot be reached",
+            },
+        ),
     ],
 )
 def test_exit_codes_listed_are_served_pys(command: str, want: dict[int, str]):
