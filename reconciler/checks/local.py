@@ -4,6 +4,7 @@ address. Nothing here talks to a cluster."""
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import tempfile
 import urllib.error
@@ -18,21 +19,26 @@ METRICS = "metrics address"
 
 
 def state_file(config: Config) -> Check | None:
-    """A file can be made beside the state file (it is saved by a rename);
-    None when no state file is set."""
+    """A file can be made beside the state file (it is saved by a rename),
+    or the directory made where it is missing (the save makes it; under
+    systemd, StateDirectory= does at start); None when no state file is set."""
     if not config.state_file:
         return None
     directory = Path(config.state_file).parent
+    existing = next(d for d in (directory, *directory.parents) if d.exists())
+    fix = (
+        f"mkdir -p {directory} and give it to the user the process runs as"
+        " (under systemd: StateDirectory= does it)"
+    )
+    if existing != directory:
+        if existing.is_dir() and os.access(existing, os.W_OK | os.X_OK):
+            return passed(STATE, f"{directory} is missing; the first save makes it in {existing}")
+        return failed(STATE, f"{directory} is missing and {existing} is not writable", fix)
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".reconciler-check-"):
             pass
     except OSError as exc:
-        return failed(
-            STATE,
-            f"{directory} is not writable: {exc.strerror}",
-            f"mkdir -p {directory} and give it to the user the process runs as"
-            " (under systemd: StateDirectory= does it)",
-        )
+        return failed(STATE, f"{directory} is not writable: {exc.strerror}", fix)
     return passed(STATE, f"{directory} is writable")
 
 

@@ -22,11 +22,30 @@ def test_a_writable_state_directory_passes_and_leaves_nothing(tmp_path: Path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_missing_state_directory_fails_with_the_fix(tmp_path: Path):
-    check = local.state_file(Config(state_file=str(tmp_path / "absent" / "state.json")))
+def test_a_missing_state_directory_the_save_can_make_passes(tmp_path: Path):
+    check = local.state_file(Config(state_file=str(tmp_path / "a" / "b" / "state.json")))
+    assert check is not None and check.ok, check
+    assert (
+        check.detail == f"{tmp_path / 'a' / 'b'} is missing; the first save makes it in {tmp_path}"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_state_directory_that_cannot_be_made_fails_with_the_fix(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where a directory would have to be
+    check = local.state_file(Config(state_file=str(blocker / "sub" / "state.json")))
     assert check is not None and not check.ok
-    assert check.detail == f"{tmp_path / 'absent'} is not writable: No such file or directory"
-    assert check.fix.startswith(f"mkdir -p {tmp_path / 'absent'} ")
+    assert check.detail == f"{blocker / 'sub'} is missing and {blocker} is not writable"
+    assert check.fix.startswith(f"mkdir -p {blocker / 'sub'} ")
+
+
+def test_a_state_directory_that_is_not_a_directory_fails(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    check = local.state_file(Config(state_file=str(blocker / "state.json")))
+    assert check is not None and not check.ok
+    assert check.detail.startswith(f"{blocker} is not writable: ")
 
 
 def test_a_free_address_passes():
