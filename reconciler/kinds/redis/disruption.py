@@ -32,6 +32,7 @@ from typing import Any
 from reconciler.actions import CreateChild, DeleteChild, EventSpec, PatchChild
 from reconciler.children import PDBS, POLICY_FIELD
 from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_drifted
+from reconciler.kinds.redis.spec import is_int
 from reconciler.model import Child
 
 KIND = PDBS.kind
@@ -87,20 +88,20 @@ def allowed_now(budget: Child | None, owner_uid: str) -> int | None:
         return None
     status = budget.status
     observed, allowed = status.get("observedGeneration"), status.get("disruptionsAllowed")
-    if not isinstance(observed, int) or observed < budget.generation:
+    if not is_int(observed) or observed < budget.generation:
         return 0
-    return max(0, allowed) if isinstance(allowed, int) else 0
+    return max(0, allowed) if is_int(allowed) else 0
 
 
 def why_held(budget: Child) -> str:
     """Why our budget lets no more pods go, in its own counts."""
     status = budget.status
     observed = status.get("observedGeneration")
-    if not isinstance(observed, int) or observed < budget.generation:
+    if not is_int(observed) or observed < budget.generation:
         return f"budget {budget.name} is not yet counted by the disruption controller"
     said = f"budget {budget.name} allows no more disruptions now"
     healthy, needed = status.get("currentHealthy"), status.get("desiredHealthy")
-    if isinstance(healthy, int) and isinstance(needed, int):
+    if is_int(healthy) and is_int(needed):
         return f"{said} ({healthy} healthy, {needed} needed)"
     return said  # counted, but without the counts to say why
 

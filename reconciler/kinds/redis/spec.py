@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from reconciler.constants import LABEL_INSTANCE
 from reconciler.kinds.redis import network, placement, server, storage
@@ -85,12 +85,13 @@ class SpecCheck:
     errors: tuple[FieldError, ...]
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
+    """A JSON integer: Python's bool is an int, JSON's true is not."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _port_error(port: Any) -> FieldError | None:
-    if not _is_int(port):
+    if not is_int(port):
         return FieldError("spec.port", f"must be an integer, got {quoted(port)}")
     if not PORT_MIN <= port <= PORT_MAX:
         return FieldError("spec.port", f"must be between {PORT_MIN} and {PORT_MAX}, got {port}")
@@ -98,7 +99,7 @@ def _port_error(port: Any) -> FieldError | None:
 
 
 def num_error(num: Any) -> FieldError | None:
-    if not _is_int(num):
+    if not is_int(num):
         return FieldError("spec.num", f"must be an integer, got {quoted(num)}")
     if not 0 <= num <= NUM_MAX:
         return FieldError("spec.num", f"must be between 0 and {NUM_MAX}, got {num}")

@@ -198,6 +198,8 @@ COUNTED = {"observedGeneration": 0, "disruptionsAllowed": 1}
         {**COUNTED, "disruptionsAllowed": "1"},
         {**COUNTED, "disruptionsAllowed": None},
         {**COUNTED, "disruptionsAllowed": {"value": 1}},
+        {**COUNTED, "disruptionsAllowed": True},  # JSON true is no count
+        {**COUNTED, "observedGeneration": True},
         {},
     ],
 )
