@@ -21,7 +21,7 @@ class RedisSettings:
         metadata={
             "positive": True,
             "flag": "Seconds a Redis may wait on pods that do not move before it is "
-            "flagged ProgressDeadlineExceeded (600).",
+            "flagged ProgressDeadlineExceeded.",
         },
     )
 
