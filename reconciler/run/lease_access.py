@@ -14,6 +14,7 @@ SelfSubjectAccessReview for each verb the Lease code uses.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
@@ -26,7 +27,13 @@ from reconciler.run.lease import Lease
 LEADER_VERBS = ("get", "create", "update")
 LEADER_GRANT = "kubectl apply -k config/leader-election"
 SHARD_VERBS = ("get", "list", "create", "update", "delete")
-SHARD_GRANT = "config/leader-election with the verbs of config/daemon-sharded; docs/install.md"
+# The Role of config/leader-election, given the verbs of config/daemon-sharded.
+SHARD_GRANT = (
+    f"{LEADER_GRANT} && kubectl -n reconciler-system patch role reconciler-leader-election"
+    """ --type=json -p '[{"op": "replace", "path": "/rules/0/verbs", "value": """
+    + json.dumps(list(SHARD_VERBS))
+    + "}]'"
+)
 NAMESPACE_KEY = "--leader-election-namespace (config key leader_election_namespace)"
 PROBE_NAME = "reconciler-lease-access-check"
 

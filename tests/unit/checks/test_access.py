@@ -72,3 +72,27 @@ def test_the_fix_binds_the_role_to_the_identity_the_cluster_saw(user: str, fix: 
 def test_without_an_identity_the_fix_says_what_to_bind():
     assert "bind the ClusterRole reconciler" in grant(None)
     assert "bind the ClusterRole reconciler" in grant(Identity("", ()))
+
+
+def test_the_shard_fix_grants_the_verbs_config_daemon_sharded_gives():
+    """The fix line is a command a user can paste: the same verbs as the
+    in-cluster overlay's Role, which are the ones the shard code uses."""
+    import json
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from reconciler.run import lease_access
+
+    root = Path(__file__).resolve().parents[3]
+    overlay = yaml.safe_load(
+        (root / "config" / "daemon-sharded" / "kustomization.yaml").read_text()
+    )
+    (patch,) = [p for p in overlay["patches"] if p["target"]["kind"] == "Role"]
+    (op,) = yaml.safe_load(patch["patch"])
+    found = re.search(r"-p '(\[.*\])'$", lease_access.SHARD_GRANT)
+    assert found is not None and lease_access.SHARD_GRANT.startswith(lease_access.LEADER_GRANT)
+    (granted,) = json.loads(found.group(1))
+    assert granted["value"] == op["value"] == list(lease_access.SHARD_VERBS)
+    assert granted["path"] == op["path"]
