@@ -48,7 +48,10 @@ def test_a_lease_namespace_that_does_not_exist_refuses_to_start(
         (
             "--shard",
             "get, list, create, update, delete",
-            "config/leader-election with the verbs of config/daemon-sharded; docs/install.md",
+            "kubectl apply -k config/leader-election && kubectl -n reconciler-system patch role"
+            " reconciler-leader-election --type=json -p"
+            """ '[{"op": "replace", "path": "/rules/0/verbs","""
+            """ "value": ["get", "list", "create", "update", "delete"]}]'""",
         ),
     ],
 )
