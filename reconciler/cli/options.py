@@ -5,9 +5,11 @@ a number the code holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from reconciler.cli.settings import CONFIG_FILE_ENV, ENV_PREFIX, FLAGS, KEYS, KIND_FIELDS
 
@@ -174,3 +176,14 @@ DRY_RUN_HELP = keyed("Plan and log, write nothing.", "dry_run")
 STATE_FILE_HELP = keyed(
     "Keep the pod report's previous view across runs in this file.", "state_file"
 )
+# The options several commands take alike.
+DRY_RUN = click.option("--dry-run", is_flag=True, default=None, help=DRY_RUN_HELP)
+STATE_FILE = click.option(
+    "--state-file", type=click.Path(dir_okay=False), default=None, help=STATE_FILE_HELP
+)
+
+
+def output_option(help: str) -> Callable[[FC], FC]:
+    """``-o text|json``; ``help`` says what the text form is."""
+    choice = click.Choice(["text", "json"])
+    return click.option("-o", "--output", type=choice, default="text", help=unkeyed(help, "text"))

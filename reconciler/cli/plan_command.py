@@ -10,11 +10,12 @@ from reconciler.cli import served
 from reconciler.cli.clusters import Cluster
 from reconciler.cli.commands import cli, emit, fleet_of, kubes_of
 from reconciler.cli.options import (
-    STATE_FILE_HELP,
+    STATE_FILE,
     collect,
     example,
     exit_codes,
     global_options,
+    output_option,
     unkeyed,
 )
 from reconciler.cli.served import (
@@ -40,13 +41,7 @@ from reconciler.engine.sync import Mode
         (EXIT_UNREACHABLE, "the cluster is unreachable or refuses the credentials"),
     )
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    help=unkeyed("Plan format on stdout.", "text"),
-)
+@output_option("Plan format on stdout.")
 @click.option(
     "--detailed-exitcode",
     is_flag=True,
@@ -57,7 +52,7 @@ from reconciler.engine.sync import Mode
         "off",
     ),
 )
-@click.option("--state-file", type=click.Path(dir_okay=False), default=None, help=STATE_FILE_HELP)
+@STATE_FILE
 @global_options
 @click.pass_context
 def plan(

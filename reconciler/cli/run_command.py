@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the daemon's modules: `sync` from cron loads none of them
 
 from reconciler.cli.commands import cli, fail, fleet_of, flush, kubes_of
 from reconciler.cli.options import (
-    DRY_RUN_HELP,
-    STATE_FILE_HELP,
+    DRY_RUN,
+    STATE_FILE,
     collect,
     example,
     exit_codes,
@@ -73,8 +73,8 @@ from reconciler.cli.options import (
         "pace_budget",
     ),
 )
-@click.option("--dry-run", is_flag=True, default=None, help=DRY_RUN_HELP)
-@click.option("--state-file", type=click.Path(dir_okay=False), default=None, help=STATE_FILE_HELP)
+@DRY_RUN
+@STATE_FILE
 @click.option(
     "--leader-elect/--no-leader-elect",
     default=None,

@@ -10,12 +10,13 @@ from reconciler.cli import served
 from reconciler.cli.clusters import Cluster
 from reconciler.cli.commands import DEFAULT_WAIT_TIMEOUT, cli, emit, fleet_of, flush, kubes_of
 from reconciler.cli.options import (
-    DRY_RUN_HELP,
-    STATE_FILE_HELP,
+    DRY_RUN,
+    STATE_FILE,
     collect,
     example,
     exit_codes,
     global_options,
+    output_option,
     unkeyed,
 )
 from reconciler.cli.served import (
@@ -53,20 +54,9 @@ from reconciler.run.wait import wait
         (EXIT_TIMEOUT, "with --wait: the timeout passed with objects still pending"),
     )
 )
-@click.option("--dry-run", is_flag=True, default=None, help=DRY_RUN_HELP)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    help=unkeyed("Summary format on stdout.", "text"),
-)
-@click.option(
-    "--state-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help=STATE_FILE_HELP,
-)
+@DRY_RUN
+@output_option("Summary format on stdout.")
+@STATE_FILE
 @click.option(
     "--wait",
     "wait_",

@@ -23,6 +23,7 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from tests.unit.test_manifests import unit
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMD = ROOT / "systemd"
@@ -36,20 +37,8 @@ def service(*paths: Path) -> dict[str, list[str]]:
     """[Service] key -> its values, of a unit and then its drop-ins."""
     found: dict[str, list[str]] = {}
     for path in paths:
-        section, buf = "", ""
-        for raw in path.read_text().splitlines():
-            line = raw.strip()
-            if not buf and (not line or line[0] in "#;"):
-                continue
-            if line.endswith("\\"):
-                buf += line[:-1] + " "
-                continue
-            line, buf = buf + line, ""
-            if line.startswith("["):
-                section = line.strip("[]")
-            elif section == "Service":
-                key, _, value = line.partition("=")
-                found.setdefault(key.strip(), []).append(value.strip())
+        for key, value in unit(path).get("Service", []):
+            found.setdefault(key, []).append(value)
     return found
 
 
