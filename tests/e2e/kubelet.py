@@ -208,20 +208,8 @@ def image_pull_backoff(
     obj = taken(kubectl, ns, pod)
     c = _container(obj, container)
     image = image or c["image"]
-    waiting = {
-        "waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
-    }
-    return patch_status(
-        kubectl,
-        ns,
-        pod,
-        {
-            "phase": "Pending",
-            "observedGeneration": int(obj["metadata"].get("generation", 1)),
-            "conditions": _not_ready(obj, c["name"]),
-            "containerStatuses": _statuses(obj, c["name"], waiting),
-        },
-    )
+    message = f'Back-off pulling image "{image}"'
+    return _pending(kubectl, ns, obj, c["name"], "ImagePullBackOff", message)
 
 
 def config_error(kubectl: Kubectl, ns: str, pod: str, message: str) -> Pod:
@@ -229,16 +217,24 @@ def config_error(kubectl: Kubectl, ns: str, pod: str, message: str) -> Pod:
     Pending, the container waiting in CreateContainerConfigError."""
     obj = taken(kubectl, ns, pod)
     name = _container(obj, None)["name"]
-    waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}
+    return _pending(kubectl, ns, obj, name, "CreateContainerConfigError", message)
+
+
+def _pending(
+    kubectl: Kubectl, ns: str, obj: dict[str, Any], container: str, reason: str, message: str
+) -> Pod:
+    """Pending and not Ready, ``container`` waiting for ``reason``: what the
+    kubelet writes of a container it cannot start."""
+    waiting = {"waiting": {"reason": reason, "message": message}}
     return patch_status(
         kubectl,
         ns,
-        pod,
+        obj["metadata"]["name"],
         {
             "phase": "Pending",
             "observedGeneration": int(obj["metadata"].get("generation", 1)),
-            "conditions": _not_ready(obj, name),
-            "containerStatuses": _statuses(obj, name, waiting),
+            "conditions": _not_ready(obj, container),
+            "containerStatuses": _statuses(obj, container, waiting),
         },
     )
 
