@@ -28,8 +28,8 @@ from reconciler.actions import Plan
 from reconciler.client.kube import Kube
 from reconciler.config import Config
 from reconciler.engine.apply import Executor
+from reconciler.engine.events import EventSink
 from reconciler.engine.plan import plan_pass
-from reconciler.engine.sync import object_refs
 from reconciler.kinds.registry import KINDS
 from reconciler.model import ResourceType
 from reconciler.snapshot import Snapshot
@@ -92,13 +92,9 @@ def first_pass_requests(
     groups: list[list[Request]] = []
     for actions in the_plan.by_owner().values():
         recorder = Recorder()
-        executor = Executor(
-            recorder,  # type: ignore[arg-type]
-            concurrency=1,
-            clock=lambda: now,
-            refs=object_refs(snapshot, the_plan),
-        )
-        executor.run(Plan(tuple(actions)))
+        events = EventSink(recorder, lambda: now)  # type: ignore[arg-type]
+        executor = Executor(recorder, events)  # type: ignore[arg-type]
+        executor.run(Plan(tuple(actions), owners=the_plan.owners))
         groups.append(recorder.requests)
     return groups
 

@@ -7,11 +7,12 @@ pass would send.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reconciler.backoff import WriteError
 from reconciler.health import Health, not_ready
 from reconciler.model import PODS, ObjKey
 from reconciler.settled import NOTHING_SETTLED, Settled
@@ -339,18 +340,37 @@ Action = (
 )
 
 
+# The status of an object right after one of its writes failed (the error,
+# and the writes of it that landed before): the status writes that say so.
+StatusAfter = Callable[[WriteError, Sequence[Action]], list[Action]]
+
+
+@dataclass(frozen=True)
+class OwnerWrites:
+    """What the executor needs of an object it writes for, beyond the
+    writes: where its events go (None: an orphan pod, which has no object
+    to name), the uid of its shard bucket (asked of the write fence), and
+    its status rule after a failed write."""
+
+    ref: ObjRef | None
+    bucket_uid: str
+    status_after: StatusAfter | None = None
+
+
 @dataclass(frozen=True)
 class Plan:
     """Actions in order; actions of one owner must run in the order given.
 
     ``backing_off`` lists objects held this pass because of repeated
-    failures.
+    failures. ``owners``: each owner of an action, as the executor needs it.
     """
 
     actions: tuple[Action, ...] = ()
     backing_off: frozenset[ObjKey] = frozenset()
     health: Mapping[ObjKey, Health] = field(default_factory=dict)  # once the actions land
     settled: Settled = NOTHING_SETTLED  # what the next pass may skip
+    # Not compared: their status rules read the pass's own pod index.
+    owners: Mapping[ObjKey, OwnerWrites] = field(default_factory=dict, compare=False)
 
     @property
     def pending(self) -> dict[ObjKey, Health]:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, assert_never
 
 from reconciler.actions import (
@@ -26,7 +25,7 @@ from reconciler.actions import (
     DeletePod,
     EventSpec,
     EvictPod,
-    ObjRef,
+    OwnerWrites,
     PatchChild,
     PatchFinalizers,
     PatchLabels,
@@ -44,9 +43,9 @@ from reconciler.client.errors import (
     NotFound,
     Throttled,
 )
-from reconciler.client.interface import Client
+from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.engine.bounded import completed
-from reconciler.engine.events import merge_pod_events, post_event
+from reconciler.engine.events import EventSink, merge_pod_events
 from reconciler.engine.failures import (
     NO_STATUS_SUBRESOURCE,
     WriteFailed,
@@ -107,37 +106,35 @@ def _resource(key: ObjKey) -> ResourceType:
     return kind.resource
 
 
+@dataclass(frozen=True)
+class ApplyOptions:
+    """How a pass writes: objects at once, logged only (``dry_run``), and
+    the pass's id in each line."""
+
+    concurrency: int = 1
+    dry_run: bool = False
+    pass_id: str = ""
+
+
 class Executor:
+    """Runs a plan's writes in its order, each object's on one worker. What
+    it knows of an object besides its writes is the plan's (`Plan.owners`):
+    its events' reference, its shard bucket, and its status after a failed
+    write. ``fence`` is asked before each object's writes (for its bucket):
+    a replica that lost its Lease (or the object's bucket) mid-pass stops
+    writing at once, since another may have taken over."""
+
     def __init__(
         self,
         kube: Client,
-        *,
-        concurrency: int,
-        clock: Callable[[], datetime],
-        dry_run: bool = False,
-        pass_id: str = "",
-        refs: Mapping[ObjKey, ObjRef] | None = None,
-        keep_going: Callable[[ObjKey], bool] | None = None,
-        after_failure: Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]] | None = None,
-        quiet: frozenset[str] = frozenset(),
-        post: Callable[[EventSpec], None] | None = None,
+        events: EventSink,
+        options: ApplyOptions = ApplyOptions(),
+        fence: WriteFence = UNFENCED,
     ) -> None:
-        self.kube = kube
-        # Where events go: an EventQueue's put, or posted at once, in the pass.
-        self.post = post or self._post_now
-        # Namespaces being deleted: an event there would be refused.
-        self.quiet = quiet
-        # The object's status after one of its writes failed (plan.status_after_failure).
-        self.after_failure = after_failure
-        self.refs = refs or {}
-        # Checked before each write, with the object the write is for: a
-        # replica that lost its lease (or the object's bucket) mid-pass must
-        # stop writing at once, since another may have taken over.
-        self.keep_going = keep_going
-        self.concurrency = max(1, concurrency)
-        self.clock = clock
-        self.dry_run = dry_run
-        self.pass_id = pass_id
+        self.kube, self.events, self.fence = kube, events, fence
+        self.concurrency = max(1, options.concurrency)
+        self.dry_run, self.pass_id = options.dry_run, options.pass_id
+        self.owners: Mapping[ObjKey, OwnerWrites] = {}
         # Status fields the apiserver pruned, by kind: field -> an object it was dropped from.
         self.pruned: dict[str, dict[str, ObjKey]] = {}
         # Set by a write throttled past its retries: no new write starts in this pass.
@@ -145,6 +142,7 @@ class Executor:
 
     def run(self, plan: Plan) -> ApplyReport:
         report = ApplyReport()
+        self.owners = plan.owners
         groups = plan.by_owner()
         if not groups:
             return report
@@ -183,7 +181,8 @@ class Executor:
         )
 
     def _may_write(self, owner: ObjKey) -> bool:
-        return self.keep_going is None or self.keep_going(owner)
+        found = self.owners.get(owner)
+        return self.fence.may_write(None if found is None else found.bucket_uid)
 
     def _run_owner(self, group: tuple[ObjKey, list[Action]]) -> list[Outcome]:
         owner, actions = group
@@ -271,7 +270,9 @@ class Executor:
         Degraded event), so the failure is not announced twice."""
         warned = False
         landed = [o.action for o in outcomes if o.result is Result.OK]
-        for action in self.after_failure(owner, error, landed) if self.after_failure else ():
+        found = self.owners.get(owner)
+        rule = None if found is None else found.status_after
+        for action in rule(error, landed) if rule is not None else ():
             if not self._may_write(owner):
                 return warned
             try:
@@ -289,7 +290,8 @@ class Executor:
 
     def _warn(self, owner: ObjKey, action: Action, error: str, reason: str) -> None:
         """Failures are reported on the object too, where `kubectl describe` shows them."""
-        ref = self.refs.get(owner)
+        found = self.owners.get(owner)
+        ref = None if found is None else found.ref
         kind = kind_of(owner)
         if ref is None or kind is None:
             return
@@ -299,11 +301,7 @@ class Executor:
 
     def _events(self, events: list[EventSpec] | tuple[EventSpec, ...]) -> None:
         for ev in events:
-            if ev.involved.namespace not in self.quiet:
-                self.post(ev)
-
-    def _post_now(self, ev: EventSpec) -> None:
-        post_event(self.kube, ev, self.clock())
+            self.events.post(ev)
 
     def _do(self, action: Action, run: _ObjectRun) -> Result:
         """One write; API errors other than the expected ones become WriteFailed."""

@@ -14,7 +14,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -158,6 +158,26 @@ class EventQueue:
                 with self._changed:
                     self._posting = False
                     self._changed.notify_all()
+
+
+@dataclass(frozen=True)
+class EventSink:
+    """Where a pass's events go: into ``queue``, which the caller flushes
+    before it exits, or posted at once (stamped by ``clock``). None goes to
+    a namespace being deleted (``quiet``): it would be refused there."""
+
+    kube: Client
+    clock: Callable[[], datetime]
+    queue: EventQueue | None = None
+    quiet: frozenset[str] = frozenset()
+
+    def post(self, spec: EventSpec) -> None:
+        if spec.involved.namespace in self.quiet:
+            return
+        if self.queue is not None:
+            self.queue.put(spec)
+        else:
+            post_event(self.kube, spec, self.clock())
 
 
 def merge_pod_events(events: list[EventSpec]) -> list[EventSpec]:

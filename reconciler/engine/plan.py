@@ -8,9 +8,8 @@ kind's rules; then it deletes the kind's orphan pods.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +18,7 @@ from reconciler.actions import (
     CreatePod,
     DeletePod,
     EvictPod,
+    OwnerWrites,
     PatchLabels,
     PatchPodMetadata,
     PatchStatus,
@@ -39,18 +39,19 @@ from reconciler.snapshot import Snapshot
 
 def orphan_pods(
     kind: Kind[Any], objects: Iterable[Object], pods: Sequence[Pod], gone: frozenset[str]
-) -> list[Action]:
+) -> list[tuple[DeletePod, str]]:
     """Delete our pods whose controlling object of ``kind`` no longer exists:
     missing from the LIST, and confirmed ``gone`` by a GET (observe's
     `orphans`), since a stale or garbled LIST can leave out a live owner.
     Pods are listed before our objects, so a pod's owner, created before
-    the pod, is always in the later LIST.
+    the pod, is always in the later LIST. Each delete comes with the uid of
+    its owner, which names its shard bucket.
     """
     if not gone:
         return []  # the steady pass: no owner was missing
     known = {obj.uid for obj in objects}
     return [
-        DeletePod(pod.key, pod.namespace, pod.name, pod.uid, "owner gone")
+        (DeletePod(pod.key, pod.namespace, pod.name, pod.uid, "owner gone"), pod.controller_uid)
         for pod in pods
         if kind.orphaned(pod, known) and pod.controller_uid in gone
     ]
@@ -104,8 +105,14 @@ def plan_pass(
                 )
                 out.plan(kind, obj, inp)
         if snapshot.pods is not None:
-            out.actions.extend(orphan_pods(kind, objects, snapshot.pods, snapshot.owners_gone))
-    return Plan(tuple(out.actions), frozenset(out.held), out.health, Settled(config, out.settled))
+            out.orphans(orphan_pods(kind, objects, snapshot.pods, snapshot.owners_gone))
+    return Plan(
+        tuple(out.actions),
+        frozenset(out.held),
+        out.health,
+        Settled(config, out.settled),
+        out.owners,
+    )
 
 
 class _Planned:
@@ -122,6 +129,7 @@ class _Planned:
         self.held: set[ObjKey] = set()
         self.health: dict[ObjKey, Health] = {}
         self.settled: dict[ObjKey, SettledObject] = {}
+        self.owners: dict[ObjKey, OwnerWrites] = {}
 
     def reuse(self, obj: Object, closing: bool) -> bool:
         """Take the object's empty plan from the pass before, if it still holds."""
@@ -152,17 +160,24 @@ class _Planned:
             inp = PlanInput(self.index, config, now, obj_gate, holder=holder, settings=own)
             planned = unpruned(obj, kind.plan_unseen(obj, inp, why), self.pruned.get(kind.name))
             self.actions.extend(planned)
+            if planned:  # its pods unseen: a status counted from nothing would lie
+                self.owners[obj.key] = OwnerWrites(kind.ref(obj), obj.uid)
             self.health[obj.key] = kind.health(obj, planned)
 
     def plan(self, kind: Kind[Any], obj: Object, inp: PlanInput) -> None:
         lookup = RecordingLookup(self.index)
-        planned = kind.plan(obj, replace(inp, pods=lookup))
-        planned = unpruned(obj, planned, self.pruned.get(kind.name))
+        found = kind.plan(obj, replace(inp, pods=lookup))
+        pruned = self.pruned.get(kind.name)
+        planned = unpruned(obj, kind.order.arranged(found.actions), pruned)
         if inp.holder is not None and not inp.gate.hold and not obj.deletion_timestamp:
             planned = bucket_labels(obj, planned, lookup, inp.config.shard_buckets)
         if inp.gate.backing_off:
             self.held.add(obj.key)
         self.actions.extend(planned)
+        if planned:
+            rule = found.status_after
+            after = None if rule is None else _StatusAfter(obj, rule, inp, pruned)
+            self.owners[obj.key] = OwnerWrites(kind.ref(obj), obj.uid, after)
         health = self.health[obj.key] = kind.health(obj, planned)
         if not planned and obj.failure is None and not health.progressing:
             self.settled[obj.key] = SettledObject(
@@ -172,6 +187,13 @@ class _Planned:
                 tuple(lookup.reads),
                 health,
             )
+
+    def orphans(self, deletes: list[tuple[DeletePod, str]]) -> None:
+        """An orphan pod is written for on its own: its bucket is its gone
+        owner's, and it has no object to name in an event."""
+        for delete, owner_uid in deletes:
+            self.actions.append(delete)
+            self.owners[delete.owner] = OwnerWrites(None, owner_uid)
 
 
 def unpruned(obj: Object, actions: list[Action], pruned: frozenset[str] | None) -> list[Action]:
@@ -242,51 +264,32 @@ def _labelled(manifest: Mapping[str, Any], labels: Mapping[str, str]) -> dict[st
     return {**manifest, "metadata": meta}
 
 
-StatusAfterFailure = Callable[[ObjKey, WriteError, Sequence[Action]], list[Action]]
+@dataclass(frozen=True)
+class _StatusAfter:
+    """For the executor: the status of an object right after one of its
+    writes failed, so that the failure shows in the status in the same pass,
+    in every mode. Its kind's status rule (`Planned.status_after`), given
+    the failure counted (the record the next pass reads back) and the
+    writes that landed before it; a refused eviction is no failure of the
+    object, so it counts none."""
 
+    obj: Object
+    rule: Callable[[PlanInput], list[Action]]
+    inp: PlanInput
+    pruned: frozenset[str] | None
 
-def status_after_failure(
-    snapshot: Snapshot, config: Config, now: datetime, holder: str | None = None
-) -> StatusAfterFailure:
-    """For the executor: the status of an object right after one of its writes
-    failed, so that the failure shows in the status in the same pass, in every
-    mode. It is the kind's own status rule, held to status only, with the
-    failure counted (the record the next pass reads back) and the writes that
-    landed before it counted too."""
-
-    # Built on the first failure only: most passes have none.
-    objects = functools.cache(lambda: _objects(snapshot))
-    index = functools.cache(lambda: index_of(snapshot))
-
-    def status_of(key: ObjKey, error: WriteError, landed: Sequence[Action]) -> list[Action]:
-        found = objects().get(key)
-        if found is None:
-            return []  # not one of our objects (an orphan pod)
-        kind, obj = found
-        if kind.reads_pods and snapshot.pods is None:
-            return []  # its pods unseen: counted from nothing, the status would lie
+    def __call__(self, error: WriteError, landed: Sequence[Action]) -> list[Action]:
         refused = None
         if error.reason == EVICTION_REFUSED and error.pod is not None:
-            held = Gate(None, True, False)  # no failure of the object: no record
+            held = Gate(None, True, False)
             refused = (error.pod, error.message)
         else:
-            held = after_failure(obj.failure, error, now.timestamp(), config.backoff)
+            now, policy = self.inp.now.timestamp(), self.inp.config.backoff
+            held = after_failure(self.obj.failure, error, now, policy)
         done = frozenset((a.verb, a.target) for a in landed)
-        inp = PlanInput(
-            index(),
-            config,
-            now,
-            held,
-            done,
-            holder=holder,
-            children=snapshot.listed_children,
-            refused=refused,
-            settings=kind.settings_in(config),
-        )
-        actions = unpruned(obj, kind.plan(obj, inp), snapshot.pruned.get(kind.name))
+        inp = replace(self.inp, gate=held, landed=done, refused=refused)
+        actions = unpruned(self.obj, self.rule(inp), self.pruned)
         return [a for a in actions if isinstance(a, PatchStatus)]
-
-    return status_of
 
 
 def _objects(snapshot: Snapshot) -> dict[ObjKey, tuple[Kind[Any], Any]]:

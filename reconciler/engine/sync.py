@@ -16,18 +16,18 @@ from datetime import UTC, datetime
 from enum import Enum
 
 from reconciler import backoff
-from reconciler.actions import EventSpec, ObjRef, PatchStatus, Plan
+from reconciler.actions import EventSpec, PatchStatus, Plan
 from reconciler.buckets import Holder
 from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.config import Config
 from reconciler.engine import report as pod_report
-from reconciler.engine.apply import Executor
-from reconciler.engine.events import EventQueue, post_event
+from reconciler.engine.apply import ApplyOptions, Executor
+from reconciler.engine.events import EventQueue, EventSink
 from reconciler.engine.failures import pruned_field
 from reconciler.engine.heap import collector_held
 from reconciler.engine.observe import Observation, observe
 from reconciler.engine.observe.churn import with_writes
-from reconciler.engine.plan import health_after, plan_pass, status_after_failure
+from reconciler.engine.plan import health_after, plan_pass
 from reconciler.engine.state import State
 from reconciler.health import Health
 from reconciler.kinds import registry
@@ -48,20 +48,6 @@ class Mode(Enum):
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def object_refs(snapshot: Snapshot, plan: Plan) -> dict[ObjKey, ObjRef]:
-    """involvedObject references for events about the objects this plan writes
-    for (a write's failure is reported on its owner)."""
-    owners = {a.owner for a in plan.actions}
-    if not owners:
-        return {}
-    return {
-        obj.key: kind.ref(obj)
-        for kind in registry.KINDS
-        for obj in snapshot.of(kind.name) or ()
-        if obj.key in owners
-    }
 
 
 def _backing_off(snapshot: Snapshot, plan: Plan) -> list[str]:
@@ -119,58 +105,23 @@ class _Pass:
     shard: Holder | None
 
 
-def _bucket_uids(snapshot: Snapshot, plan: Plan) -> dict[ObjKey, str]:
-    """For each owner of a write in the plan, the uid that names its bucket:
-    an object's own; for a pod written on its own (an orphan), its
-    controller's."""
-    owners = {a.owner for a in plan.actions}
-    uids = {
-        obj.key: obj.uid
-        for kind in registry.KINDS
-        for obj in snapshot.of(kind.name) or ()
-        if obj.key in owners
-    }
-    for pod in snapshot.pods or ():
-        if pod.key in owners:
-            uids[pod.key] = pod.controller_uid or pod.uid
-    return uids
-
-
 def _holder(p: _Pass) -> str | None:
     return p.shard.name if p.shard is not None else None
 
 
-def _may_write(p: _Pass, snapshot: Snapshot, plan: Plan) -> Callable[[ObjKey], bool] | None:
-    """Asked before each object's writes: the fence, for the bucket of the
-    object the write is for (sharded), or for any write (a leader)."""
-    fence = p.fence
-    if fence is UNFENCED:
-        return None
-    if p.shard is None:
-        return lambda _owner: fence.may_write()
-    uids = _bucket_uids(snapshot, plan)
-    return lambda owner: owner in uids and fence.may_write(uids[owner])
+def _sink(p: _Pass, snapshot: Snapshot) -> EventSink:
+    return EventSink(p.kube, p.clock, p.events, snapshot.terminating)
 
 
-def _apply(p: _Pass, plan: Plan, snapshot: Snapshot, now: datetime) -> ApplyReport:
+def _apply(p: _Pass, plan: Plan, snapshot: Snapshot) -> ApplyReport:
     if p.mode is Mode.PLAN:
         return ApplyReport()
-    executor = Executor(
-        p.kube,
-        concurrency=p.config.write_concurrency,
-        clock=p.clock,
-        dry_run=p.mode is Mode.DRY_RUN,
-        pass_id=p.pass_id,
-        refs=object_refs(snapshot, plan),
-        keep_going=_may_write(p, snapshot, plan),
-        after_failure=status_after_failure(snapshot, p.config, now, _holder(p)),
-        quiet=snapshot.terminating,
-        post=p.events.put if p.events is not None else None,
-    )
-    return executor.run(plan)
+    dry_run = p.mode is Mode.DRY_RUN
+    options = ApplyOptions(p.config.write_concurrency, dry_run, p.pass_id)
+    return Executor(p.kube, _sink(p, snapshot), options, p.fence).run(plan)
 
 
-def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Plan, datetime]:
+def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Plan]:
     """Observe and plan; ``state`` keeps the new snapshot and what it settled."""
     config, shard = p.config, p.shard
     obs = observe(
@@ -194,7 +145,7 @@ def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Pl
     snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), p.clock()
     plan = plan_pass(snapshot, config, now, state.settled, _holder(p))
     state.seen, state.settled = snapshot, plan.settled
-    return replace(obs, snapshot=snapshot), plan, now
+    return replace(obs, snapshot=snapshot), plan
 
 
 def run_pass(
@@ -220,16 +171,16 @@ def run_pass(
     selector = config.pod_report_selector if config.pod_report else None
 
     with collector_held():
-        obs, plan, now = _look(p, state, selector)
+        obs, plan = _look(p, state, selector)
     snapshot = obs.snapshot
     look_wall, look_cpu = time.monotonic() - started, time.process_time() - cpu
     observed = ", ".join(f"{n} {k}" for k, n in obs.counts.items()) or "nothing observed"
     planned = plural(len(plan.actions), "action")
     log.info("pass %s: %s planned over %s", p.pass_id, planned, observed)
 
-    applied = _apply(p, plan, snapshot, now)
+    applied = _apply(p, plan, snapshot)
     _expect_writes(state, applied)
-    _say_pruned(p, state, applied, object_refs(snapshot, plan))
+    _say_pruned(state, applied, plan, _sink(p, snapshot))
     errors = list(obs.errors) + _backing_off(snapshot, plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
@@ -270,7 +221,7 @@ def _expect_writes(state: State, applied: ApplyReport) -> None:
 PRUNED_REASON = "StatusFieldPruned"
 
 
-def _say_pruned(p: _Pass, state: State, applied: ApplyReport, refs: dict[ObjKey, ObjRef]) -> None:
+def _say_pruned(state: State, applied: ApplyReport, plan: Plan, events: EventSink) -> None:
     """Name each status field the installed CRD prunes, once per process (a
     log line and a Warning event on an object it was dropped from), and keep
     it out of the plans from now on."""
@@ -282,18 +233,10 @@ def _say_pruned(p: _Pass, state: State, applied: ApplyReport, refs: dict[ObjKey,
                 continue
             message = pruned_field(kind.resource, name)
             log.warning("[%s] %s", key, message, extra={"object": str(key), "kind": kind_name})
-            ref = refs.get(key)
-            if ref is not None:
-                event = EventSpec(ref, "Warning", PRUNED_REASON, message, kind.component)
-                (p.events.put if p.events is not None else _poster(p))(event)
+            owner = plan.owners.get(key)
+            if owner is not None and owner.ref is not None:
+                events.post(EventSpec(owner.ref, "Warning", PRUNED_REASON, message, kind.component))
         state.pruned[kind_name] = known | fields.keys()
-
-
-def _poster(p: _Pass) -> Callable[[EventSpec], None]:
-    def post(event: EventSpec) -> None:
-        post_event(p.kube, event, p.clock())
-
-    return post
 
 
 def _health(snapshot: Snapshot, plan: Plan, applied: ApplyReport) -> dict[ObjKey, Health]:

@@ -15,6 +15,7 @@ from reconciler.backoff import Failure, Gate, from_status
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
+from reconciler.kinds.order import STATUS_ONLY, WriteOrder
 from reconciler.model import (
     LABEL_BUCKET,
     ObjKey,
@@ -96,8 +97,44 @@ class PlanInput:
     settings: object | None = None
 
 
+@dataclass(frozen=True)
+class Planned:
+    """One object's plan: its writes, and its status rule for the pass in
+    which one of them fails. The rule is given the input as it stands then
+    (``gate`` held with the failure counted, ``landed``, ``refused``) and
+    returns the status writes; it reuses what the plan already worked out
+    (the object's pods and their changes) rather than plan it again. None:
+    the kind has no status to say it (or nothing to say)."""
+
+    actions: list[Action]
+    status_after: Callable[[PlanInput], list[Action]] | None = None
+
+
 T = TypeVar("T", bound=Object)
 S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A status rule bound to one object (and to what its plan worked out):
+    ``rule(*args, inp)``. A value, not a closure, so that two plans of one
+    snapshot compare equal."""
+
+    rule: Callable[..., list[Action]]
+    args: tuple[Any, ...]
+
+    def __call__(self, inp: PlanInput) -> list[Action]:
+        return self.rule(*self.args, inp)
+
+
+def status_only(plan: Callable[[T, PlanInput], list[Action]]) -> Callable[[T, PlanInput], Planned]:
+    """For a kind whose one write is its status: after a failure, its plan,
+    given the held input, is the status that says so."""
+
+    def planned(obj: T, inp: PlanInput) -> Planned:
+        return Planned(plan(obj, inp), Bound(plan, (obj,)))
+
+    return planned
 
 
 def settings_of(config: Config, defaults: S) -> S:
@@ -120,7 +157,7 @@ class Kind(Generic[T]):
     resource: ResourceType
     component: str  # the source of its events
     decode: Callable[[Mapping[str, Any]], T]
-    plan: Callable[[T, PlanInput], list[Action]]
+    plan: Callable[[T, PlanInput], Planned]
     # Its health once the given actions (its plan, or a status written after
     # a failure) have landed.
     health: Callable[[T, Sequence[Action]], Health]
@@ -134,6 +171,9 @@ class Kind(Generic[T]):
     # Service): looked up by name when the labelled LIST does not show it,
     # for the same reasons as a pod.
     child_names: Callable[[T], Iterable[tuple[str, str]]] | None = None
+    # The order of its writes (kinds/order.py): the planner arranges each
+    # object's actions by it; the executor runs them in that order.
+    order: WriteOrder = STATUS_ONLY
     # Its own settings: a frozen dataclass of its defaults. Each field is a
     # key of the config file and a RECONCILER_<KEY> variable; one whose
     # metadata has a "flag" (its help) is a global option too, and one with

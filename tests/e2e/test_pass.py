@@ -12,7 +12,8 @@ import yaml
 
 from reconciler.client.kube import Kube
 from reconciler.config import Config
-from reconciler.engine.apply import Executor
+from reconciler.engine.apply import ApplyOptions, Executor
+from reconciler.engine.events import EventSink
 from reconciler.engine.observe import observe
 from reconciler.engine.plan import plan_pass
 from reconciler.result import Result
@@ -133,7 +134,8 @@ def test_conflicting_writer_means_see_it_next_pass(
     )
     the_plan = plan_pass(obs.snapshot, config, datetime.now(UTC))
     kubectl.run("label", "redis", "redis-sample", "-n", ns, "racer=1")  # bumps resourceVersion
-    report = Executor(kube, concurrency=2, clock=lambda: datetime.now(UTC)).run(the_plan)
+    events = EventSink(kube, lambda: datetime.now(UTC))
+    report = Executor(kube, events, ApplyOptions(concurrency=2)).run(the_plan)
     results = {(o.action.verb, o.result) for o in report.outcomes}
     assert ("patch-finalizers", Result.CONFLICT) in results
     assert report.failed() == []

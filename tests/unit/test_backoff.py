@@ -19,12 +19,12 @@ from reconciler.backoff import (
     to_status,
 )
 from reconciler.client.errors import ApiError
-from reconciler.engine.apply import Executor
-from reconciler.engine.plan import plan_pass, status_after_failure
+from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.redis.identity import from_api as redis_from_api
 
 from .builders import CONFIG, NOW, redis, snap
+from .engine.executing import executor, plan_of
 from .fakes import FakeKube
 
 POLICY = Policy(threshold=3, base=30, cap=600)
@@ -92,12 +92,7 @@ def one_pass(r: Redis, kube: FakeKube, t: float) -> tuple[Plan, Redis]:
     now = datetime.fromtimestamp(t, UTC)
     snapshot = snap((r,), (), ())
     p = plan_pass(snapshot, CONFIG, now)
-    Executor(
-        kube,
-        concurrency=1,
-        clock=lambda: now,
-        after_failure=status_after_failure(snapshot, CONFIG, now),
-    ).run(p)
+    executor(kube, now=now).run(p)
     return p, land(r, kube)
 
 
@@ -252,13 +247,7 @@ def test_a_failed_status_after_a_failure_is_reported_and_the_write_warned_about(
     kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
     kube.errors[("PATCH/status", "r")] = ApiError(403, "Forbidden", "no status for you")
     plain = PatchStatus(r.key, "10", {"replicas": 0})  # no event of its own
-    report = Executor(
-        kube,
-        concurrency=1,
-        clock=lambda: NOW,
-        refs={r.key: ref},
-        after_failure=lambda k, e, d: [plain],
-    ).run(Plan(tuple(snap_actions(r))))
+    report = executor(kube).run(plan_of(snap_actions(r), {r.key: ref}, lambda k, e, d: [plain]))
     last = report.outcomes[-1]
     assert (last.result, last.error, last.reason) == (
         "failed",

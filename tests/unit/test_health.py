@@ -12,7 +12,7 @@ from reconciler.actions import Plan
 from reconciler.backoff import Failure, WriteError
 from reconciler.cli.render import plan_json, plan_text
 from reconciler.engine.apply import ApplyReport
-from reconciler.engine.plan import plan_pass, status_after_failure
+from reconciler.engine.plan import plan_pass
 from reconciler.health import READY, Health
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.base import settings_of
@@ -120,8 +120,9 @@ def test_a_redis_being_deleted_and_an_xca_not_yet_active():
 def test_health_reads_the_status_a_failure_wrote_not_the_plan():
     r = redis()
     assert plan_pass(snap((r,), (), []), CONFIG, NOW).health[r.key].state == "WaitingForReady"
-    after = status_after_failure(snap((r,), (), []), CONFIG, NOW)
-    written = after(r.key, WriteError("403 Forbidden: quota", "QuotaExceeded"), [])
+    after = plan_pass(snap((r,), (), []), CONFIG, NOW).owners[r.key].status_after
+    assert after is not None
+    written = after(WriteError("403 Forbidden: quota", "QuotaExceeded"), [])
     health = redis_kind.health(r, written)
     assert (health.state, health.message, health.degraded) == (
         "QuotaExceeded",
@@ -137,8 +138,7 @@ def test_with_its_pods_unseen_a_failed_write_plans_no_status_counted_from_nothin
     blind = dataclasses.replace(snap((r,), (), None), pods_error="LIST Pod: 403")
     (written,) = plan_pass(blind, CONFIG, NOW).actions
     assert plan_pass(blind, CONFIG, NOW).health[r.key].state == PODS_UNKNOWN
-    after = status_after_failure(blind, CONFIG, NOW)
-    assert after(r.key, WriteError("409 Conflict: changed", "Conflict"), []) == []
+    assert plan_pass(blind, CONFIG, NOW).owners[r.key].status_after is None
     assert written.status["state"] == PODS_UNKNOWN
 
 

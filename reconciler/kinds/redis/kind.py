@@ -12,18 +12,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.actions import (
     Action,
-    CreateChild,
     EvictPod,
-    PatchChild,
     PatchFinalizers,
 )
 from reconciler.health import Health
-from reconciler.kinds.base import Kind, PlanInput
+from reconciler.kinds.base import Bound, Kind, PlanInput, Planned
 from reconciler.kinds.conditions import (
     Verdict,
     condition,
@@ -39,7 +37,7 @@ from reconciler.kinds.redis.child_plans import (
     policy_verdict,
     service_plan,
 )
-from reconciler.kinds.redis.claims import claim_plan, claims_verdict, resizing_verdict
+from reconciler.kinds.redis.claims import ClaimPlan, claim_plan, claims_verdict, resizing_verdict
 from reconciler.kinds.redis.identity import (
     COMPONENT,
     FINALIZER,
@@ -48,6 +46,7 @@ from reconciler.kinds.redis.identity import (
     from_api,
     owner_of,
 )
+from reconciler.kinds.redis.order import ORDER
 from reconciler.kinds.redis.pods import PodSet, desired_pod_names, pods_of
 from reconciler.kinds.redis.removal import Removal, delete
 from reconciler.kinds.redis.rollout import Rollout
@@ -121,77 +120,105 @@ def plan_invalid(
     return status_patch(redis, desired_status(redis, counts, verdicts, inp))
 
 
-def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> list[Action]:
-    """Rules 4 and 5. While held (backing off, or after a failed write), only
-    the status is written, counting the pods as they are."""
+@dataclass(frozen=True)
+class _Live:
+    """What the plan of one live Redis worked out that its status reads: in
+    the plan, and again in a pass where one of its writes fails (`said`,
+    with the input as it stands then), without working it out twice."""
+
+    redis: Redis
+    spec: RedisSpec
+    podset: PodSet
+    claims: ClaimPlan
+    changes: PodChanges  # as planned: none while paused, no create while closing
+    budget: Child | None
+
+    def said(self, inp: PlanInput) -> _Said:
+        """Rule 5, and the pod and child writes the status counts. While held
+        (backing off, or after a failed write), only the writes that landed
+        are counted, and none is planned."""
+        redis, spec, podset, claims = self.redis, self.spec, self.podset, self.claims
+        asked = _landed(self.changes, inp.landed) if inp.gate.hold else self.changes
+        changes, refusal = within_budget(redis, self.budget, asked, inp)
+        counted = changes if refusal is None else _kept(changes, refusal.pod)
+        counts = counts_after(spec, counted)
+        progressing = resizing_verdict(
+            progressing_verdict(redis, spec, podset, counted, counts), spec, claims
+        )
+        if spec.paused:
+            progressing = paused_verdict(spec, counts)
+        progress = progress_of(redis, counts, counted, inp)
+        svc = service_plan(redis, spec, inp)
+        policy = policy_plan(redis, spec, inp)
+        held = redis.name if svc.held_by_another else None
+        waiting = budget_wait(self.budget, asked, changes) if progress.stalled else ""
+        detail = "; ".join(
+            d
+            for d in (
+                refusal.note if refusal else waiting,
+                *claims.notes,
+                pods_detail(podset, counted, inp.now, server.waiting_hints(spec.server)),
+            )
+            if d
+        )
+        degraded = claims_verdict(
+            degraded_verdict(changes.missing.conflicts, inp.gate, held), claims
+        )
+        verdicts = {
+            "Ready": ready_verdict(spec, counts),
+            "Progressing": with_detail(progressing, detail),
+            "Degraded": policy_verdict(degraded, redis.name if policy.held_by_another else None),
+        }
+        verdicts = deadline_verdicts(verdicts, progress, redis_settings(inp).progress_deadline)
+        fields = {
+            "replicas": counts.replicas,
+            "readyReplicas": counts.ready,
+            "updatedReplicas": counts.updated,
+            PROGRESS_FIELD: rfc3339(progress.at),
+            SERVICE_FIELD: svc.shown,
+            network.FIELD: policy.shown,
+            disruption.REFUSED_FIELD: refusal.to_status() if refusal else None,
+        }
+        stored = disruption.refusal_of(redis.status)
+        said = disruption.refused_event(owner_of(redis), stored, refusal)
+        status = status_patch(redis, desired_status(redis, fields, verdicts, inp), said)
+        return _Said(status, changes, (*svc.actions, *policy.actions))
+
+    def status_after(self, inp: PlanInput) -> list[Action]:
+        return self.said(inp).status
+
+
+@dataclass(frozen=True)
+class _Said:
+    """The status of one pass, and the writes it counts."""
+
+    status: list[Action]
+    changes: PodChanges  # less the evictions a budget holds
+    children: tuple[Action, ...]  # its Service's and NetworkPolicy's
+
+
+def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> Planned:
+    """Rules 4 and 5; their order is `order.ORDER`'s."""
     claims = claim_plan(redis, spec, inp)
     changes = pod_changes(redis, spec, podset, claims.going)
-    if inp.gate.hold:
-        changes = _landed(changes, inp.landed)
-    elif spec.paused:
+    if spec.paused:
         changes = _paused(changes)
     elif inp.namespace_terminating:
         changes = _nothing_created(changes)
-    asked = changes
     budget = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
-    changes, refusal = within_budget(redis, budget, changes, inp)
-    counted = changes if refusal is None else _kept(changes, refusal.pod)
-    counts = counts_after(spec, counted)
-    progressing = resizing_verdict(
-        progressing_verdict(redis, spec, podset, counted, counts), spec, claims
-    )
-    if spec.paused:
-        progressing = paused_verdict(spec, counts)
-    progress = progress_of(redis, counts, counted, inp)
-    svc = service_plan(redis, spec, inp)
-    policy = policy_plan(redis, spec, inp)
-    held = redis.name if svc.held_by_another else None
-    waiting = budget_wait(budget, asked, changes) if progress.stalled else ""
-    detail = "; ".join(
-        d
-        for d in (
-            refusal.note if refusal else waiting,
-            *claims.notes,
-            pods_detail(podset, counted, inp.now, server.waiting_hints(spec.server)),
-        )
-        if d
-    )
-    verdicts = {
-        "Ready": ready_verdict(spec, counts),
-        "Progressing": with_detail(progressing, detail),
-        "Degraded": policy_verdict(
-            claims_verdict(degraded_verdict(changes.missing.conflicts, inp.gate, held), claims),
-            redis.name if policy.held_by_another else None,
-        ),
-    }
-    verdicts = deadline_verdicts(verdicts, progress, redis_settings(inp).progress_deadline)
-    fields = {
-        "replicas": counts.replicas,
-        "readyReplicas": counts.ready,
-        "updatedReplicas": counts.updated,
-        PROGRESS_FIELD: rfc3339(progress.at),
-        SERVICE_FIELD: svc.shown,
-        network.FIELD: policy.shown,
-        disruption.REFUSED_FIELD: refusal.to_status() if refusal else None,
-    }
-    stored = disruption.refusal_of(redis.status)
-    said = disruption.refused_event(owner_of(redis), stored, refusal)
-    status = status_patch(redis, desired_status(redis, fields, verdicts, inp), said)
+    live = _Live(redis, spec, podset, claims, changes, budget)
+    said = live.said(inp)
     if inp.gate.hold:
-        return status
-    writes = budget_plan(redis, spec, inp, pods_change=bool(changes.actions))
-    creates = [w for w in claims.writes if isinstance(w, CreateChild)]
-    later = [w for w in claims.writes if not isinstance(w, CreateChild)]
-    return [
-        *creates,
-        *changes.actions,
-        *svc.actions,
-        *policy.actions,
-        *status,
-        *changes.repairs,
-        *later,
-        *writes,
+        return Planned(said.status, live.status_after)
+    writes = [
+        *claims.writes,
+        *said.changes.actions,
+        *said.children,
+        *said.status,
+        *said.changes.repairs,
+        *budget_plan(redis, spec, inp),
     ]
+    return Planned(writes, live.status_after)
 
 
 def within_budget(
@@ -246,25 +273,16 @@ def _kept(changes: PodChanges, *pods: str) -> PodChanges:
 
 
 def budget_plan(
-    redis: Redis, spec: RedisSpec, inp: PlanInput, pods_change: bool = False
+    redis: Redis, spec: RedisSpec, inp: PlanInput
 ) -> tuple[disruption.BudgetWrite, ...]:
     """Its budget's writes: none while the budgets could not all be listed,
-    while paused, or in a namespace being deleted. They come last, and a
-    pass that creates, deletes or evicts one of its pods patches no budget:
-    an eviction writes the budget's status, and the disruption controller
-    writes it as soon as it sees a pod come or go, so a patch guarded by the
-    resourceVersion this pass listed would meet a 409 (a scale-down always,
-    a scale-up on an idle cluster: each reported a conflict of its own
-    making). The patch waits for a pass that changes none of its pods; every
-    scale and rollout ends with one. A scale-down held by another's budget
-    keeps ours at its size for the pods it still has."""
+    while paused, or in a namespace being deleted. A scale-down held by
+    another's budget keeps ours at its size for the pods it still has.
+    When they run, and when its size waits, is `order.ORDER`'s."""
     if disruption.KIND not in inp.children or spec.paused or inp.namespace_terminating:
         return ()
     found = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
-    writes = disruption.plan_budget(owner_of(redis), found, spec.num)
-    if pods_change:
-        return tuple(w for w in writes if not isinstance(w, PatchChild))
-    return writes
+    return disruption.plan_budget(owner_of(redis), found, spec.num)
 
 
 def _paused(changes: PodChanges) -> PodChanges:
@@ -303,15 +321,23 @@ def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodCh
     )
 
 
-def plan(redis: Redis, inp: PlanInput) -> list[Action]:
+def planned(redis: Redis, inp: PlanInput) -> Planned:
     podset = pods_of(redis, inp.pods)
     if redis.deletion_timestamp:
-        return plan_deletion(redis, podset)
+        return Planned(plan_deletion(redis, podset))
     check = validate(redis, redis_settings(inp).image)
     guard = [] if inp.namespace_terminating else finalizer_patch(redis)
     if check.spec is None:
-        return guard + plan_invalid(redis, check.errors, podset, inp)
-    return guard + plan_live(redis, check.spec, podset, inp)
+        invalid = Bound(plan_invalid, (redis, check.errors, podset))
+        return Planned(guard + invalid(inp), invalid)
+    live = plan_live(redis, check.spec, podset, inp)
+    return replace(live, actions=guard + live.actions)
+
+
+def plan(redis: Redis, inp: PlanInput) -> list[Action]:
+    """Its writes this pass, in the order they run (`order.ORDER`, which the
+    engine arranges every kind's plan by)."""
+    return ORDER.arranged(planned(redis, inp).actions)
 
 
 def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
@@ -384,9 +410,10 @@ KIND: Kind[Redis] = Kind(
     RESOURCE,
     COMPONENT,
     from_api,
-    plan,
+    planned,
     health,
     plan_unseen=plan_unseen,
+    order=ORDER,
     owns_pods=True,
     pod_names=desired_pod_names,
     child_names=child_names,

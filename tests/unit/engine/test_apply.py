@@ -8,15 +8,15 @@ import time
 
 import pytest
 
-from reconciler.actions import PatchStatus, Plan
+from reconciler.actions import PatchStatus
 from reconciler.client.errors import ApiError, Unreachable
-from reconciler.engine.apply import Executor
 from reconciler.engine.events import merge_pod_events
 from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.identity import FINALIZER
 from reconciler.model import ObjKey
 from reconciler.result import Result
 from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, snap, xca
+from tests.unit.engine.executing import Fence, executor, plan_of
 from tests.unit.fakes import FakeKube, conflict
 
 OK, GONE, CONFLICT = Result.OK, Result.GONE, Result.CONFLICT
@@ -29,7 +29,7 @@ def status_of(actions):
 
 
 def run(kube, actions):
-    return Executor(kube, concurrency=4, clock=lambda: NOW).run(Plan(tuple(actions)))
+    return executor(kube, concurrency=4).run(plan_of(actions))
 
 
 def results(report):
@@ -122,9 +122,7 @@ def test_unreachable_is_a_failure():
 def test_dry_run_writes_nothing():
     kube = FakeKube()
     actions = plan_redis(redis(finalizers=()), [], CONFIG, NOW)
-    report = Executor(kube, concurrency=2, clock=lambda: NOW, dry_run=True).run(
-        Plan(tuple(actions))
-    )
+    report = executor(kube, concurrency=2, dry_run=True).run(plan_of(actions))
     assert kube.calls == [] and {o.result for o in report.outcomes} == {"dry-run"}
 
 
@@ -135,9 +133,7 @@ def test_failure_is_reported_as_a_warning_event_on_the_object():
     kube = FakeKube()
     kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
     refs = {r.key: ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", r.uid)}
-    Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
-        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
-    )
+    executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), refs))
     (event,) = [o for (k, _, _), o in kube.objects.items() if k == "Event"]
     assert (event["type"], event["reason"]) == ("Warning", "FailedCreatePod")
     assert "spec.containers[0].image" in event["message"]
@@ -224,9 +220,7 @@ def test_losing_the_lease_mid_pass_skips_every_later_object():
     actions = plan_redis(redis("a", num=1), [], CONFIG, NOW) + plan_redis(
         redis("b", num=1), [], CONFIG, NOW
     )
-    report = Executor(
-        kube, concurrency=1, clock=lambda: NOW, keep_going=lambda owner: next(answers)
-    ).run(Plan(tuple(actions)))
+    report = executor(kube, fence=Fence(lambda bucket: next(answers))).run(plan_of(actions))
     by_owner = {}
     for o in report.outcomes:
         by_owner.setdefault(o.action.owner.name, []).append(o.result)
@@ -238,14 +232,12 @@ def test_each_write_is_checked_so_a_bucket_lost_between_two_writes_stops_the_obj
     kube = FakeKube()
     asked = []
 
-    def keep_going(owner):
-        asked.append(owner.name)
+    def may_write(bucket):
+        asked.append(bucket)
         return len(asked) == 1
 
     actions = plan_redis(redis("a", num=1), [], CONFIG, NOW)
-    report = Executor(kube, concurrency=1, clock=lambda: NOW, keep_going=keep_going).run(
-        Plan(tuple(actions))
-    )
+    report = executor(kube, fence=Fence(may_write)).run(plan_of(actions))
     assert [o.result for o in report.outcomes] == [OK, SKIPPED]
     assert asked == ["a", "a"]
 
@@ -308,20 +300,22 @@ def test_already_exists_then_a_failed_get_is_a_failure():
 
 
 def test_failure_events_carry_the_kind_of_the_object():
-    from reconciler.actions import ObjRef
-
+    """The plan names the object its events are about (`Plan.owners`)."""
     x = xca()
     kube = FakeKube()
     kube.errors[("PATCH/status", "x")] = ApiError(422, "Invalid", "status.active: bad")
-    refs = {x.key: ObjRef("apps.xca.k8s.kb.cx/v1beta1", "Xca", "default", "x", x.uid)}
-    report = Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
-        plan_pass(snap((), (x,), ()), CONFIG, NOW)
-    )
+    report = executor(kube).run(plan_pass(snap((), (x,), ()), CONFIG, NOW))
     assert report.failed()[0].reason == "InvalidObject"
     (event,) = events_in(kube)
     assert (event["reason"], event["source"]["component"]) == (
         "FailedUpdateStatus",
         "xca-controller",
+    )
+    involved = event["involvedObject"]
+    assert (involved["apiVersion"], involved["kind"], involved["uid"]) == (
+        "apps.xca.k8s.kb.cx/v1beta1",
+        "Xca",
+        x.uid,
     )
     assert (
         event["message"]
@@ -336,9 +330,7 @@ def test_failure_reason_per_verb():
     kube = FakeKube()
     kube.errors[("PATCH", "r")] = ApiError(500, "InternalError", "etcd")
     refs = {r.key: ObjRef("v1", "Redis", "default", "r", r.uid)}
-    Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
-        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
-    )
+    executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), refs))
     (event,) = events_in(kube)
     assert (event["reason"], event["source"]["component"]) == (
         "FailedUpdateFinalizers",
@@ -415,9 +407,7 @@ def test_already_exists_under_another_controller_is_a_pod_conflict_event():
     kube.objects[("Pod", "default", "r-0")] = other
     kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
     refs = {r.key: ObjRef("v1", "Redis", "default", "r", r.uid)}
-    report = Executor(kube, concurrency=1, clock=lambda: NOW, refs=refs).run(
-        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
-    )
+    report = executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), refs))
     (failed,) = report.failed()
     assert failed.reason == "PodConflict"
     assert failed.error == "pod r-0 already exists and is not owned by this Redis"
@@ -429,9 +419,7 @@ def test_each_action_is_logged_with_its_object_result_and_pass(caplog):
     caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
     kube = FakeKube()
     kube.errors[("POST", "r-1")] = ApiError(500, "InternalError", "etcd")
-    Executor(kube, concurrency=1, clock=lambda: NOW, pass_id="p1").run(
-        Plan(tuple(plan_redis(redis(num=2), [], CONFIG, NOW)))
-    )
+    executor(kube, pass_id="p1").run(plan_of(plan_redis(redis(num=2), [], CONFIG, NOW)))
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert lines == [
         ("INFO", "[default/r] create pod default/r-0 (Created pod r-0: scale up) -> ok"),
@@ -453,9 +441,7 @@ def test_each_action_is_logged_with_its_object_result_and_pass(caplog):
 
 def test_dry_run_logs_each_action(caplog):
     caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
-    Executor(FakeKube(), concurrency=1, clock=lambda: NOW, dry_run=True).run(
-        Plan(tuple(plan_redis(redis(num=0), [], CONFIG, NOW)))
-    )
+    executor(FakeKube(), dry_run=True).run(plan_of(plan_redis(redis(num=0), [], CONFIG, NOW)))
     (record,) = caplog.records
     assert record.getMessage().endswith("-> dry-run") and record.pass_id == ""
 
@@ -476,7 +462,7 @@ def test_objects_are_written_concurrently_up_to_the_bound(concurrency):
     kube = FakeKube()
     kube.on_call = slow
     actions = [a for i in range(6) for a in plan_redis(redis(f"r{i}", num=0), [], CONFIG, NOW)]
-    Executor(kube, concurrency=concurrency, clock=lambda: NOW).run(Plan(tuple(actions)))
+    executor(kube, concurrency=concurrency).run(plan_of(actions))
     assert state["most"] == concurrency
     assert all(name.startswith("apply") for name in state["threads"])
 
@@ -491,7 +477,7 @@ def test_a_long_pass_logs_its_progress_every_few_seconds(caplog, monkeypatch):
     ticks = iter([100.0, 104.0, 105.0, 109.0, 110.0])  # the start, then after each object
     monkeypatch.setattr(apply, "time", SimpleNamespace(monotonic=lambda: next(ticks)))
     actions = [a for i in range(4) for a in plan_redis(redis(f"r{i}", num=0), [], CONFIG, NOW)]
-    Executor(FakeKube(), concurrency=1, clock=lambda: NOW, pass_id="p9").run(Plan(tuple(actions)))
+    executor(FakeKube(), pass_id="p9").run(plan_of(actions))
     progress = [r for r in caplog.records if "applied" in r.getMessage()]
     # +4 s: too soon; +5 s: logged; +9 s: 4 s after that line; the last object: done.
     assert [r.getMessage() for r in progress] == [
@@ -533,16 +519,13 @@ def test_one_warning_per_failure_the_status_event_when_there_is_one():
 
     kube = FakeKube()
     kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
-    Executor(
-        kube, concurrency=1, clock=lambda: NOW, refs={r.key: ref}, after_failure=status_after
-    ).run(Plan(tuple(plan_redis(r, [], CONFIG, NOW))))
+    executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: ref}, status_after))
     assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "QuotaExceeded")]
     # Without a status event, the executor's own Warning names the failed write.
     kube = FakeKube()
     kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
-    Executor(
-        kube, concurrency=1, clock=lambda: NOW, refs={r.key: ref}, after_failure=lambda k, e, d: []
-    ).run(Plan(tuple(plan_redis(r, [], CONFIG, NOW))))
+    nothing = lambda k, e, d: []  # noqa: E731
+    executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: ref}, nothing))
     assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "FailedCreatePod")]
 
 
@@ -556,9 +539,7 @@ def test_the_status_after_a_failure_runs_with_the_objects_latest_version():
 
     kube = FakeKube()
     kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
-    report = Executor(kube, concurrency=1, clock=lambda: NOW, after_failure=status_after).run(
-        Plan(tuple(plan_redis(r, [], CONFIG, NOW)))
-    )
+    report = executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), None, status_after))
     assert seen == [(r.key, "QuotaExceeded", ["patch-finalizers"])]
     assert results(report) == [
         ("patch-finalizers", OK),
@@ -623,9 +604,8 @@ def test_throttling_past_the_retries_is_not_the_objects_failure():
 
     kube = FakeKube()
     kube.errors[("POST", "r-0")] = Throttled(429, "TooManyRequests", "too many requests")
-    report = Executor(
-        kube, concurrency=1, clock=lambda: NOW, refs={r.key: ref}, after_failure=status_after
-    ).run(Plan(tuple(plan_redis(r, [], CONFIG, NOW))))
+    plan = plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: ref}, status_after)
+    report = executor(kube).run(plan)
     assert results(report)[0] == ("create", Result.THROTTLED)
     assert {res for _, res in results(report)[1:]} == {SKIPPED}
     assert report.failed() == [] and len(report.throttled()) == 1
@@ -639,7 +619,7 @@ def test_a_throttled_write_stops_the_passes_other_writes():
     kube.errors[("POST", "a-0")] = Throttled(429, "TooManyRequests", "too many requests")
     first = plan_redis(redis("a", num=1), [], CONFIG, NOW)
     later = plan_redis(redis("b", num=1), [], CONFIG, NOW)
-    report = Executor(kube, concurrency=1, clock=lambda: NOW).run(Plan(tuple(first + later)))
+    report = executor(kube).run(plan_of(first + later))
     by_owner: dict[str, list[Result]] = {}
     for o in report.outcomes:
         by_owner.setdefault(o.action.owner.name, []).append(o.result)

@@ -4,12 +4,11 @@ budget) and of its objects' labels: each guarded as the rules asked, and
 
 from __future__ import annotations
 
-from reconciler.actions import DeleteChild, EventSpec, ObjRef, PatchChild, PatchLabels, Plan
+from reconciler.actions import DeleteChild, EventSpec, ObjRef, PatchChild, PatchLabels
 from reconciler.client.errors import ApiError
-from reconciler.engine.apply import Executor
 from reconciler.model import ObjKey
 from reconciler.result import Result
-from tests.unit.builders import NOW
+from tests.unit.engine.executing import executor, plan_of
 from tests.unit.fakes import FakeKube, conflict
 
 OWNER = ObjKey("Redis", "team-a", "r")
@@ -21,7 +20,7 @@ REPAIRED = EventSpec(
 
 
 def run(kube, *actions):
-    return Executor(kube, concurrency=2, clock=lambda: NOW).run(Plan(tuple(actions)))
+    return executor(kube, concurrency=2).run(plan_of(actions))
 
 
 def results(report):

@@ -10,10 +10,10 @@ import logging
 from reconciler.actions import DeletePod, EvictPod, ObjRef, PatchStatus, Plan
 from reconciler.backoff import EVICTION_REFUSED
 from reconciler.client.errors import ApiError, EvictionRefused, Throttled
-from reconciler.engine.apply import Executor
 from reconciler.model import ObjKey
 from reconciler.result import Result
-from tests.unit.builders import NOW
+from tests.unit.engine import executing
+from tests.unit.engine.executing import plan_of
 from tests.unit.fakes import FakeKube, conflict
 
 OWNER = ObjKey("Redis", "default", "r")
@@ -25,15 +25,16 @@ def evict(name: str = "r-1") -> EvictPod:
     return EvictPod(OWNER, "default", name, f"uid-{name}", "rolling update")
 
 
-def executor(kube, after_failure=None, concurrency=1):
-    return Executor(
-        kube,
-        concurrency=concurrency,
-        clock=lambda: NOW,
-        pass_id="p7",
-        refs={OWNER: REF},
-        after_failure=after_failure,
-    )
+class executor:  # noqa: N801: called as the executor it wraps
+    """The executor of pass p7, for plans of OWNER, whose status after a
+    failed write is ``after_failure``'s."""
+
+    def __init__(self, kube, after_failure=None, concurrency=1):
+        self.ran = executing.executor(kube, concurrency=concurrency, pass_id="p7")
+        self.after_failure = after_failure
+
+    def run(self, plan: Plan):
+        return self.ran.run(plan_of(plan.actions, {OWNER: REF}, self.after_failure))
 
 
 def test_a_refused_eviction_is_said_in_the_outcome_the_log_and_the_status(caplog):

@@ -6,11 +6,12 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from reconciler.actions import EventSpec, ObjRef, Plan
-from reconciler.engine.apply import Executor
-from reconciler.engine.events import EventQueue
+from reconciler.actions import EventSpec, ObjRef
+from reconciler.engine.apply import ApplyOptions, Executor
+from reconciler.engine.events import EventQueue, EventSink
 from reconciler.model import rfc3339
 from tests.unit.builders import CONFIG, NOW, plan_redis, redis
+from tests.unit.engine.executing import plan_of
 from tests.unit.fakes import FakeKube
 
 REF = ObjRef("example.com/v1", "Redis", "ns", "r", "uid-r")
@@ -42,7 +43,8 @@ def test_a_pass_ends_without_waiting_for_its_events() -> None:
     gate = hanging_events(kube)
     queue = EventQueue(kube, clock=lambda: NOW)
     actions = plan_redis(redis(num=2), [], CONFIG, NOW)
-    Executor(kube, concurrency=4, clock=lambda: NOW, post=queue.put).run(Plan(tuple(actions)))
+    sink = EventSink(kube, lambda: NOW, queue)
+    Executor(kube, sink, ApplyOptions(concurrency=4)).run(plan_of(actions))
     # The pods and the status are written; the event still hangs in the queue.
     assert [w[:2] for w in kube.writes] == [("POST", "Pod"), ("POST", "Pod"), ("PATCH", "Redis")]
     assert posted(kube) == []

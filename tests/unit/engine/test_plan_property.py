@@ -600,7 +600,14 @@ def test_plan_apply_converges_to_an_empty_plan(snap, admit, holder):
 
 @given(snapshots())
 def test_plan_is_deterministic_and_pure(snap):
-    assert plan_pass(snap, CONFIG, NOW) == plan_pass(snap, CONFIG, NOW)
+    first, again = plan_pass(snap, CONFIG, NOW), plan_pass(snap, CONFIG, NOW)
+    assert first == again
+
+    def owners(plan):
+        return {k: (o.ref, o.bucket_uid, o.status_after is None) for k, o in plan.owners.items()}
+
+    assert owners(first) == owners(again)
+    assert set(first.owners) == {a.owner for a in first.actions}
 
 
 def test_a_failed_list_of_one_kind_leaves_the_others_planned():

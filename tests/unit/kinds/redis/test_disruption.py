@@ -14,17 +14,16 @@ from reconciler.actions import (
     EvictPod,
     PatchChild,
     PatchStatus,
-    Plan,
 )
 from reconciler.backoff import EVICTION_REFUSED, WriteError
 from reconciler.client.errors import EvictionRefused
-from reconciler.engine.apply import Executor
-from reconciler.engine.plan import plan_pass, status_after_failure
+from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
 from reconciler.kinds.redis.kind import KIND
 from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.result import Result
 from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, snap
+from tests.unit.engine.executing import executor
 from tests.unit.fakes import FakeKube
 
 BUDGET_WHY = "The disruption budget r needs 2 healthy pods and has 2 currently"
@@ -105,9 +104,9 @@ def test_serving_pods_are_evicted_and_the_others_deleted():
 
 def refused_status(r, pods):
     """The status the executor writes right after the eviction of r-0 was refused."""
-    status_after = status_after_failure(snap((r,), (), tuple(pods)), CONFIG, NOW)
-    error = WriteError(REFUSAL, EVICTION_REFUSED, "r-0")
-    (patch,) = status_after(r.key, error, [])
+    owner = plan_pass(snap((r,), (), tuple(pods)), CONFIG, NOW).owners[r.key]
+    assert owner.status_after is not None
+    (patch,) = owner.status_after(WriteError(REFUSAL, EVICTION_REFUSED, "r-0"), [])
     return patch
 
 
@@ -155,12 +154,7 @@ def test_the_executor_takes_a_refusal_for_the_next_pass_and_writes_the_status():
     snapshot = snap((r,), (), tuple(pods))
     the_plan = plan_pass(snapshot, CONFIG, NOW)
     kube = Refusing()
-    report = Executor(
-        kube,
-        concurrency=1,
-        clock=lambda: NOW,
-        after_failure=status_after_failure(snapshot, CONFIG, NOW),
-    ).run(Plan(the_plan.actions))
+    report = executor(kube).run(the_plan)
     outcomes = [(o.action.verb, o.result) for o in report.outcomes]
     assert outcomes[0] == ("evict", Result.REFUSED)
     assert report.failed() == []
