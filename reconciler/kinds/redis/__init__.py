@@ -21,7 +21,8 @@ Pods it does not own are never touched, even when they hold a desired name.
 The modules, in the order a pass reads them: `identity` (the object and its
 names), `spec` (validation), `pods` (the pods it wants, and how a found pod
 is judged), `changes` with `removal`, `rollout` and `repair` (the pod
-writes), `service`, `disruption`, `storage` with `quantity` and `claims`
-(its claims), and `placement` (what it makes besides pods, and where pods
-go), `status`, and `kind` (the planner and the `Kind`).
+writes), `service`, `disruption` with `budgeted` (the changes a budget
+lets through), `storage` with `quantity` and `claims` (its claims), and
+`placement` (what it makes besides pods, and where pods go), `status`,
+`order` (the order of its writes), and `kind` (the planner and the `Kind`).
 """

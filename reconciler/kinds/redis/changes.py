@@ -1,11 +1,12 @@
 """Rule 4: the pod writes of one pass (surplus, missing, stale, ended,
-repaired), and what the status needs to know of them.
+repaired), what the status needs to know of them, and the same changes held
+back: while paused, in a namespace being deleted, and after a failed write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.actions import (
@@ -25,9 +26,7 @@ from reconciler.kinds.redis.removal import Removal, delete, remove
 from reconciler.kinds.redis.repair import metadata_repair
 from reconciler.kinds.redis.rollout import Rollout, rolling_update
 from reconciler.kinds.redis.spec import RedisSpec
-from reconciler.model import (
-    Pod,
-)
+from reconciler.model import ObjKey, Pod
 
 REPLACING_ENDED = "ReplacingEndedPods"
 
@@ -146,4 +145,40 @@ def pod_changes(
         rollout,
         tuple(r for r in repairs if r is not None),
         ended_pods(redis, desired),
+    )
+
+
+def paused(changes: PodChanges) -> PodChanges:
+    """spec.paused: no pod is created, deleted, replaced or repaired; what
+    would have been done is still counted (the stale pods) for the status."""
+    return PodChanges(
+        changes.desired,
+        (),
+        Missing((), changes.missing.conflicts),
+        Rollout(changes.rollout.stale, ()),
+    )
+
+
+def nothing_created(changes: PodChanges) -> PodChanges:
+    """In a namespace being deleted: deletes only (a rollout would need a create)."""
+    missing = Missing((), changes.missing.conflicts)
+    rollout = Rollout(changes.rollout.stale, ())
+    return replace(changes, missing=missing, rollout=rollout)
+
+
+def landed_only(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodChanges:
+    """The pod changes that already happened this pass: counted, not planned."""
+
+    def done(action: Action | None) -> bool:
+        return action is not None and (action.verb, action.target) in landed
+
+    creates = tuple(c for c in changes.missing.creates if done(c))
+    replaced = tuple(d for d in changes.rollout.replace if done(d))
+    return PodChanges(
+        changes.desired,
+        tuple(d for d in changes.surplus if done(d)),
+        Missing(creates, changes.missing.conflicts),
+        Rollout(changes.rollout.stale, replaced),
+        tuple(r for r in changes.repairs if done(r)),
+        tuple(d for d in changes.ended if done(d)),
     )

@@ -30,7 +30,14 @@ from reconciler.kinds.conditions import (
     status_after,
 )
 from reconciler.kinds.redis import disruption, network, server, service, storage
-from reconciler.kinds.redis.changes import Missing, PodChanges, pod_changes
+from reconciler.kinds.redis.budgeted import budget_plan, budget_wait, kept, within_budget
+from reconciler.kinds.redis.changes import (
+    PodChanges,
+    landed_only,
+    nothing_created,
+    paused,
+    pod_changes,
+)
 from reconciler.kinds.redis.child_plans import (
     SERVICE_FIELD,
     policy_plan,
@@ -48,8 +55,7 @@ from reconciler.kinds.redis.identity import (
 )
 from reconciler.kinds.redis.order import ORDER
 from reconciler.kinds.redis.pods import PodSet, desired_pod_names, pods_of
-from reconciler.kinds.redis.removal import Removal, delete
-from reconciler.kinds.redis.rollout import Rollout
+from reconciler.kinds.redis.removal import delete
 from reconciler.kinds.redis.settings import DEFAULTS, redis_settings
 from reconciler.kinds.redis.spec import FieldError, RedisSpec, num_error, validate
 from reconciler.kinds.redis.status import (
@@ -70,7 +76,6 @@ from reconciler.kinds.redis.status import (
 )
 from reconciler.model import (
     Child,
-    ObjKey,
     rfc3339,
 )
 
@@ -138,9 +143,9 @@ class _Live:
         (backing off, or after a failed write), only the writes that landed
         are counted, and none is planned."""
         redis, spec, podset, claims = self.redis, self.spec, self.podset, self.claims
-        asked = _landed(self.changes, inp.landed) if inp.gate.hold else self.changes
+        asked = landed_only(self.changes, inp.landed) if inp.gate.hold else self.changes
         changes, refusal = within_budget(redis, self.budget, asked, inp)
-        counted = changes if refusal is None else _kept(changes, refusal.pod)
+        counted = changes if refusal is None else kept(changes, refusal.pod)
         counts = counts_after(spec, counted)
         progressing = resizing_verdict(
             progressing_verdict(redis, spec, podset, counted, counts), spec, claims
@@ -202,9 +207,9 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
     claims = claim_plan(redis, spec, inp)
     changes = pod_changes(redis, spec, podset, claims.going)
     if spec.paused:
-        changes = _paused(changes)
+        changes = paused(changes)
     elif inp.namespace_terminating:
-        changes = _nothing_created(changes)
+        changes = nothing_created(changes)
     budget = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
     live = _Live(redis, spec, podset, claims, changes, budget)
     said = live.said(inp)
@@ -219,106 +224,6 @@ def plan_live(redis: Redis, spec: RedisSpec, podset: PodSet, inp: PlanInput) -> 
         *budget_plan(redis, spec, inp),
     ]
     return Planned(writes, live.status_after)
-
-
-def within_budget(
-    redis: Redis, budget: Child | None, changes: PodChanges, inp: PlanInput
-) -> tuple[PodChanges, disruption.Refusal | None]:
-    """The changes without the evictions our budget, as listed, would refuse,
-    and the refusal the status says. Evicting the next pod of a rollout as
-    soon as the last one turns Ready, before the disruption controller has
-    counted it, was refused most times at 1,000 Redis (bench.pace); and a
-    budget that lets some go gets no more evictions than it allows. Such a
-    wait is no refusal: nothing was asked, so the status says none and no
-    Warning is posted (a refusal the apiserver gave for that pod stands).
-    It ends at the controller's next count, or when a pod of the Redis is
-    Ready again, which the message already names."""
-    evicting = [a.name for a in changes.actions if isinstance(a, EvictPod)]
-    allowed = disruption.allowed_now(budget, redis.uid) if inp.refused is None else None
-    if allowed is None or len(evicting) <= allowed:
-        return changes, refusal_now(redis, changes, inp)
-    stored = disruption.refusal_of(redis.status)
-    held = _kept(changes, *evicting[allowed:])  # asked once it allows them
-    return held, disruption.expected(stored, frozenset(evicting))
-
-
-def budget_wait(budget: Child | None, asked: PodChanges, kept: PodChanges) -> str:
-    """Why our budget holds an eviction, said once the Redis is past its
-    progress deadline: a short wait (the disruption controller about to
-    count a pod) is no news worth a status write, a long one (the controller
-    not counting, a pod not Ready) is why the rollout is stuck."""
-    held = [a.name for a in asked.actions if isinstance(a, EvictPod) and a not in kept.actions]
-    if not held or budget is None:
-        return ""
-    return f"eviction of {held[0]} waits: {disruption.why_held(budget)}"
-
-
-def refusal_now(redis: Redis, changes: PodChanges, inp: PlanInput) -> disruption.Refusal | None:
-    """The eviction a budget refused: just now (the status written after
-    it), or in an earlier pass, while this one asks for the same pod again."""
-    if inp.refused is not None:
-        return disruption.Refusal(*inp.refused)
-    evicting = frozenset(a.name for a in changes.actions if isinstance(a, EvictPod))
-    return disruption.expected(disruption.refusal_of(redis.status), evicting)
-
-
-def _kept(changes: PodChanges, *pods: str) -> PodChanges:
-    """The changes as they will land when the evictions of ``pods`` are refused."""
-
-    def kept(removals: tuple[Removal, ...]) -> tuple[Removal, ...]:
-        return tuple(r for r in removals if not (isinstance(r, EvictPod) and r.name in pods))
-
-    rollout = Rollout(changes.rollout.stale, kept(changes.rollout.replace))
-    return replace(changes, surplus=kept(changes.surplus), rollout=rollout)
-
-
-def budget_plan(
-    redis: Redis, spec: RedisSpec, inp: PlanInput
-) -> tuple[disruption.BudgetWrite, ...]:
-    """Its budget's writes: none while the budgets could not all be listed,
-    while paused, or in a namespace being deleted. A scale-down held by
-    another's budget keeps ours at its size for the pods it still has.
-    When they run, and when its size waits, is `order.ORDER`'s."""
-    if disruption.KIND not in inp.children or spec.paused or inp.namespace_terminating:
-        return ()
-    found = inp.pods.child(disruption.KIND, redis.namespace, redis.name)
-    return disruption.plan_budget(owner_of(redis), found, spec.num)
-
-
-def _paused(changes: PodChanges) -> PodChanges:
-    """spec.paused: no pod is created, deleted, replaced or repaired; what
-    would have been done is still counted (the stale pods) for the status."""
-    return PodChanges(
-        changes.desired,
-        (),
-        Missing((), changes.missing.conflicts),
-        Rollout(changes.rollout.stale, ()),
-    )
-
-
-def _nothing_created(changes: PodChanges) -> PodChanges:
-    """In a namespace being deleted: deletes only (a rollout would need a create)."""
-    missing = Missing((), changes.missing.conflicts)
-    rollout = Rollout(changes.rollout.stale, ())
-    return replace(changes, missing=missing, rollout=rollout)
-
-
-def _landed(changes: PodChanges, landed: frozenset[tuple[str, ObjKey]]) -> PodChanges:
-    """The pod changes that already happened this pass: counted, not planned."""
-
-    def done(action: Action | None) -> bool:
-        return action is not None and (action.verb, action.target) in landed
-
-    creates = tuple(c for c in changes.missing.creates if done(c))
-    replaced = tuple(d for d in changes.rollout.replace if done(d))
-    return PodChanges(
-        changes.desired,
-        tuple(d for d in changes.surplus if done(d)),
-        Missing(creates, changes.missing.conflicts),
-        Rollout(changes.rollout.stale, replaced),
-        tuple(r for r in changes.repairs if done(r)),
-        tuple(d for d in changes.ended if done(d)),
-    )
 
 
 def planned(redis: Redis, inp: PlanInput) -> Planned:
