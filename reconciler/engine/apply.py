@@ -1,7 +1,7 @@
 """The executor: the only code that writes to the cluster.
 
-Actions of one object run in order (finalizer before pods, status last);
-different objects run concurrently on a bounded pool. An object whose write
+Actions of one object run in the plan's order (its kind's declared
+`WriteOrder`); different objects run concurrently on a bounded pool. An object whose write
 fails stops there, and nothing else is affected: 404 and 409 mean "see it
 again next pass"; a 429 past the client's retries is the cluster's load, and
 ends the pass's writes with nothing recorded on the objects (no status, no
