@@ -1,11 +1,12 @@
 """The executor: the only code that writes to the cluster.
 
 Actions of one object run in the plan's order (its kind's declared
-`WriteOrder`); different objects run concurrently on a bounded pool. An object whose write
-fails stops there, and nothing else is affected: 404 and 409 mean "see it
-again next pass"; a 429 past the client's retries is the cluster's load, and
-ends the pass's writes with nothing recorded on the objects (no status, no
-event, no backoff); anything else is a failure recorded for backoff.
+`WriteOrder`); different objects run concurrently on a bounded pool. An
+object whose write fails stops there, and nothing else is affected: 404 and
+409 mean "see it again next pass"; a 429 past the client's retries is the
+cluster's load, and ends the pass's writes with nothing recorded on the
+objects (no status, no event, no backoff); anything else is a failure
+recorded for backoff. The requests themselves are `engine/writes.py`'s.
 """
 
 from __future__ import annotations
@@ -13,36 +14,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, assert_never
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from reconciler.actions import (
     Action,
-    CreateChild,
-    CreatePod,
-    DeleteChild,
-    DeletePod,
     EventSpec,
-    EvictPod,
     OwnerWrites,
-    PatchChild,
-    PatchFinalizers,
-    PatchLabels,
-    PatchPodMetadata,
     PatchStatus,
     Plan,
 )
-from reconciler.backoff import DEFAULT_REASON, EVICTION_REFUSED, WriteError
-from reconciler.children import CHILD_TYPES
-from reconciler.client.errors import (
-    ApiError,
-    Conflict,
-    EvictionRefused,
-    KubeError,
-    NotFound,
-    Throttled,
-)
+from reconciler.backoff import EVICTION_REFUSED, WriteError
 from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.engine.bounded import completed
 from reconciler.engine.events import EventSink, merge_pod_events
@@ -53,12 +35,11 @@ from reconciler.engine.failures import (
     WriteThrottled,
     conflict_reason,
     failure_event_reason,
-    failure_reason,
-    no_status_subresource,
     reason_of,
 )
+from reconciler.engine.writes import ObjectRun, Writer
 from reconciler.kinds.registry import kind_of
-from reconciler.model import PODS, ObjKey, ResourceType
+from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, Result
 
 log = logging.getLogger(__name__)
@@ -90,22 +71,6 @@ class _Progress:
             )
 
 
-@dataclass
-class _ObjectRun:
-    """What the writes of one object share: our own writes bump its
-    resourceVersion, and its pod events are posted once, merged, at the end."""
-
-    new_rv: dict[str, str] = field(default_factory=dict)
-    pod_events: list[EventSpec] = field(default_factory=list)
-
-
-def _resource(key: ObjKey) -> ResourceType:
-    kind = kind_of(key)
-    if kind is None:
-        raise TypeError(f"not one of our kinds: {key.kind}")
-    return kind.resource
-
-
 @dataclass(frozen=True)
 class ApplyOptions:
     """How a pass writes: objects at once, logged only (``dry_run``), and
@@ -135,8 +100,7 @@ class Executor:
         self.concurrency = max(1, options.concurrency)
         self.dry_run, self.pass_id = options.dry_run, options.pass_id
         self.owners: Mapping[ObjKey, OwnerWrites] = {}
-        # Status fields the apiserver pruned, by kind: field -> an object it was dropped from.
-        self.pruned: dict[str, dict[str, ObjKey]] = {}
+        self.writer = Writer(kube, self._events)
         # Set by a write throttled past its retries: no new write starts in this pass.
         self.throttled = threading.Event()
 
@@ -159,7 +123,7 @@ class Executor:
             ran[i] = outcomes
             progress.step()
         report.outcomes = [outcome for outcomes in ran for outcome in outcomes]
-        report.pruned = self.pruned
+        report.pruned = self.writer.pruned
         return report
 
     def _log(self, owner: ObjKey, action: Action, result: Result, error: str | None = None) -> None:
@@ -187,7 +151,7 @@ class Executor:
     def _run_owner(self, group: tuple[ObjKey, list[Action]]) -> list[Outcome]:
         owner, actions = group
         outcomes: list[Outcome] = []
-        run = _ObjectRun()
+        run = ObjectRun()
         try:
             self._run_actions(owner, actions, outcomes, run)
         finally:
@@ -195,7 +159,7 @@ class Executor:
         return outcomes
 
     def _run_actions(
-        self, owner: ObjKey, actions: list[Action], outcomes: list[Outcome], run: _ObjectRun
+        self, owner: ObjKey, actions: list[Action], outcomes: list[Outcome], run: ObjectRun
     ) -> None:
         """In order; the first action that does not succeed skips the rest."""
         for i, action in enumerate(actions):
@@ -203,7 +167,7 @@ class Executor:
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i:])
                 return
             try:
-                result = self._do(action, run)
+                result = self.writer.do(action, run)
             except WriteRefused as exc:
                 self._refused(owner, action, str(exc), outcomes, run)
                 outcomes.extend(Outcome(a, Result.SKIPPED) for a in actions[i + 1 :])
@@ -232,7 +196,7 @@ class Executor:
                 return
 
     def _refused(
-        self, owner: ObjKey, action: Action, why: str, outcomes: list[Outcome], run: _ObjectRun
+        self, owner: ObjKey, action: Action, why: str, outcomes: list[Outcome], run: ObjectRun
     ) -> None:
         """The pod stays; the status says which budget holds it (written only
         when that changes, so a rollout held for an hour costs one eviction
@@ -262,7 +226,7 @@ class Executor:
             )
 
     def _status_after_failure(
-        self, owner: ObjKey, error: WriteError, outcomes: list[Outcome], run: _ObjectRun
+        self, owner: ObjKey, error: WriteError, outcomes: list[Outcome], run: ObjectRun
     ) -> bool:
         """Write the status that says what failed, in the same run of the object
         (so with its latest resourceVersion). Tried once: its own failure is
@@ -276,7 +240,7 @@ class Executor:
             if not self._may_write(owner):
                 return warned
             try:
-                result = self._do(action, run)
+                result = self.writer.do(action, run)
             except (WriteFailed, WriteThrottled) as exc:
                 self._log(owner, action, Result.FAILED, str(exc))
                 outcomes.append(Outcome(action, Result.FAILED, str(exc), reason_of(exc)))
@@ -299,193 +263,6 @@ class Executor:
         message = f"{action.describe()}: {error}"
         self._events([EventSpec(ref, "Warning", why, message, kind.component)])
 
-    def _events(self, events: list[EventSpec] | tuple[EventSpec, ...]) -> None:
+    def _events(self, events: Sequence[EventSpec]) -> None:
         for ev in events:
             self.events.post(ev)
-
-    def _do(self, action: Action, run: _ObjectRun) -> Result:
-        """One write; API errors other than the expected ones become WriteFailed."""
-        try:
-            match action:
-                case CreatePod():
-                    return self._create_pod(action, run)
-                case DeletePod():
-                    return self._delete_pod(action, run)
-                case PatchFinalizers():
-                    return self._patch_finalizers(action, run)
-                case PatchStatus():
-                    return self._patch_status(action, run)
-                case PatchPodMetadata():
-                    return self._patch_pod(action, run)
-                case PatchLabels():
-                    return self._patch_labels(action, run)
-                case CreateChild():
-                    return self._create_child(action, run)
-                case PatchChild():
-                    return self._patch_child(action, run)
-                case EvictPod():
-                    return self._evict_pod(action, run)
-                case DeleteChild():
-                    return self._delete_child(action)
-                case _:
-                    assert_never(action)
-        except EvictionRefused as exc:
-            raise WriteRefused(exc.why) from None
-        except Throttled as exc:
-            raise WriteThrottled(f"{exc.status} {exc.reason}: {exc.message}") from None
-        except ApiError as exc:
-            raise WriteFailed(
-                f"{exc.status} {exc.reason}: {exc.message}", failure_reason(exc)
-            ) from None
-        except KubeError as exc:
-            raise WriteFailed(str(exc), DEFAULT_REASON) from None
-
-    def _create_pod(self, action: CreatePod, run: _ObjectRun) -> Result:
-        target = action.target
-        try:
-            self.kube.create(PODS, target.namespace, action.manifest)
-        except Conflict:
-            return self._already_exists(action)
-        if action.event:
-            run.pod_events.append(action.event)
-        return Result.OK
-
-    def _already_exists(self, action: CreatePod | CreateChild) -> Result:
-        """AlreadyExists: fine if the object is ours (an earlier, interrupted pass)."""
-        target = action.target
-        res = PODS if isinstance(action, CreatePod) else CHILD_TYPES[action.kind]
-        try:
-            found = self.kube.get(res, target.namespace, target.name)
-        except NotFound:
-            return Result.CONFLICT  # deleted meanwhile; the next pass creates it
-        if not action.owner_uid:
-            return Result.CONFLICT  # owned by none: the next pass sees whose it is
-        refs = (found.get("metadata") or {}).get("ownerReferences") or []
-        if any(r.get("controller") and r.get("uid") == action.owner_uid for r in refs):
-            return Result.OK
-        raise WriteFailed(
-            f"{res.kind.lower()} {target.name} already exists and is not owned by this "
-            f"{action.owner.kind}",
-            conflict_reason(res.kind),
-        )
-
-    def _create_child(self, action: CreateChild, run: _ObjectRun) -> Result:
-        target = action.target
-        try:
-            self.kube.create(CHILD_TYPES[action.kind], target.namespace, action.manifest)
-        except Conflict:
-            return self._already_exists(action)
-        if action.event:
-            self._events([action.event])
-        return Result.OK
-
-    def _patch_child(self, action: PatchChild, run: _ObjectRun) -> Result:
-        body = dict(action.body)
-        meta = {**(body.get("metadata") or {}), "resourceVersion": action.resource_version}
-        body["metadata"] = meta
-        res = CHILD_TYPES[action.kind]
-        result = self._patch(action.target, action.resource_version, body, "", run, res)
-        if result is Result.OK and action.event:
-            self._events([action.event])
-        return result
-
-    def _delete_pod(self, action: DeletePod, run: _ObjectRun) -> Result:
-        try:
-            self.kube.delete(PODS, action.namespace, action.name, action.uid)
-        except NotFound:
-            return Result.GONE
-        if action.event:
-            run.pod_events.append(action.event)
-        return Result.OK
-
-    def _evict_pod(self, action: EvictPod, run: _ObjectRun) -> Result:
-        try:
-            self.kube.evict(action.namespace, action.name, action.uid)
-        except NotFound:
-            return Result.GONE
-        except Conflict:
-            return Result.CONFLICT  # the uid precondition: a new pod of that name
-        if action.event:
-            run.pod_events.append(action.event)
-        return Result.OK
-
-    def _delete_child(self, action: DeleteChild) -> Result:
-        target = action.target
-        try:
-            self.kube.delete(CHILD_TYPES[action.kind], target.namespace, target.name, action.uid)
-        except (NotFound, Conflict):
-            return Result.GONE  # gone, or replaced: the next pass sees which
-        return Result.OK
-
-    def _patch_finalizers(self, action: PatchFinalizers, run: _ObjectRun) -> Result:
-        rv = run.new_rv.get(action.resource_version, action.resource_version)
-        body = {"metadata": {"finalizers": list(action.finalizers), "resourceVersion": rv}}
-        return self._patch(action.owner, action.resource_version, body, "", run)
-
-    def _patch_labels(self, action: PatchLabels, run: _ObjectRun) -> Result:
-        rv = run.new_rv.get(action.resource_version, action.resource_version)
-        body = {"metadata": {"labels": dict(action.labels), "resourceVersion": rv}}
-        return self._patch(action.owner, action.resource_version, body, "", run)
-
-    def _patch_status(self, action: PatchStatus, run: _ObjectRun) -> Result:
-        rv = run.new_rv.get(action.resource_version, action.resource_version)
-        body = {"metadata": {"resourceVersion": rv}, "status": dict(action.status)}
-        out: dict[str, Any] = {}
-        result = self._patch(action.owner, action.resource_version, body, "status", run, out=out)
-        if result is Result.OK:
-            self._events(action.events)
-            self._pruned(action, out)
-        return result
-
-    def _exists(self, res: ResourceType, key: ObjKey) -> bool:
-        """After a 404 on its status: the object is there, so the CRD serves no
-        status subresource (the apiserver says "not found" of both)."""
-        try:
-            self.kube.get(res, key.namespace, key.name)
-        except KubeError:
-            return False
-        return True
-
-    def _pruned(self, action: PatchStatus, out: Mapping[str, Any]) -> None:
-        """Note the fields we set that the stored status lacks: a CRD older
-        than this release prunes them, and asking again would write every pass."""
-        stored = out.get("status") or {}
-        gone = [k for k, v in action.status.items() if v is not None and k not in stored]
-        kind = self.pruned.setdefault(action.owner.kind, {})
-        for name in gone:
-            kind.setdefault(name, action.owner)
-
-    def _patch_pod(self, action: PatchPodMetadata, run: _ObjectRun) -> Result:
-        body = action.body(action.resource_version)
-        result = self._patch(action.target, action.resource_version, body, "", run, PODS)
-        if result is Result.OK and action.event:
-            self._events([action.event])
-        return result
-
-    def _patch(
-        self,
-        key: ObjKey,
-        observed_rv: str,
-        body: dict[str, Any],
-        sub: str,
-        run: _ObjectRun,
-        res: ResourceType | None = None,
-        out: dict[str, Any] | None = None,
-    ) -> Result:
-        """A merge patch guarded by resourceVersion; 409 and 404 mean "next
-        pass". ``out`` receives the object the apiserver returned."""
-        res = res or _resource(key)
-        try:
-            answer = self.kube.merge_patch(res, key.namespace, key.name, body, sub)
-        except NotFound:
-            if sub == "status" and self._exists(res, key):
-                raise WriteFailed(no_status_subresource(res), NO_STATUS_SUBRESOURCE) from None
-            return Result.GONE
-        except Conflict:
-            return Result.CONFLICT
-        if out is not None:
-            out.update(answer)
-        sent_rv = body["metadata"]["resourceVersion"]
-        meta = answer.get("metadata") or {}
-        run.new_rv[observed_rv] = str(meta.get("resourceVersion", sent_rv))
-        return Result.OK
