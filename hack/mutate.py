@@ -52,6 +52,7 @@ MODULES = (
     "reconciler.engine.plan",
     "reconciler.kinds",
     "reconciler.engine.apply",
+    "reconciler.engine.writes",  # the executor's requests, moved out of apply
     "reconciler.engine.failures",  # the executor's, moved out of apply
     "reconciler.model",
     "reconciler.client.pod_dict",  # the model's decoders, moved to client/
