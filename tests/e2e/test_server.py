@@ -110,6 +110,16 @@ def test_a_missing_secret_is_named_with_its_key_in_the_status(
     ) in st["message"]
 
 
+def test_a_secret_name_no_pod_could_use_is_refused_at_admission(kubectl: Kubectl, ns: str):
+    """A pod's secretKeyRef takes only a DNS subdomain: the CRD refuses any
+    other name, so no pass meets a create every pod would fail."""
+    bad = redis_doc(ns, num=1, auth={"passwordSecret": {"name": "Team_Creds"}})
+    refused = kubectl.apply(bad, check=False)
+    assert refused.returncode != 0
+    assert "spec.auth.passwordSecret.name" in refused.stderr
+    assert "should match" in refused.stderr
+
+
 def test_directives_roll_the_pods_and_those_we_set_are_refused_at_admission(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):

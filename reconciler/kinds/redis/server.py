@@ -21,6 +21,7 @@ nothing.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -112,8 +113,18 @@ def _config_errors(found: Any) -> list[tuple[str, str]]:
     return [(path, e) for path, e in errors if e is not None]
 
 
-def _name_ok(value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 253
+# What the apiserver takes in a pod's secretKeyRef (a Secret's name is a DNS
+# subdomain; a key is a ConfigMap key's form), so that a name that would fail
+# every pod create is refused with its field named. The CRD's patterns, held
+# equal by a unit test. Both at most 253 characters, checked first.
+SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+_SECRET_NAME = re.compile(SECRET_NAME_PATTERN)
+_SECRET_KEY = re.compile(SECRET_KEY_PATTERN)
+
+
+def _name_ok(value: Any, form: re.Pattern[str]) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 253 and form.match(value) is not None
 
 
 def _auth_errors(found: Any) -> list[tuple[str, str]]:
@@ -124,10 +135,10 @@ def _auth_errors(found: Any) -> list[tuple[str, str]]:
     if not isinstance(ref, Mapping):
         return [(path, f"must be an object with a name, got {quoted(ref)}")]
     errors = []
-    if not _name_ok(ref.get("name")):
+    if not _name_ok(ref.get("name"), _SECRET_NAME):
         errors.append((f"{path}.name", f"must be a Secret's name, got {quoted(ref.get('name'))}"))
     key = ref.get("key", PASSWORD_KEY_DEFAULT)
-    if not _name_ok(key):
+    if not _name_ok(key, _SECRET_KEY):
         errors.append((f"{path}.key", f"must be a key of the Secret, got {quoted(key)}"))
     return errors
 

@@ -260,3 +260,30 @@ def test_the_crd_defaults_are_the_planners():
     assert fields["config"]["maxItems"] == server.CONFIG_MAX
     assert fields["config"]["items"]["maxLength"] == server.DIRECTIVE_MAX
     assert fields["restartedAt"]["maxLength"] == server.RESTARTED_MAX
+
+
+@pytest.mark.parametrize("name", ["Not_A_Name", "creds.", "-creds", "CREDS"])
+def test_a_secret_name_the_apiserver_would_refuse_is_refused_here_too(name):
+    """A pod's secretKeyRef must name a DNS subdomain: any other name would
+    fail every pod create, so it is refused with the field named instead."""
+    found = errors(auth={"passwordSecret": {"name": name}})
+    assert found == [f"spec.auth.passwordSecret.name: must be a Secret's name, got '{name}'"]
+
+
+@pytest.mark.parametrize("key", ["pass word", "pw/1", "ü"])
+def test_a_key_no_secret_can_hold_is_refused(key):
+    found = errors(auth={"passwordSecret": {"name": "creds", "key": key}})
+    assert found == [f"spec.auth.passwordSecret.key: must be a key of the Secret, got '{key}'"]
+
+
+def test_names_and_keys_a_secret_can_have_are_taken():
+    for ref in ({"name": "creds.team-a", "key": "redis_PW-1.txt"}, {"name": "a"}):
+        assert errors(auth={"passwordSecret": ref}) == []
+
+
+def test_the_crd_holds_the_same_secret_name_and_key_patterns():
+    crd = yaml.safe_load((ROOT / "crds/myapp.demo.kubebuilder.io_redis.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    ref = spec["properties"]["auth"]["properties"]["passwordSecret"]["properties"]
+    assert ref["name"]["pattern"] == server.SECRET_NAME_PATTERN
+    assert ref["key"]["pattern"] == server.SECRET_KEY_PATTERN
