@@ -127,14 +127,15 @@ class Bound:
         return self.rule(*self.args, inp)
 
 
-def status_only(plan: Callable[[T, PlanInput], list[Action]]) -> Callable[[T, PlanInput], Planned]:
-    """For a kind whose one write is its status: after a failure, its plan,
-    given the held input, is the status that says so."""
+@dataclass(frozen=True)
+class StatusOnly(Generic[T]):
+    """The plan of a kind whose one write is its status: after a failure,
+    that plan, given the held input, is the status that says so."""
 
-    def planned(obj: T, inp: PlanInput) -> Planned:
-        return Planned(plan(obj, inp), Bound(plan, (obj,)))
+    plan: Callable[[T, PlanInput], list[Action]]
 
-    return planned
+    def __call__(self, obj: T, inp: PlanInput) -> Planned:
+        return Planned(self.plan(obj, inp), Bound(self.plan, (obj,)))
 
 
 def settings_of(config: Config, defaults: S) -> S:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from reconciler.actions import Action, PatchStatus
 from reconciler.backoff import STATUS_FIELD, from_status, to_status
 from reconciler.health import READY, Health
-from reconciler.kinds.base import Kind, Object, PlanInput, status_only
+from reconciler.kinds.base import Kind, Object, PlanInput, StatusOnly
 from reconciler.kinds.conditions import (
     Verdict,
     condition,
@@ -111,4 +111,4 @@ def health(example: Example, actions: Sequence[Action]) -> Health:
 # `pod_names` (see kinds/redis/kind.py), and `owns_pods=True` if it makes
 # them; `child_names` if it makes other objects; `settings` for keys of its
 # own (kinds/redis/settings.py).
-KIND: Kind[Example] = Kind(RESOURCE, COMPONENT, from_api, status_only(plan), health)
+KIND: Kind[Example] = Kind(RESOURCE, COMPONENT, from_api, StatusOnly(plan), health)

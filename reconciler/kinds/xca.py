@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from reconciler.actions import Action, EventSpec, PatchStatus
 from reconciler.backoff import STATUS_FIELD, Failure, from_status, to_status
 from reconciler.health import READY, Health
-from reconciler.kinds.base import Kind, Object, PlanInput, status_only
+from reconciler.kinds.base import Kind, Object, PlanInput, StatusOnly
 from reconciler.kinds.conditions import holder_field, status_after, status_changes
 from reconciler.model import ResourceType, rfc3339
 
@@ -72,4 +72,4 @@ def health(xca: Xca, actions: Sequence[Action]) -> Health:
     return Health("Activating", "not active yet", progressing=True)
 
 
-KIND: Kind[Xca] = Kind(RESOURCE, COMPONENT, from_api, status_only(plan), health)
+KIND: Kind[Xca] = Kind(RESOURCE, COMPONENT, from_api, StatusOnly(plan), health)
