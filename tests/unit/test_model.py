@@ -11,20 +11,25 @@ import pytest
 from reconciler.actions import CreatePod, DeletePod, EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.backoff import Failure
 from reconciler.client.pod_dict import pod_from_api
+from reconciler.constants import LABEL_INSTANCE
 from reconciler.kinds import xca as xca_kind
 from reconciler.kinds.redis import identity as redis_kind
 from reconciler.model import (
     PODS,
+    Child,
     Condition,
     ObjKey,
     OwnerRef,
     PodCondition,
     PodIndex,
+    PodRead,
+    RecordingLookup,
     ResourceType,
     controller_of,
     generation_of,
     meta_of,
     owner_refs_of,
+    versions_of,
 )
 
 from .builders import pod, redis, snap, xca
@@ -100,6 +105,9 @@ def test_controller_is_the_reference_marked_controller_true():
     assert (empty.uid, empty.kind) == ("", "")
     none = controller_of({"ownerReferences": None})
     assert (none.uid, none.kind) == (None, None)
+    refs = ["junk", {"uid": "x", "kind": "Other"}, {"uid": "a", "kind": "K", "controller": True}]
+    later = controller_of({"ownerReferences": refs})  # not the first: the one marked
+    assert (later.uid, later.kind) == ("a", "K")
 
 
 def test_owner_references_as_the_api_writes_them_and_junk_skipped():
@@ -118,6 +126,8 @@ def test_owner_references_as_the_api_writes_them_and_junk_skipped():
         OwnerRef("", "K", "", "", False, False),
     )
     assert owner_refs_of({"ownerReferences": None}) == owner_refs_of({}) == ()
+    (bare,) = owner_refs_of({"ownerReferences": [{"uid": "u"}]})
+    assert bare == OwnerRef("", "", "", "u", False, False)  # missing fields are empty
 
 
 def test_generation_and_meta_fall_back_when_malformed():
@@ -270,3 +280,56 @@ def test_decoded_objects_and_children_share_their_repeated_strings() -> None:
         is sb.spec["selector"]["app.kubernetes.io/name"]
     )
     assert next(iter(sa.labels)) is next(iter(sb.labels))
+
+
+def _claim(name: str, group: str = "r", version: str = "1", ns: str = "default") -> Child:
+    return Child(
+        kind="PersistentVolumeClaim",
+        namespace=ns,
+        name=name,
+        uid=f"uid-{name}",
+        resource_version=version,
+        labels={LABEL_INSTANCE: group},
+        controller_uid=None,
+        owner_refs=(),
+        spec={},
+        deletion_timestamp=None,
+        generation=0,
+        status={},
+    )
+
+
+CLAIMS = "PersistentVolumeClaim"
+
+
+def test_a_grouped_read_is_recorded_and_answered_alike_only_by_the_same_children():
+    """A Redis's claims are read by their instance label (kept claims of
+    indexes it scaled away included): a settled Redis is planned again as
+    soon as that group gains, loses or changes a claim."""
+    claim = _claim("data-r-0")
+    index = PodIndex((), (claim, _claim("data-s-0", group="s")), LABEL_INSTANCE)
+    look = RecordingLookup(index)
+    assert look.grouped(CLAIMS, "default", "r") == (claim,)
+    (read,) = look.reads
+    assert read == PodRead(None, "default", "r", versions_of((claim,)), CLAIMS, True)
+    assert index.answers(read)
+    for other in (
+        (claim, _claim("data-r-3")),  # a claim joined the group
+        (),  # the claim went
+        (_claim("data-r-0", version="2"),),  # written since
+        (_claim("data-r-0", ns="other"),),  # the same name elsewhere
+    ):
+        assert not PodIndex((), other, LABEL_INSTANCE).answers(read)
+
+
+def test_a_child_read_is_answered_alike_only_by_the_same_child():
+    claim = _claim("data-r-0")
+    look = RecordingLookup(PodIndex((), (claim,), LABEL_INSTANCE))
+    assert look.child(CLAIMS, "default", "data-r-0") == claim
+    assert look.child(CLAIMS, "default", "data-r-1") is None
+    found, missing = look.reads
+    assert found == PodRead(None, "default", "data-r-0", versions_of((claim,)), CLAIMS)
+    assert PodIndex((), (claim,)).answers(found) and PodIndex((), (claim,)).answers(missing)
+    assert not PodIndex((), ()).answers(found)
+    assert not PodIndex((), (_claim("data-r-0", version="2"),)).answers(found)
+    assert not PodIndex((), (_claim("data-r-1"),)).answers(missing)

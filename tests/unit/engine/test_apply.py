@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from reconciler.actions import PatchStatus
+from reconciler.actions import EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.client.errors import ApiError, Unreachable
 from reconciler.engine.events import merge_pod_events
 from reconciler.engine.plan import plan_pass
@@ -653,3 +653,68 @@ def test_a_status_write_refused_404_while_the_object_exists_names_the_crd():
     assert results(run(gone, [PatchStatus(r.key, "10", {"replicas": 1})])) == [
         ("patch-status", GONE)
     ]
+
+
+REDIS_REF = ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", "uid-default-r")
+
+
+def failed_create(status_after=None, fence=None, **status_error):
+    """A Redis whose pod create fails with a 500, as the executor reports it:
+    its status after the failure from ``status_after``, answered by
+    ``status_error`` (a 409) when given."""
+    r = redis(num=1)
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
+    if status_error:
+        kube.errors[("PATCH/status", "r")] = conflict()
+    run = executor(kube, fence=fence) if fence else executor(kube)
+    report = run.run(plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: REDIS_REF}, status_after))
+    return report, [e["reason"] for e in events_in(kube)]
+
+
+def said(event=False):
+    """A status after the failure, with the Degraded event or without."""
+    degraded = EventSpec(REDIS_REF, "Warning", "ReconcileError", "etcd", "redis-controller")
+
+    def status_after(key, error, landed):
+        return [PatchStatus(key, "10", {"replicas": 0}, (degraded,) if event else ())]
+
+    return status_after
+
+
+def test_the_failure_is_announced_once_by_the_status_event_that_landed():
+    assert failed_create(said(event=True))[1] == ["ReconcileError"]
+
+
+def test_a_status_that_says_it_without_an_event_leaves_the_warning_to_the_executor():
+    assert failed_create(said(event=False))[1] == ["FailedCreatePod"]
+
+
+def test_a_status_event_that_did_not_land_leaves_the_warning_to_the_executor():
+    report, reasons = failed_create(said(event=True), conflict=True)
+    assert [o.result for o in report.outcomes][-1] == CONFLICT
+    assert reasons == ["FailedCreatePod"]
+
+
+def test_a_replica_that_lost_the_objects_bucket_announces_nothing_after_its_failure():
+    """The fence is asked for the object's bucket before the Warning too:
+    another replica holds the object now, and says what it sees."""
+    asked = []
+
+    def may_write(bucket):
+        asked.append(bucket)
+        return bucket is None or len(asked) == 1  # still holds some bucket, not this one
+
+    report, reasons = failed_create(fence=Fence(may_write))
+    assert [o.result for o in report.outcomes] == [FAILED, SKIPPED]
+    assert reasons == [] and asked == ["r", "r"]
+
+
+def test_a_plan_that_names_no_owner_still_runs_and_reports_its_failure():
+    """A plan built by hand (as the benches do) carries no owners: its
+    failures are outcomes, with no event, since no object is named."""
+    kube = FakeKube()
+    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
+    report = executor(kube).run(Plan(tuple(plan_redis(redis(num=1), [], CONFIG, NOW))))
+    assert [o.result for o in report.outcomes] == [FAILED, SKIPPED]
+    assert events_in(kube) == []

@@ -1,5 +1,6 @@
 from reconciler.actions import PatchStatus
 from reconciler.engine.plan import plan_pass
+from reconciler.kinds import xca as xca_kind
 from tests.unit.builders import CONFIG, NOW, plan_xca, snap, xca
 
 
@@ -56,3 +57,20 @@ def test_health_once_its_actions_land():
     assert xca_kind.health(inactive, [failing]) == Health(
         "Forbidden", "403 Forbidden: no", degraded=True
     )
+
+
+def test_a_held_xcas_record_is_a_guarded_patch_that_names_its_fields_and_holder():
+    """Backing off, an Xca writes only its failure record and, sharded, its
+    holder: guarded by the version it was read at, and its log line names
+    the fields it changes."""
+    from reconciler.backoff import Failure, Gate
+    from reconciler.kinds.base import PlanInput
+    from reconciler.model import PodIndex
+
+    fail = Failure(3, "boom", "ReconcileError", 2_000_000_000.0)
+    x = xca(active=False)
+    held = PlanInput(PodIndex(()), CONFIG, NOW, Gate(fail, True, False), holder="host-a")
+    (patch,) = xca_kind.plan(x, held)
+    assert patch.resource_version == x.resource_version
+    assert set(patch.changed) == {"backoff", "shard"} and patch.status["shard"] == "host-a"
+    assert patch.describe().endswith("status (backoff, shard)")

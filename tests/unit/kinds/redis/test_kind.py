@@ -19,6 +19,7 @@ from reconciler.actions import (
 from reconciler.backoff import Failure
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
 from reconciler.engine.plan import plan_pass
+from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis.identity import (
     FINALIZER,
     TEMPLATE_HASH_ANNOTATION,
@@ -156,6 +157,8 @@ def test_invalid_spec_touches_no_pod_and_names_the_field(spec, field):
     patch = status_of(actions)
     degraded = cond(patch.status, "Degraded")
     assert degraded["reason"] == "InvalidSpec" and field in degraded["message"]
+    not_ready = (cond(patch.status, "Ready"), cond(patch.status, "Progressing"))
+    assert [(c["status"], c["reason"]) for c in not_ready] == [("False", "InvalidSpec")] * 2
     assert patch.events[0].type == "Warning" and field in patch.events[0].message
     assert plan_redis(dataclasses.replace(r, status=patch.status), pods, CONFIG, NOW) == []
 
@@ -210,6 +213,7 @@ def test_a_failed_pod_list_creates_and_deletes_nothing_and_the_status_says_why()
     conditions = {c["type"]: c for c in patch.status["conditions"]}
     assert conditions["Degraded"]["status"] == "True"
     assert conditions["Degraded"]["reason"] == PODS_UNKNOWN
+    assert conditions["Degraded"]["observedGeneration"] == r.generation
     assert conditions["Ready"] == next(c for c in r.status["conditions"] if c["type"] == "Ready")
     assert [(e.type, e.reason) for e in patch.events] == [("Warning", PODS_UNKNOWN)]
 
@@ -477,3 +481,12 @@ def test_creates_of_one_redis_share_their_template():
     assert creates[1].event.involved is creates[0].event.involved
     # Until sent, a create holds its name and the one template, no manifest.
     assert len({id(c.template) for c in creates}) == 1
+
+
+def test_the_children_looked_up_by_name_include_the_budget_from_two_pods():
+    """A budget is made from two pods up (disruption.MIN_PODS): only then is
+    one looked up by name when the labelled LIST does not show it."""
+    budget = ("PodDisruptionBudget", "r")
+    assert budget in redis_kind.child_names(redis(num=2))
+    assert budget not in redis_kind.child_names(redis(num=1))
+    assert redis_kind.child_names(redis(num=1)) == (("Service", "r"),)

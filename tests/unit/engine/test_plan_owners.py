@@ -1,0 +1,69 @@
+"""What a plan keeps of each object it writes for (`Plan.owners`): the
+bucket the write fence is asked about, and the status rule the executor
+runs after one of its writes failed."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from reconciler.actions import PatchPodMetadata, PatchStatus
+from reconciler.backoff import STATUS_FIELD, Failure, WriteError
+from reconciler.buckets import bucket_of
+from reconciler.engine.plan import plan_pass
+from reconciler.model import LABEL_BUCKET
+from tests.unit.builders import CONFIG, NOW, failing, pod, redis, snap, xca
+
+BOOM = WriteError("500 InternalError: etcd", "ReconcileError")
+
+
+def rule_of(plan, key):
+    rule = plan.owners[key].status_after
+    assert rule is not None
+    return rule
+
+
+def test_an_object_planned_without_its_pods_is_fenced_by_its_own_bucket():
+    r = redis()
+    blind = dataclasses.replace(snap((r,), (), None), pods_error="LIST Pod: 403 Forbidden")
+    plan = plan_pass(blind, CONFIG, NOW, holder="host-a")
+    assert plan.owners[r.key].bucket_uid == r.uid
+
+
+def test_an_xcas_status_after_a_failure_records_it():
+    """Its one write is its status: after that write fails, the status
+    written once more holds the failure record the next pass reads back."""
+    x = xca(active=None)
+    plan = plan_pass(snap((), (x,), ()), CONFIG, NOW)
+    (patch,) = rule_of(plan, x.key)(BOOM, [])
+    assert isinstance(patch, PatchStatus)
+    assert patch.status[STATUS_FIELD]["failures"] == 1
+    assert patch.status[STATUS_FIELD]["reason"] == "ReconcileError"
+
+
+def test_a_redis_backing_off_has_a_status_rule_too():
+    """Held, it writes only its status; if that write fails, the failure is
+    counted in the status written after it."""
+    held = Failure(3, "boom", "ReconcileError", (NOW + timedelta(minutes=5)).timestamp())
+    r = failing(redis(num=1), held)
+    plan = plan_pass(snap((r,), (), ()), CONFIG, NOW)
+    assert r.key in plan.backing_off
+    (patch,) = rule_of(plan, r.key)(BOOM, [])
+    assert patch.status[STATUS_FIELD]["failures"] == 4
+
+
+def test_a_status_after_a_failure_leaves_out_the_fields_the_crd_prunes():
+    r = redis(num=1)
+    pruned = dataclasses.replace(snap((r,), (), ()), pruned={"Redis": frozenset({"state"})})
+    (patch,) = rule_of(plan_pass(pruned, CONFIG, NOW), r.key)(BOOM, [])
+    assert "state" not in patch.status and "conditions" in patch.status
+
+
+def test_a_pod_whose_labels_are_put_back_gets_its_bucket_label_in_the_same_patch():
+    r = redis(num=1)
+    r = dataclasses.replace(r, bucket_label=str(bucket_of(r.uid, CONFIG.shard_buckets)))
+    edited = dataclasses.replace(pod(r, 0), labels={})
+    plan = plan_pass(snap((r,), (), (edited,)), CONFIG, NOW, holder="host-a")
+    (repair,) = [a for a in plan.actions if isinstance(a, PatchPodMetadata)]
+    assert repair.labels[LABEL_BUCKET] == r.bucket_label
+    assert len(repair.labels) > 1  # ours put back too, in one write
