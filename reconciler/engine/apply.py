@@ -145,8 +145,12 @@ class Executor:
         )
 
     def _may_write(self, owner: ObjKey) -> bool:
+        """The fence, for the owner's bucket. An owner the plan does not name
+        (a plan built by hand) has no known bucket: written only unfenced."""
         found = self.owners.get(owner)
-        return self.fence.may_write(None if found is None else found.bucket_uid)
+        if found is None:
+            return self.fence is UNFENCED
+        return self.fence.may_write(found.bucket_uid)
 
     def _run_owner(self, group: tuple[ObjKey, list[Action]]) -> list[Outcome]:
         owner, actions = group

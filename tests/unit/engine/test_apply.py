@@ -718,3 +718,13 @@ def test_a_plan_that_names_no_owner_still_runs_and_reports_its_failure():
     report = executor(kube).run(Plan(tuple(plan_redis(redis(num=1), [], CONFIG, NOW))))
     assert [o.result for o in report.outcomes] == [FAILED, SKIPPED]
     assert events_in(kube) == []
+
+
+def test_behind_a_fence_an_owner_the_plan_does_not_name_gets_no_write():
+    """Its bucket is unknown, so no fence can say the write is still ours:
+    fail closed (a replica asked "any bucket?" would say yes)."""
+    kube = FakeKube()
+    actions = plan_redis(redis(num=1), [], CONFIG, NOW)
+    report = executor(kube, fence=Fence(lambda bucket: True)).run(Plan(tuple(actions)))
+    assert {o.result for o in report.outcomes} == {SKIPPED}
+    assert kube.calls == []
