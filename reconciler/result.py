@@ -93,6 +93,9 @@ class PassResult:
     # not seen this pass (engine/observe), each counted in the metrics.
     malformed: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    # The kind of each pod's owner not asked for (engine/observe/orphans.py
+    # `Refused`): the pod is left alone; counted in the metrics.
+    refused: list[str] = field(default_factory=list)
 
     @property
     def pending(self) -> dict[ObjKey, Health]:

@@ -10,13 +10,13 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import Enum
 
 from reconciler import backoff
-from reconciler.actions import EventSpec, PatchStatus, Plan
+from reconciler.actions import EventSpec, ObjRef, PatchStatus, Plan
 from reconciler.buckets import Holder
 from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.config import Config
@@ -27,6 +27,7 @@ from reconciler.engine.failures import pruned_field
 from reconciler.engine.heap import collector_held
 from reconciler.engine.observe import Observation, observe
 from reconciler.engine.observe.churn import with_writes
+from reconciler.engine.observe.orphans import Refused
 from reconciler.engine.plan import health_after, plan_pass
 from reconciler.engine.state import State
 from reconciler.health import Health
@@ -181,6 +182,8 @@ def run_pass(
     applied = _apply(p, plan, snapshot)
     _expect_writes(state, applied)
     _say_pruned(state, applied, plan, _sink(p, snapshot))
+    if p.mode is Mode.APPLY:
+        _say_refused(obs.refused, _sink(p, snapshot))
     errors = list(obs.errors) + _backing_off(snapshot, plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]
 
@@ -206,6 +209,7 @@ def run_pass(
         health=_health(snapshot, plan, applied),
         malformed=list(obs.malformed),
         stale=list(obs.stale),
+        refused=[r.kind for r in obs.refused],
     )
 
 
@@ -237,6 +241,22 @@ def _say_pruned(state: State, applied: ApplyReport, plan: Plan, events: EventSin
             if owner is not None and owner.ref is not None:
                 events.post(EventSpec(owner.ref, "Warning", PRUNED_REASON, message, kind.component))
         state.pruned[kind_name] = known | fields.keys()
+
+
+OWNER_REFUSED_REASON = "OwnerReferenceRefused"
+# Pods told per pass: each event costs a write, and whoever made one such
+# pod can make thousands (each is still named in the pass's warnings).
+REFUSED_EVENTS_MAX = 10
+
+
+def _say_refused(refused: Sequence[Refused], events: EventSink) -> None:
+    """A Warning event on each pod whose owner we will not ask for, so that
+    `kubectl describe pod` says why we leave it alone."""
+    for r in refused[:REFUSED_EVENTS_MAX]:
+        pod = r.pod
+        ref = ObjRef(PODS.api_version, PODS.kind, pod.namespace, pod.name, pod.uid)
+        component = next(k.component for k in registry.KINDS if k.name == r.kind)
+        events.post(EventSpec(ref, "Warning", OWNER_REFUSED_REASON, str(r), component))
 
 
 def _health(snapshot: Snapshot, plan: Plan, applied: ApplyReport) -> dict[ObjKey, Health]:

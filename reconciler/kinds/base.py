@@ -27,6 +27,7 @@ from reconciler.model import (
     meta_of,
     shared,
 )
+from reconciler.untrusted import dns_subdomain
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -180,6 +181,9 @@ class Kind(Generic[T]):
     # metadata has a "flag" (its help) is a global option too, and one with
     # "positive" must be greater than 0. Its rules read them with `settings_of`.
     settings: object | None = None
+    # Whether a name can be one of its objects': the owner named by a pod's
+    # controller reference is asked for only then (engine/observe/orphans.py).
+    name_valid: Callable[[str], bool] = dns_subdomain
 
     def settings_in(self, config: Config) -> object | None:
         """Its settings under ``config``; None for a kind without settings."""

@@ -92,6 +92,13 @@ class Metrics:
             [*c, "kind"],
             registry=r,
         )
+        self.refused_owners = Counter(
+            "reconciler_owner_references_refused_total",
+            "Our pods whose controller reference cannot name one of our objects (another "
+            "group, or not a name of the kind): the owner is never asked for, the pod left alone.",
+            [*c, "kind"],
+            registry=r,
+        )
         self.actions = Counter(
             "reconciler_actions_total",
             "Actions by kind, verb and result.",
@@ -282,6 +289,8 @@ class ClusterMetrics:
             self.of(f.malformed, kind).inc()
         for kind in result.stale:
             self.of(f.stale, kind).inc()
+        for kind in result.refused:
+            self.of(f.refused_owners, kind).inc()
         for kind, n in result.observed.items():
             self.of(f.observed, kind).set(n)
         self.record_health(result)

@@ -70,6 +70,9 @@ class Observation:
     # that exists (orphans.py): each counted, and the kind not seen.
     malformed: tuple[str, ...] = ()
     stale: tuple[str, ...] = ()
+    # Our pods whose controller reference could not name one of our objects:
+    # left alone, each named in a warning, an event on the pod and a metric.
+    refused: tuple[orphans.Refused, ...] = ()
 
 
 def list_pods(
@@ -157,7 +160,7 @@ def observe(
         labelled = owner_listed(labelled, objects)
     pods = None if labelled is None else with_named(lister, full, labelled, objects, pod_reuse)
     del pod_reuse
-    gone = _owners_confirmed(lister, objects, pods)
+    gone, refused = _owners_confirmed(lister, objects, pods)
     wanted = wanted_children(objects)
     children = {
         kind: list_children(lister, full, kind, previous, sorter, wanted[kind])
@@ -172,7 +175,8 @@ def observe(
         if lister.unreachable is None
         else Namespaces(frozenset(), ())
     )
-    for warning in seen.warnings:
+    warnings = (*seen.warnings, *(str(r) for r in refused))
+    for warning in warnings:
         log.warning("%s", warning)
     snapshot = Snapshot(
         objects, pods, seen.terminating, pods_error, children=children, owners_gone=gone
@@ -183,25 +187,28 @@ def observe(
         tuple(lister.errors),
         lister.unreachable,
         lister.counts,
-        seen.warnings,
+        warnings,
         frozenset(sorter.mislabelled),
         tuple(lister.malformed),
         tuple(lister.stale),
+        refused,
     )
 
 
 def _owners_confirmed(
     lister: Lister, objects: dict[str, tuple[Any, ...] | None], pods: tuple[Pod, ...] | None
-) -> frozenset[str]:
-    """The owners missing from their kind's LIST that a GET confirms gone; a
-    kind whose LIST left out an owner that exists is not seen this pass."""
-    missing = orphans.missing_owners(registry.KINDS, objects, pods)
+) -> tuple[frozenset[str], tuple[orphans.Refused, ...]]:
+    """The owners missing from their kind's LIST that a GET confirms gone,
+    and the pods whose owner cannot be asked for; a kind whose LIST left
+    out an owner that exists is not seen this pass."""
+    owners = orphans.missing_owners(registry.KINDS, objects, pods)
+    refused, missing = tuple(owners.refused), owners.missing
     if not missing or lister.gave_up is not None:
-        return frozenset()
+        return frozenset(), refused
     found = orphans.confirm(lister.kube, {k.name: k for k in registry.KINDS}, missing)
     lister.errors.extend(found.errors)
     for kind, why in found.stale.items():
         log.error("%s", why)
         objects[kind] = None
         lister.was_stale(kind, why)
-    return found.gone
+    return found.gone, refused

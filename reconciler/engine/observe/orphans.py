@@ -7,6 +7,12 @@ pods whose owner is missing from the LIST asks for each such owner by name:
 only a 404, or an object of that name with another uid, lets its pods go.
 An owner that is there says the LIST was not the view it claimed to be: the
 kind is then not seen this pass, as if its LIST had failed.
+
+An owner reference is written by whoever made the pod, and the apiserver
+checks neither its name nor its apiVersion. So an owner is asked for only
+when the reference is to our kind's group and its name could be the name
+of one of its objects (`Kind.name_valid`); any other pod is left alone and
+named (`Refused`): a name is never asked for that could be more than a name.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from reconciler.client.errors import ApiError, NotFound, Unreachable
 from reconciler.client.interface import Client
 from reconciler.kinds.base import Kind
 from reconciler.model import Pod
+from reconciler.untrusted import shown
 
 log = logging.getLogger(__name__)
 
@@ -48,31 +55,70 @@ class Confirmed:
     errors: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A pod of ours whose controller reference could not name an object of
+    ``kind``: its owner is never asked for, and the pod is left alone."""
+
+    kind: str
+    pod: Pod
+    why: str
+
+    def __str__(self) -> str:
+        return (
+            f"[{self.pod.namespace}/{self.pod.name}] its controller reference {self.why}: "
+            f"the {self.kind} is not looked up, and the pod is left alone"
+        )
+
+
+@dataclass(frozen=True)
+class Owners:
+    """The owners to confirm gone, and the pods whose owner is never asked for."""
+
+    missing: list[Missing]
+    refused: list[Refused]
+
+
 def missing_owners(
     kinds: Iterable[Kind[Any]],
     objects: Mapping[str, Sequence[Any] | None],
     pods: Sequence[Pod] | None,
-) -> list[Missing]:
+) -> Owners:
     """Owners of our live pods, of a kind that owns pods, absent from that
     kind's LIST; a kind not listed has none (nothing is deleted for it)."""
     if pods is None:
-        return []
+        return Owners([], [])
     found: dict[str, Missing] = {}
+    refused: list[Refused] = []
     for kind in kinds:
         listed = objects.get(kind.name)
         if not kind.owns_pods or listed is None:
             continue
         uids = {obj.uid for obj in listed}
         for pod in pods:
-            if kind.orphaned(pod, uids) and pod.controller_uid not in found:
-                found[pod.controller_uid or ""] = Missing(
-                    kind.name, pod.namespace, _owner_name(pod), pod.controller_uid or ""
-                )
-    return sorted(found.values(), key=lambda m: (m.kind, m.namespace, m.name))
+            if not kind.orphaned(pod, uids) or pod.controller_uid in found:
+                continue
+            name, why = _owner_of(kind, pod)
+            if why is not None:
+                refused.append(Refused(kind.name, pod, why))
+                continue
+            found[pod.controller_uid or ""] = Missing(
+                kind.name, pod.namespace, name, pod.controller_uid or ""
+            )
+    return Owners(sorted(found.values(), key=lambda m: (m.kind, m.namespace, m.name)), refused)
 
 
-def _owner_name(pod: Pod) -> str:
-    return next((r.name for r in pod.owner_refs if r.uid == pod.controller_uid), "")
+def _owner_of(kind: Kind[Any], pod: Pod) -> tuple[str, str | None]:
+    """The controller's name, and why it cannot be asked for (or None)."""
+    ref = next((r for r in pod.owner_refs if r.uid == pod.controller_uid), None)
+    if ref is None:
+        return "", "has no name"
+    group = kind.resource.group
+    if ref.api_version.rpartition("/")[0] != group:
+        return ref.name, f"has apiVersion {shown(ref.api_version)}, not of {group}"
+    if not kind.name_valid(ref.name):
+        return ref.name, f"names {shown(ref.name)}, which is not a {kind.name}'s name"
+    return ref.name, None
 
 
 def confirm(kube: Client, kinds: Mapping[str, Kind[Any]], missing: Sequence[Missing]) -> Confirmed:
@@ -89,8 +135,6 @@ def confirm(kube: Client, kinds: Mapping[str, Kind[Any]], missing: Sequence[Miss
             continue
         res = kinds[owner.kind].resource
         where = f"[{owner.namespace}/{owner.name}] GET {owner.kind}"
-        if not owner.name:
-            continue  # an owner reference without a name: nothing to ask for
         try:
             answer = kube.get(res, owner.namespace, owner.name)
         except NotFound:

@@ -192,3 +192,61 @@ def test_no_answer_but_a_redis_list_leads_to_a_write_for_redis(api, tmp_path, bo
     api.answer("GET", f"{NS}/cache", not_found())
     result = sync(api, tmp_path)
     assert api.writes() == [] and result.exit_code == 1, result.output
+
+
+SMUGGLED = (
+    "x HTTP/1.1\r\nHost: x\r\n\r\n"
+    "DELETE /apis/networking.k8s.io/v1/namespaces/other/networkpolicies/deny-all"
+)
+
+
+def planted(name: str, api_version: str = "myapp.demo.kubebuilder.io/v1") -> dict[str, Any]:
+    """A pod labelled as ours, made by someone who may create pods, whose
+    controller reference they wrote as they liked (the apiserver checks
+    neither its name nor, for an unknown group, anything else)."""
+    found = pod("planted", "u-planted")
+    ref = found["metadata"]["ownerReferences"][0]
+    found["metadata"]["ownerReferences"] = [{**ref, "name": name, "apiVersion": api_version}]
+    return found
+
+
+OWNER_NAMES = [
+    SMUGGLED,
+    "a b",
+    "a?b=c",
+    "a#b",
+    "../../../api/v1/namespaces/other/pods/victim",
+    "..",
+    "a/b",
+    "A",
+    "",
+    "é",
+    "x" * 254,
+]
+
+
+@pytest.mark.parametrize("name", OWNER_NAMES, ids=range(len(OWNER_NAMES)))
+def test_an_owner_name_that_is_not_a_name_is_never_asked_for(api, tmp_path, name):
+    """The request line is built from the name only after it is checked: no
+    GET of it, no write anywhere but the Warning event on the pod, which
+    names it escaped; the pass goes on (exit 0: no object of ours failed)."""
+    api.answer("GET", "/api/v1/pods", a_list("PodList", [planted(name)]))
+    answer_redis_list(api, a_list("RedisList", []))
+    result = sync(api, tmp_path)
+    asked = [p for m, p in api.requests if m == "GET" and p.startswith(NS)]
+    assert asked == [] and deletes(api) == [], api.requests
+    events = [(m, p) for m, p in api.writes() if p.endswith("/events")]
+    assert api.writes() == events == [("POST", "/api/v1/namespaces/default/events")]
+    assert "[default/planted-0] its controller reference names" in result.output
+    assert "\r" not in result.output and result.exit_code == 0, result.output
+
+
+def test_an_owner_of_another_group_is_never_asked_for(api, tmp_path):
+    """A reference of kind Redis in a group that is not ours: the garbage
+    collector leaves such a pod alone too, and so do we."""
+    found = planted("cache", "evil.example/v1")
+    api.answer("GET", "/api/v1/pods", a_list("PodList", [found]))
+    answer_redis_list(api, a_list("RedisList", []))
+    result = sync(api, tmp_path)
+    assert [p for m, p in api.requests if p.startswith(NS)] == [] and deletes(api) == []
+    assert "has apiVersion 'evil.example/v1', not of myapp.demo.kubebuilder.io" in result.output

@@ -171,9 +171,10 @@ def test_a_list_that_was_no_list_or_stale_is_counted_by_kind():
     metrics = Metrics()
     one = metrics.cluster("", interval=30, stale_after=90)
     result = PassResult("p", Plan(), ApplyReport(), errors=["LIST Redis: ..."])
-    result.malformed, result.stale = ["Redis"], ["Xca"]
+    result.malformed, result.stale, result.refused = ["Redis"], ["Xca"], ["Redis", "Redis"]
     one.record_pass(result, {})
     one.record_pass(result, {})
     body = generate_latest(metrics.registry).decode()
     assert 'reconciler_malformed_lists_total{kind="Redis"} 2.0' in body
     assert 'reconciler_stale_lists_total{kind="Xca"} 2.0' in body
+    assert 'reconciler_owner_references_refused_total{kind="Redis"} 4.0' in body
