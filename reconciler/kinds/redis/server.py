@@ -10,8 +10,10 @@ reconciler needs no access to Secrets.
 Directives are passed as the server's own command-line options
 (``--maxmemory 100mb``), which redis-server reads as lines of redis.conf:
 no ConfigMap to keep in step, and a change is a change of the pod's
-arguments, which rolls the pods one at a time. Directives that a field of
-the spec or the pod itself sets are refused, naming that field.
+arguments, which rolls the pods one at a time. Only directives of the
+grammar in `directives` pass (an allow-list, and words the server and the
+kubelet read as written); others are refused, naming the field that sets
+them or why.
 
 A Redis that sets none of this makes exactly the pods it made before
 (`pod_fields` is empty and no argument is added), so an upgrade rolls
@@ -22,11 +24,11 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.kinds.redis import directives
 from reconciler.kinds.redis.placement import quoted
 
 PASSWORD_ENV = "REDIS_PASSWORD"  # the variable both containers read it from
@@ -39,14 +41,6 @@ RESTARTED_FIELD = "restartedAt"
 CONFIG_MAX = 100  # directives; the CRD's maxItems
 DIRECTIVE_MAX = 1024  # characters; the CRD's maxLength
 RESTARTED_MAX = 64
-# A directive the pod sets itself -> the field that sets it instead. The
-# CRD refuses the same names (checked equal by the unit tests).
-OWNED_DIRECTIVES: Mapping[str, str] = {
-    "port": "spec.port",
-    "requirepass": "spec.auth.passwordSecret",
-    "dir": "spec.storage (its claim is mounted at /data)",
-    "daemonize": "the pod (the server must stay in the foreground)",
-}
 # Waiting reason of a container whose Secret or key is missing.
 CONFIG_ERROR = "CreateContainerConfigError"
 
@@ -79,27 +73,12 @@ class Server:
 NONE = Server()
 
 
-def _words(directive: str) -> list[str] | None:
-    """A directive as redis.conf splits it (quotes group words); None when
-    its quotes do not close."""
-    try:
-        return shlex.split(directive)
-    except ValueError:
-        return None
-
-
 def _directive_error(directive: Any) -> str | None:
     if not isinstance(directive, str):
         return f"must be a string such as 'maxmemory 100mb', got {quoted(directive)}"
     if len(directive) > DIRECTIVE_MAX:
         return f"must be at most {DIRECTIVE_MAX} characters, got {len(directive)}"
-    words = _words(directive)
-    if not words:
-        return f"must be a directive and its arguments, got {quoted(directive)}"
-    name = words[0].lower()
-    if name in OWNED_DIRECTIVES:
-        return f"directive {name} is set by {OWNED_DIRECTIVES[name]}, not spec.config"
-    return None
+    return directives.error(directive)
 
 
 def _config_errors(found: Any) -> list[tuple[str, str]]:
@@ -197,7 +176,7 @@ def server_of(spec: Mapping[str, Any]) -> Server:
     if isinstance(auth, Mapping):
         ref = auth["passwordSecret"]
         password = SecretRef(ref["name"], ref.get("key", PASSWORD_KEY_DEFAULT))
-    config = tuple(tuple(_words(d) or ()) for d in spec.get("config") or ())
+    config = tuple(tuple(directives.split(d)) for d in spec.get("config") or ())
     exporter = spec.get("exporter")
     return Server(
         password,
@@ -216,8 +195,8 @@ def args(server: Server) -> tuple[str, ...]:
     """The server's options after ``--port``: each directive as
     ``--name value...``, then the password by its variable's name."""
     found: list[str] = []
-    for name, *values in server.config:
-        found += [f"--{name}", *values]
+    for words in server.config:
+        found += directives.arguments(words)
     if server.password is not None:
         found += ["--requirepass", f"$({PASSWORD_ENV})"]
     return tuple(found)
