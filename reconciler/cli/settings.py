@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass
 from pathlib import Path
@@ -151,20 +153,111 @@ ENV_PREFIX = "RECONCILER_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG"
 
 
+# The variables a kubelet gives every pod (unless the pod sets
+# enableServiceLinks: false) for each Service of its namespace with a cluster
+# IP, as pkg/kubelet/envvars writes them. <SVC> is the Service's name
+# upper-cased, "-" made "_": a Service named reconciler or reconciler-metrics
+# gives variables that begin with ENV_PREFIX, which must not stop the pod.
+#   <SVC>_SERVICE_HOST=<ip>            <SVC>_SERVICE_PORT[_<PORT NAME>]=<port>
+#   <SVC>_PORT=<proto>://<ip>:<port>   (the first port)
+#   <SVC>_PORT_<port>_<PROTO>=<proto>://<ip>:<port>
+#   <SVC>_PORT_<port>_<PROTO>_PROTO=<proto>, _PORT=<port>, _ADDR=<ip>
+SERVICE_HOST = "_SERVICE_HOST"
+# A Service port's protocols, as the kubelet spells them in a name.
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+_LINK_SUFFIX = (
+    r"_SERVICE_PORT(?:_[A-Z0-9_]+)?"
+    rf"|_PORT(?:_(?P<port>[0-9]+)_(?P<proto>{'|'.join(PROTOCOLS)})(?:_(?P<part>PROTO|PORT|ADDR))?)?"
+)
+LINK_SUFFIX = re.compile(_LINK_SUFFIX)
+# <SVC>, and a name of one of those shapes whatever its value: no key's
+# variable may have one (tests/unit/cli/test_settings.py), or a Service could set it.
+_SERVICE = "[A-Z][A-Z0-9_]*"
+SERVICE = re.compile(_SERVICE)
+SERVICE_LINK_SHAPE = re.compile(rf"{_SERVICE}(?:{SERVICE_HOST}|{_LINK_SUFFIX})")
+
+
+def _ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _number(value: str) -> bool:
+    return value.isascii() and value.isdigit()
+
+
+def _url(proto: str, host: str, port: str) -> str:
+    """As Go's net.JoinHostPort: an IPv6 address in brackets."""
+    return f"{proto}://[{host}]:{port}" if ":" in host else f"{proto}://{host}:{port}"
+
+
+def _first_port_url(value: str, host: str) -> bool:
+    """``<SVC>_PORT``: the URL of the Service's first port, whichever it is."""
+    scheme, _, rest = value.partition("://")
+    port = rest.rpartition(":")[2]
+    protocols = {p.lower() for p in PROTOCOLS}
+    return scheme in protocols and _number(port) and value == _url(scheme, host, port)
+
+
+def _link_of(suffix: str, value: str, host: str) -> bool:
+    """Whether ``<SVC>{suffix}={value}`` is what a kubelet sets for a
+    Service <SVC> whose cluster IP is ``host``: the value too, so that a
+    mistyped setting of a link's shape (RECONCILER_METRICS_PORT=9090) is still
+    refused as unknown."""
+    match = LINK_SUFFIX.fullmatch(suffix)
+    if match is None:
+        return False
+    if suffix.startswith("_SERVICE_PORT"):
+        return _number(value)
+    port, proto, part = match["port"], match["proto"], match["part"]
+    if port is None:
+        return _first_port_url(value, host)
+    url = _url(proto.lower(), host, port)
+    return value == {None: url, "PROTO": proto.lower(), "PORT": port, "ADDR": host}[part]
+
+
+def service_links(environ: Mapping[str, str]) -> set[str]:
+    """The ENV_PREFIX variables a kubelet set for the pod's Services: each
+    <SVC>_SERVICE_HOST holding an IP, and each variable of a link's shape and
+    value after such an <SVC>."""
+    hosts = {
+        name.removesuffix(SERVICE_HOST): value
+        for name, value in environ.items()
+        if name.startswith(ENV_PREFIX)
+        and name.endswith(SERVICE_HOST)
+        and SERVICE.fullmatch(name.removesuffix(SERVICE_HOST))
+        and _ip(value)
+    }
+    links = {f"{svc}{SERVICE_HOST}" for svc in hosts}
+    for name, value in environ.items():
+        if name.startswith(ENV_PREFIX) and any(
+            name.startswith(svc) and _link_of(name[len(svc) :], value, host)
+            for svc, host in hosts.items()
+        ):
+            links.add(name)
+    return links
+
+
 def read_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """RECONCILER_<KEY> for each key; any other RECONCILER_ variable is an
     error, as an unknown key in the file is (RECONCILER_NAMESPACE, singular,
-    must not silently reconcile every namespace)."""
+    must not silently reconcile every namespace), but for a Service's
+    (`service_links`): no key's variable has their shape."""
     known = {f"{ENV_PREFIX}{key.upper()}": key for key in KEYS}
+    links = service_links(environ)
     out: dict[str, Any] = {}
     for name in sorted(environ):
         if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
             continue
-        if name not in known:
+        if name in known:
+            out[known[name]] = _coerce(known[name], environ[name], name)
+        elif name not in links:
             raise ConfigError(
                 f"{name}: unknown variable{_suggest(name, [CONFIG_FILE_ENV, *known])}"
             )
-        out[known[name]] = _coerce(known[name], environ[name], name)
     return out
 
 
