@@ -266,6 +266,57 @@ def test_deployment_replicas_elect_a_leader_and_are_probed():
     assert result.exit_code == 0, result.output
 
 
+def pod_specs(obj: Any) -> list[dict[str, Any]]:
+    """Every pod spec in a rendered object, at any depth: a Deployment's, a
+    CronJob's, and whatever workload comes next."""
+    if isinstance(obj, list):
+        return [spec for item in obj for spec in pod_specs(item)]
+    if not isinstance(obj, dict):
+        return []
+    if "containers" in obj:
+        return [obj]
+    return [spec for value in obj.values() for spec in pod_specs(value)]
+
+
+# The chart's modes, as `helm template` values.
+CHART_MODES = {
+    "daemon": (),
+    "daemon without leader election": ("--set", "leaderElection.enable=false"),
+    "daemon sharded": ("--set", "shard.enable=true", "--set", "replicas=3"),
+    "cronjob": ("--set", "mode=cronjob"),
+}
+# The overlays that run our pods; every overlay is checked.
+WORKLOAD_OVERLAYS = {"daemon", "daemon-sharded", "cronjob"}
+
+
+def assert_no_service_links(specs: list[dict[str, Any]]) -> None:
+    """A kubelet gives a pod RECONCILER_METRICS_PORT=tcp://... and the like
+    for each Service of its namespace; enableServiceLinks: false leaves them
+    out (the settings ignore them too: tests/unit/cli/test_service_links.py)."""
+    for spec in specs:
+        assert spec.get("enableServiceLinks") is False, spec["containers"][0]["name"]
+
+
+@pytest.mark.parametrize(
+    "overlay", sorted(p.parent.name for p in CONFIG.glob("*/kustomization.yaml"))
+)
+def test_no_overlays_pod_gets_the_namespaces_service_links(overlay: str):
+    from .test_network_manifests import kustomize
+
+    specs = pod_specs(list(kustomize(CONFIG / overlay).values()))
+    assert bool(specs) == (overlay in WORKLOAD_OVERLAYS)
+    assert_no_service_links(specs)
+
+
+@pytest.mark.parametrize("mode", CHART_MODES)
+def test_no_charts_pod_gets_the_namespaces_service_links(mode: str):
+    from .test_chart_render import render
+
+    specs = pod_specs(list(render(*CHART_MODES[mode]).values()))
+    assert specs
+    assert_no_service_links(specs)
+
+
 def test_leader_election_role_is_namespaced_and_minimal():
     role = one("leader-election/role.yaml", "Role")
     binding = one("leader-election/role.yaml", "RoleBinding")
