@@ -49,3 +49,21 @@ def test_the_exit_code_is_the_worst_checks():
     assert exit_code([bad, fatal, ok]) == 3
     assert exit_code([]) == 0
     assert Check("d", True, "x").fix == ""
+
+
+def test_a_pods_service_links_pass_the_config_check(tmp_path: Path):
+    """`reconciler check` in a pod beside the Services reconciler and
+    reconciler-metrics: the config check passes (the cluster is not there)."""
+    from .test_service_links import POD_ENV
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+    )
+    env = {**POD_ENV, "KUBECONFIG": str(kubeconfig)}
+    result = CliRunner().invoke(cli, ["check", "-o", "json"], env=env)
+    config = json.loads(result.output)["host"][0]
+    assert config == {"name": "config", "ok": True, "detail": config["detail"]}, result.output

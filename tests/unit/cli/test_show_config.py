@@ -174,3 +174,18 @@ def test_tracing_the_sources_changes_no_cluster_config(tmp_path: Path):
     (cluster,) = resolve(layers, {"jitter": 1}).clusters
     assert cluster.config == traced.config
     assert (cluster.config.qps, cluster.config.burst, cluster.config.interval) == (7, 9, 40)
+
+
+def test_a_pods_service_links_are_not_shown_as_settings():
+    """A kubelet's variables for the namespace's Services (RECONCILER_PORT,
+    RECONCILER_METRICS_SERVICE_HOST, ...) are neither read nor printed."""
+    from .test_service_links import POD_ENV
+
+    env = {**POD_ENV, "RECONCILER_INTERVAL": "30"}
+    got = settings_of("config", env=env)["settings"]
+    assert {k: s["source"] for k, s in got.items() if s["source"] != "default"} == {
+        "interval": "env RECONCILER_INTERVAL"
+    }
+    text = invoke("config", env=env)
+    assert text.exit_code == 0, text.output
+    assert "SERVICE" not in text.output and "_PORT" not in text.output
