@@ -114,7 +114,7 @@ ALLOWED: frozenset[str] = frozenset(
 _OWN = "is set by {}, not spec.config"
 _CONNECT = "is refused: it changes who may connect ({})"
 _RUNS = "is refused: it changes what the server runs ({})"
-_WHERE = "is refused: it changes where {} go"
+_WHERE = "is refused: it moves {} ({})"
 # A directive spec.config never takes -> why, named in the message (and in
 # the CRD's, held equal by a unit test).
 REFUSED: Mapping[str, str] = {
@@ -138,11 +138,11 @@ REFUSED: Mapping[str, str] = {
     "enable-debug-command": _RUNS.format("it opens DEBUG"),
     "enable-module-command": _RUNS.format("it opens MODULE LOAD"),
     "enable-protected-configs": _RUNS.format("it lets clients change dir and the like"),
-    "dbfilename": _WHERE.format("the data files (spec.storage)"),
-    "appendfilename": _WHERE.format("the data files (spec.storage)"),
-    "appenddirname": _WHERE.format("the data files (spec.storage)"),
-    "logfile": _WHERE.format("the logs (the pod logs standard output)"),
-    "pidfile": _WHERE.format("the pid file"),
+    "dbfilename": _WHERE.format("the data files", "spec.storage keeps them at /data"),
+    "appendfilename": _WHERE.format("the data files", "spec.storage keeps them at /data"),
+    "appenddirname": _WHERE.format("the data files", "spec.storage keeps them at /data"),
+    "logfile": _WHERE.format("the logs", "the pod logs standard output"),
+    "pidfile": _WHERE.format("the pid file", "a file in the pod"),
 }
 NOT_ALLOWED = "is not a directive spec.config allows; see docs/pass.md"
 
