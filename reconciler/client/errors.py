@@ -109,6 +109,26 @@ class ServerError(ApiError):
     webhook that timed out). Not the object's fault: the next pass asks again."""
 
 
+class BadRequestTarget(ApiError):
+    """A request refused before a byte of it is sent: a name or namespace
+    (from an object, an owner reference, an answer) that is no Kubernetes
+    name, so that put into a request line it could be more than a name (a
+    second request, a path that walks up). Status 400: the apiserver would
+    refuse it too, and so it is lasting; an `ApiError`, so every caller that
+    takes a refusal per object (observe's owner GETs, the executor's writes)
+    takes this one per object, and the pass goes on."""
+
+    def __new__(cls, what: str, *args: Any, **kwargs: Any) -> BadRequestTarget:
+        return Exception.__new__(cls)
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(400, "BadRequestTarget", f"{what}: {why}; not sent")
+        self.what, self.why = what, why
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.what, self.why))
+
+
 class EvictionRefused(ApiError):
     """An eviction a disruption budget does not allow now (429 without
     Retry-After), or that the apiserver cannot judge (a pod more than one

@@ -6,10 +6,20 @@ out tokens through plugins that take up to a second a run, so a pass of
 eighty requests took over a minute. Here the plugin runs once, its answer is
 kept until its ``expirationTimestamp`` (less a small margin) and shared by
 every thread; one thread runs it at a time, and a 401 runs it once more.
+
+A plugin that fails, fails once: its error is kept for FAILED_FOR, and every
+request meanwhile is told it at once, the plugin not run again (a pass of a
+hundred requests against a plugin that hangs would otherwise wait a
+TIMEOUT for each). Its TIMEOUT is a deadline for the whole run, whatever its
+children hold open. Every plugin running is known (`_LIVE`), so a
+reconciler that is stopped kills their process groups (`end_all`): on
+SIGTERM, SIGINT or SIGHUP (`_on_signal`, installed with the first plugin),
+at exit, and when the daemon shuts down.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -18,9 +28,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from types import FrameType
 from typing import Any
 
 API_VERSIONS = frozenset(
@@ -38,6 +49,16 @@ TIMEOUT = 60.0
 STDOUT_MAX = 1 << 20
 # Of its stderr, only the end is kept: its last line says why it failed.
 STDERR_KEPT = 4096
+# After a plugin has exited, what is left in its pipes is read for this
+# long at most: a child it left behind may hold them open for ever.
+AFTER_EXIT = 0.5
+# A failed run is the answer for this long: each request meanwhile fails at
+# once with its error. Long enough for the rest of a pass (whose requests
+# then all fail at once), short enough that the next pass runs it again.
+FAILED_FOR = 10.0
+# A token goes into a header: visible ASCII only (a CR or LF would end the
+# header and begin whatever the plugin's output says next).
+_TOKEN_CHARS = frozenset(map(chr, range(0x21, 0x7F)))
 
 
 class CredentialError(Exception):
@@ -85,6 +106,9 @@ class ExecPlugin:
         self.held: Credential | None = None
         self.renew_at = 0.0
         self.runs = 0  # how many times the plugin ran
+        # The last run's error, and until when (time.monotonic) it is the answer.
+        self.failure: tuple[str, float] | None = None
+        _install_signal_handlers()
 
     def credential(self) -> Credential:
         """The credential to send now: the kept one while it is fresh."""
@@ -106,8 +130,18 @@ class ExecPlugin:
             return self._fetch()
 
     def _fetch(self) -> Credential:
+        """Run the plugin, unless it failed less than FAILED_FOR ago: then
+        its error again, at once."""
+        failure = self.failure
+        if failure is not None and time.monotonic() < failure[1]:
+            raise CredentialError(failure[0])
         now = self.clock()
-        cred = parse(self.spec, self._output())
+        try:
+            cred = parse(self.spec, self._output())
+        except CredentialError as exc:
+            self.failure = (str(exc), time.monotonic() + FAILED_FOR)
+            raise
+        self.failure = None
         self.held = cred
         if cred.expires is not None:
             self.renew_at = cred.expires - min(MARGIN, max(cred.expires - now, 0.0) / 2)
@@ -133,6 +167,10 @@ class ExecPlugin:
             ) from None
         except PermissionError:
             raise CredentialError(f"exec plugin {spec.command}: not executable") from None
+        except OSError as exc:  # too many processes or files open
+            raise CredentialError(f"exec plugin {name}: cannot run: {exc}") from None
+        if done.returncode != 0 and _ENDED.is_set():
+            raise CredentialError(f"exec plugin {name}: killed: the reconciler is stopping")
         if done.returncode != 0:
             raise CredentialError(
                 f"exec plugin {name} exited {done.returncode}: {_last_line(done.stderr)}"
@@ -151,6 +189,8 @@ def _run(argv: list[str], env: dict[str, str], name: str) -> _Done:
     """Run the plugin in a session of its own, its output read with a bound
     and the whole run with a deadline. Past either, its whole process group
     is killed: a plugin's children would outlive it, and hold its pipes open."""
+    if _ENDED.is_set():
+        raise CredentialError(f"exec plugin {name}: not run: the reconciler is stopping")
     proc = subprocess.Popen(
         argv,
         env=env,
@@ -159,9 +199,14 @@ def _run(argv: list[str], env: dict[str, str], name: str) -> _Done:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    _LIVE[proc.pid] = proc
     deadline = time.monotonic() + TIMEOUT
     try:
-        stdout, stderr = _read(proc, name, deadline)
+        if _ENDED.is_set():  # end_all ran between the check above and _LIVE
+            _kill_group(proc)
+        stdout, stderr, left_behind = _read(proc, name, deadline)
+        if left_behind:  # children holding its pipes: nothing more will come
+            _kill_group(proc)
         return _Done(proc.wait(max(deadline - time.monotonic(), 0.0)), stdout, stderr)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
@@ -170,35 +215,67 @@ def _run(argv: list[str], env: dict[str, str], name: str) -> _Done:
         _kill_group(proc)
         raise
     finally:
+        _LIVE.pop(proc.pid, None)
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
 
 
-def _read(proc: subprocess.Popen[bytes], name: str, deadline: float) -> tuple[bytes, bytes]:
+def _read(proc: subprocess.Popen[bytes], name: str, deadline: float) -> tuple[bytes, bytes, bool]:
     """Its stdout (at most STDOUT_MAX) and the end of its stderr, until both
-    are closed; subprocess.TimeoutExpired at the deadline."""
+    are closed, or AFTER_EXIT after the plugin itself has exited (then the
+    third value is True: a child it left holds them); subprocess.TimeoutExpired
+    at the deadline, whoever holds them."""
     out, err = bytearray(), bytearray()
-    with selectors.DefaultSelector() as pipes:
+    until = deadline
+    with selectors.DefaultSelector() as pipes, _exit_of(proc) as exit_fd:
         assert proc.stdout is not None and proc.stderr is not None
         pipes.register(proc.stdout, selectors.EVENT_READ, out)
         pipes.register(proc.stderr, selectors.EVENT_READ, err)
-        while pipes.get_map():
-            left = deadline - time.monotonic()
+        if exit_fd is not None:
+            pipes.register(exit_fd, selectors.EVENT_READ, None)
+        open_pipes = 2
+        while open_pipes:
+            left = until - time.monotonic()
+            if left <= 0 and until < deadline:
+                return bytes(out), bytes(err), True
             if left <= 0:
                 raise subprocess.TimeoutExpired(name, TIMEOUT)
-            for key, _ in pipes.select(left):
+            wait = left if exit_fd is not None else min(left, AFTER_EXIT / 5)
+            for key, _ in pipes.select(wait):
+                if key.data is None:  # the plugin has exited
+                    pipes.unregister(key.fileobj)
+                    until = min(deadline, time.monotonic() + AFTER_EXIT)
+                    continue
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     pipes.unregister(key.fileobj)
+                    open_pipes -= 1
                 key.data.extend(chunk)
+            if exit_fd is None and until == deadline and proc.poll() is not None:
+                until = min(deadline, time.monotonic() + AFTER_EXIT)
             if len(out) > STDOUT_MAX:
                 raise CredentialError(
                     f"exec plugin {name}: printed more than {STDOUT_MAX >> 20} MiB; "
                     "an ExecCredential is a few KB"
                 )
             del err[:-STDERR_KEPT]
-    return bytes(out), bytes(err)
+    return bytes(out), bytes(err), False
+
+
+@contextlib.contextmanager
+def _exit_of(proc: subprocess.Popen[bytes]) -> Iterator[int | None]:
+    """A descriptor readable once ``proc`` has exited (a pidfd, Linux 5.3
+    and later); None where there is none, and then the caller polls."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -207,6 +284,58 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(5.0)
+
+
+# The plugins running now, by process group (each its own session's leader,
+# so its pid is its group's id). Plain dict operations, atomic under the GIL:
+# end_all runs in a signal handler, which may interrupt a thread holding a lock.
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+# Set by end_all: the reconciler is stopping, and no plugin is run again.
+_ENDED = threading.Event()
+
+
+def end_all() -> None:
+    """Kill the process group of every plugin running, and run none again:
+    the reconciler is stopping, and a plugin (or a child of it) must not
+    outlive it, nor hold up its stop for a TIMEOUT."""
+    _ENDED.set()  # before the look at _LIVE: a plugin started after it sees the flag
+    for pgid in list(_LIVE):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+atexit.register(end_all)
+
+
+# The signals that stop a reconciler and that it can catch, and what they did
+# before our handler was installed (called after it: the exit stays as it was).
+_STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_BEFORE: dict[int, Any] = {}
+
+
+def _install_signal_handlers() -> None:
+    """Once, in the main thread (the only one that may), and only for
+    signals not ignored: kill the plugins, then do what the signal did.
+    A handler set later (the daemon's) calls end_all itself."""
+    if _BEFORE or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in _STOPPING:
+        before = signal.getsignal(signum)
+        if before in (signal.SIG_IGN, None):
+            continue
+        _BEFORE[signum] = before
+        signal.signal(signum, _on_signal)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """Kill the plugins, then stop as the signal would have stopped us."""
+    end_all()
+    before = _BEFORE.get(signum, signal.SIG_DFL)
+    if callable(before):
+        before(signum, frame)  # SIGINT's KeyboardInterrupt
+        return
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _last_line(stderr: bytes) -> str:
@@ -238,6 +367,11 @@ def parse(spec: ExecSpec, output: bytes) -> Credential:
         raise CredentialError(f"exec plugin {name}: a client certificate without its key")
     if not token and not cert:
         raise CredentialError(f"exec plugin {name}: neither a token nor a client certificate")
+    if token and not _TOKEN_CHARS.issuperset(str(token)):
+        raise CredentialError(
+            f"exec plugin {name}: its token holds a character a header cannot carry "
+            "(a space, a control character, or a byte past ASCII)"
+        )
     return Credential(
         token=str(token) if token else None,
         cert_pem=str(cert).encode() if cert else None,

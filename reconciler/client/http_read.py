@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import socket
 import ssl
 import time
@@ -76,6 +77,33 @@ class ProtocolError(OSError):
 
 class TooSlow(TimeoutError):
     """The request's deadline passed."""
+
+
+class UnsafeRequest(ValueError):
+    """A request whose line or a header holds what would end that line (a
+    CR, an LF, another control character) or a byte past ASCII: refused
+    before a byte is sent. The client checks names and credentials before
+    they get here (kube.request_target); this is the last look."""
+
+
+# A request target: visible ASCII. A header's name: that, but no ":"; its
+# value: visible ASCII, spaces and tabs.
+_TARGET = re.compile(r"[!-~]+")
+_NAME = re.compile(r"[!-9;-~]+")
+_VALUE = re.compile(r"[\t -~]*")
+
+
+def request_head(method: str, target: str, host: str, headers: Mapping[str, str]) -> list[str]:
+    """The lines of a request's head, each checked to be one line (a value
+    is never quoted in the error: it may be a credential)."""
+    if _TARGET.fullmatch(target) is None:
+        raise UnsafeRequest(f"a request target that is not visible ASCII: {target[:80]!r}")
+    for name, value in headers.items():
+        if _NAME.fullmatch(name) is None or _VALUE.fullmatch(value) is None:
+            raise UnsafeRequest(f"the header {name[:40]!r} is not one line of ASCII")
+    head = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
+    head += [f"{name}: {value}" for name, value in headers.items()]
+    return head
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +189,7 @@ class Connection:
         """One request and its answer, by ``until`` (time.monotonic; a body
         earns more as it arrives). A successful answer's body goes to
         ``sink`` (when given) as it arrives, and is never held whole."""
-        head = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
-        head += [f"{name}: {value}" for name, value in headers.items()]
+        head = request_head(method, target, self.host, headers)
         if body is not None or method in ("POST", "PUT", "PATCH"):
             head.append(f"Content-Length: {len(body or b'')}")
         self.deadline.start(until)  # sendall's timeout is for all of it

@@ -24,6 +24,7 @@ import copy
 import gc
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -36,6 +37,7 @@ from reconciler.client.accounting import DRY_RUN, REVIEW, RateLimiter, Stats, Wa
 from reconciler.client.credentials import Credentials
 from reconciler.client.errors import (
     ApiError,
+    BadRequestTarget,
     ConfigMissing,
     EvictionRefused,
     Gone,
@@ -43,7 +45,7 @@ from reconciler.client.errors import (
     NotAList,
     Unreachable,
 )
-from reconciler.client.exec_plugin import CredentialError
+from reconciler.client.exec_plugin import CredentialError, end_all
 from reconciler.client.interface import UNFENCED, WriteFence
 from reconciler.client.json_wire import raw_page
 from reconciler.client.locate import kubeconfig_reloader, load_kubeconfig
@@ -89,13 +91,19 @@ SELF_REVIEWS = ResourceType(
 )
 
 
+# Retry-After as the apiserver sends it: whole seconds (a fraction is
+# taken too). Not float(): it reads "nan", "inf" and "1e999", and a wait of
+# NaN raises in time.sleep, one of infinity never ends.
+_SECONDS = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?")
+
+
 def _retry_after(resp: Response) -> float | None:
-    if resp.retry_after is None:
+    """The wait an answer asks for, at most MAX_RETRY_AFTER; None when it
+    asks for none, or in a form we do not read (an HTTP date)."""
+    said = resp.retry_after
+    if said is None or _SECONDS.fullmatch(said := said.strip()) is None:
         return None
-    try:
-        return max(0.0, float(resp.retry_after))
-    except ValueError:
-        return None
+    return min(float(said), MAX_RETRY_AFTER)
 
 
 def _api_error(resp: Response) -> ApiError:
@@ -154,10 +162,14 @@ class Kube:
         return other
 
     def fenced(self, fence: WriteFence, name: str = "") -> Kube:
-        """The same connection and budget; its writes' retries ask ``fence``."""
+        """The same connection and budget; its writes' retries ask ``fence``.
+        ``name`` (a replica's) goes into every request's User-Agent: a
+        character a header cannot carry is refused here, once."""
         other = copy.copy(self)
         other.fence = fence
         if name:
+            if _FIELD_VALUE.fullmatch(name) is None:
+                raise ValueError(f"a replica name a header cannot carry: {_shown(name)}")
             other.user_agent = f"{self.user_agent} ({name})"
         return other
 
@@ -194,14 +206,19 @@ class Kube:
     def path(
         res: ResourceType, namespace: str | None, name: str | None = None, sub: str = ""
     ) -> str:
+        """The path of ``res``'s collection (``name`` None) or of one object.
+        Each name, namespace and subresource is checked to be a name
+        (`segment`), or the request is refused unsent (BadRequestTarget): an
+        owner reference's name is anyone's text, and the apiserver never
+        checked it."""
         parts = [res.path_prefix]
         if namespace:
-            parts.append(f"namespaces/{namespace}")
+            parts += ("namespaces", segment(res, namespace, name, namespace))
         parts.append(res.plural)
-        if name:
-            parts.append(name)
+        if name is not None:
+            parts.append(segment(res, namespace, name, name))
         if sub:
-            parts.append(sub)
+            parts.append(segment(res, namespace, name, sub))
         return "/".join(parts)
 
     def request(
@@ -240,7 +257,7 @@ class Kube:
         verb = verb or method
         if method in _MANAGED:
             params = {**(params or {}), "fieldManager": FIELD_MANAGER}
-        target = f"{path}?{urlencode(params)}" if params else path
+        target = request_target(path, params)
         body = None if json is None else msgspec.json.encode(json)
         base = {"Accept": "application/json", "User-Agent": self.user_agent}
         if body is not None:
@@ -256,6 +273,9 @@ class Kube:
                 self.stats.record(verb, "error", 0)
                 raise NoCredentials(str(exc)) from None
             if auth is not None:
+                if _FIELD_VALUE.fullmatch(auth) is None:
+                    self.stats.record(verb, "error", 0)
+                    raise NoCredentials(_UNSENDABLE)
                 hdrs["Authorization"] = auth
             try:
                 resp = self.transport.send(method, target, body, hdrs, sink)
@@ -333,7 +353,7 @@ class Kube:
             body = self.send("GET", path, verb="LIST", params=params, headers=headers)
             return held_to(lambda: read(body), kinds, body[:HEAD])
 
-        return self._paged(res, selector, page_size, fetch)
+        return self._paged(res, path, selector, page_size, fetch)
 
     def list_streamed(
         self,
@@ -355,11 +375,12 @@ class Kube:
             self.send("GET", path, verb="LIST", params=params, headers=headers, sink=stream.feed)
             return held_to(stream.close, kinds, stream.head)
 
-        return self._paged(res, selector, page_size, fetch)
+        return self._paged(res, path, selector, page_size, fetch)
 
     def _paged(
         self,
         res: ResourceType,
+        path: str,
         selector: str | None,
         page_size: int | None,
         fetch: Callable[[Mapping[str, Any]], Page[T]],
@@ -371,19 +392,11 @@ class Kube:
         limit = self.settings.page_size if page_size is None else page_size
         try:
             for attempt in range(LIST_RESTARTS + 1):
-                items: builtins.list[T] = []
                 params: dict[str, Any] = {"limit": limit} if limit else {}
                 if selector:
                     params["labelSelector"] = selector
                 try:
-                    while True:
-                        page = fetch(params)
-                        items.extend(page.items)
-                        if not page.continue_token:
-                            return items
-                        if page.continue_token == params.get("continue"):
-                            raise NotAList("a page handed back the continue token it was sent")
-                        params["continue"] = page.continue_token
+                    return self._pages(res, path, limit, params, fetch)
                 except ApiError as exc:
                     if isinstance(exc, Gone) and "continue" in params and attempt < LIST_RESTARTS:
                         log.info("LIST %s: continue token expired, restarting", res.kind)
@@ -393,6 +406,40 @@ class Kube:
         finally:
             if was_enabled:
                 gc.enable()
+
+    @staticmethod
+    def _pages(
+        res: ResourceType,
+        path: str,
+        limit: int,
+        params: dict[str, Any],
+        fetch: Callable[[Mapping[str, Any]], Page[T]],
+    ) -> builtins.list[T]:
+        """The items of every page of one LIST. The continue tokens are the
+        server's (or a proxy's): one sent before, or more pages than a LIST
+        can have (`pages_max`), would page without end, so either fails the
+        LIST (NotAList: its pages do not hang together)."""
+        items: builtins.list[T] = []
+        sent: set[str] = set()
+        most = pages_max(limit)
+        while True:
+            page = fetch(params)
+            items.extend(page.items)
+            token = page.continue_token
+            if not token:
+                return items
+            if token in sent:
+                raise NotAList(
+                    f"{path}: page {len(sent) + 1} hands back a continue token "
+                    "sent before: its pages go round"
+                )
+            if len(sent) + 1 >= most:
+                raise NotAList(
+                    f"{path}: {most} pages of {limit or 'any number of'} {res.plural} and "
+                    f"more to come (a LIST holds at most {LIST_OBJECTS_MAX}): its pages do not end"
+                )
+            sent.add(token)
+            params["continue"] = token
 
     def get(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         return self.request("GET", self.path(res, namespace, name))
@@ -477,6 +524,75 @@ class Kube:
 LIST_RESTARTS = 1
 
 
+# The most objects one LIST may hold: ten times the 100,000 pods of the
+# largest scale measured (docs/performance/scale.md), and well past the
+# 150,000 pods Kubernetes supports in a cluster. Past it, a LIST's pages are
+# taken for pages without end (a server or proxy that hands out new continue
+# tokens forever): at the 500 objects of a JSON page, 2,000 pages.
+LIST_OBJECTS_MAX = 1_000_000
+
+
+# Pages on top of LIST_OBJECTS_MAX / limit: a page may come short (a label
+# selector the apiserver filters by), and a LIST asked for in one page
+# (limit 0) is not paged by the apiserver at all.
+SHORT_PAGES = 100
+
+
+def pages_max(limit: int) -> int:
+    """The most pages a LIST asked for in pages of ``limit`` may have."""
+    return SHORT_PAGES + (-(-LIST_OBJECTS_MAX // limit) if limit > 0 else 0)
+
+
+# What a request line and a header value may hold: visible ASCII (and, in a
+# header value, spaces and tabs). No control character: a CR or LF would end
+# the line and start another request of the sender's choosing; no byte past
+# ASCII: a proxy may read it otherwise than the apiserver does.
+_TARGET = re.compile(r"/[!-~]*")
+_FIELD_VALUE = re.compile(r"[\t -~]*")
+
+
+# A name, namespace or subresource as it may go into a path: what any kind
+# of object may be named (a DNS subdomain, and a few built-in kinds' looser
+# names: capitals, "_", ":"), 1 to 253 characters, beginning and ending with
+# a letter or digit. So never "." or ".." (which a proxy normalising the path
+# would walk up by), "/", "?", "#", "%", a space or a control character. Its
+# characters are all unreserved or ":" (RFC 3986 pchar): it is its own
+# percent-encoding, so a name that passes goes in as it is.
+_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.:]{0,251}[A-Za-z0-9])?")
+
+
+_UNSENDABLE = (
+    "the credential holds a character a header cannot carry "
+    "(a control character, or a byte past ASCII): not sent"
+)
+
+
+def segment(res: ResourceType, namespace: str | None, name: str | None, value: str) -> str:
+    """``value`` (a name, namespace or subresource of a request for ``res``)
+    if it may go into a path as it is; else BadRequestTarget naming the object."""
+    if _NAME.fullmatch(value) is None:
+        what = f"{res.kind} {_shown(namespace or '')}/{_shown(name or '')}"
+        raise BadRequestTarget(what, f"{_shown(value)} is not a name")
+    return value
+
+
+def request_target(path: str, params: Mapping[str, Any] | None) -> str:
+    """The one way a request target (path and query) is made: the query
+    percent-encoded (urlencode: a control character, a space, a byte past
+    ASCII are all escaped), and the whole checked to be visible ASCII, so a
+    path not made by `Kube.path` cannot carry a second request either."""
+    target = f"{path}?{urlencode(params)}" if params else path
+    if _TARGET.fullmatch(target) is None:
+        raise BadRequestTarget(f"request {_shown(target)}", "not a request target")
+    return target
+
+
+def _shown(value: str, most: int = 80) -> str:
+    """Someone else's text in a message: quoted, escaped, cut short."""
+    text = repr(value)
+    return text if len(text) <= most else f"{text[:most]}... ({len(value)} characters)"
+
+
 HEAD = 64  # bytes of an answer that an error quotes
 
 
@@ -521,3 +637,10 @@ def _short(exc: BaseException) -> str:
         if marker in text:
             return marker.lower() if marker != "CERTIFICATE_VERIFY_FAILED" else "TLS verify failed"
     return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def stop_credential_plugins() -> None:
+    """Kill every exec plugin running, with its children, and run none
+    again: the process is stopping (the daemon's SIGTERM), and a pass that
+    waits on a plugin must end now, not after the plugin's timeout."""
+    end_all()

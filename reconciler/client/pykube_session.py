@@ -102,6 +102,8 @@ class PykubeSession:
                 return Response(status, reason, b"", retry_after, _wire(resp, inflated), warning)
         except requests.exceptions.RequestException as exc:
             raise TransportError(str(exc)) from None
+        except OSError as exc:  # the sink's ProtocolError: an answer past a bound
+            raise TransportError(str(exc)) from None
 
 
 def _held(resp: Any) -> bytes:

@@ -1,7 +1,10 @@
 """LIST answers read as they arrive: one page of every object (tens of
 megabytes at tens of thousands of pods) is never held whole. The protobuf
 envelope is read by hand (`reconciler.client.protowire`), and the list in it
-parsed a batch of whole items at a time.
+parsed a batch of whole items at a time. What a stream holds at once (an
+answer in JSON, an envelope, an item not yet whole) is bounded as an answer
+held whole is (`MAX_HELD`): past it, a ProtocolError, which fails the
+request as a held answer past it does.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Generic, TypeVar
 
 from google.protobuf.message import DecodeError
 
+from reconciler.client.http_read import MAX_HELD, ProtocolError
 from reconciler.client.protowire import (
     MAGIC,
     RAW_FIELD,
@@ -78,11 +82,21 @@ class ListStream(Generic[T]):
         if self._stage is _Stage.LIST:
             self._buf += piece[: self._left]
             self._left -= min(len(piece), self._left)
+            self._bounded()
             self._take()
         elif self._stage in (_Stage.HEAD, _Stage.JSON):
             self._buf += piece
+            self._bounded()
             if self._stage is _Stage.HEAD:
                 self._open()
+
+    def _bounded(self) -> None:
+        """Nothing held past MAX_HELD: a JSON answer of 200 MiB, or one item
+        that never ends, is refused as a held answer that size is."""
+        if len(self._buf) > MAX_HELD:
+            raise ProtocolError(
+                f"a LIST answer holding past the {MAX_HELD} bytes we hold ({self._stage.name})"
+            )
 
     def _open(self) -> None:
         """Find where the list starts, once enough of the envelope is here."""

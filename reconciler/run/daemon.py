@@ -6,7 +6,9 @@ delays the next rather than overlapping it, and missed runs are logged, not
 queued. Each cluster a process serves is a `Loop` of its own, a job of the one
 scheduler: its own pace, Lease or buckets and metrics, so a cluster that is
 down or slow delays no other. SIGTERM
-and SIGINT let the running pass finish before the process exits 0. With
+and SIGINT let the running pass finish before the process exits 0; an exec
+plugin that pass waits on is killed then, so the stop never waits for its
+timeout (the systemd units allow 60 s). With
 leader election, only the holder of the Lease runs passes; the others tick
 and stay healthy, ready to take over. Sharded, every replica runs passes
 over the buckets it holds (reconciler/run/shard.py), and one that holds none
@@ -33,6 +35,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 
+from reconciler.client.kube import stop_credential_plugins
 from reconciler.log_cluster import in_cluster
 from reconciler.result import PassResult, plural
 from reconciler.run import sdnotify
@@ -270,6 +273,7 @@ class Daemon:
     def _stop(self, signum: int, _frame: object) -> None:
         log.info("received %s; finishing the current passes", signal.Signals(signum).name)
         sdnotify.notify("STOPPING=1")
+        stop_credential_plugins()  # a pass waiting on one ends now, its credentials refused
         self.stopping.set()
         for loop in self.loops.values():
             loop.stopping.set()

@@ -240,9 +240,10 @@ class Lister:
         self.malformed: list[str] = []
         self.stale: list[str] = []
         # Set by the first LIST that could not reach the cluster (a timeout, a
-        # refused connection): the others of the pass fail with it unasked,
-        # so a pass against a dead or dribbling apiserver ends within one
-        # timeout and its retries, not one per kind.
+        # refused connection) or had no credentials to ask with (an exec
+        # plugin that failed): the others of the pass fail with it unasked,
+        # so a pass against a dead or dribbling apiserver, or with a plugin
+        # that hangs, ends within one timeout and its retries, not one per kind.
         self.gave_up: Unreachable | None = None
 
     def list(
@@ -262,7 +263,7 @@ class Lister:
             decoded = self._items(res, selector, list_in, reuse, namespaces)
         except READ_FAILURES as exc:
             self.failed(res, exc)
-            if isinstance(exc, Unreachable) and not isinstance(exc, NoCredentials):
+            if isinstance(exc, Unreachable):  # NoCredentials too
                 self.gave_up = exc
             return None
         self.counts[res.kind] = len(decoded)
