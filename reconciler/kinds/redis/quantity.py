@@ -10,8 +10,16 @@ import re
 from fractions import Fraction
 from math import ceil
 
-# The apiserver's grammar for a quantity (resource.Quantity), as the CRD's
-# pattern for resources says it.
+# A quantity as the CRD's patterns say it (spec.storage.size, the exporter's
+# resources; held equal by a unit test), as core types' schemas do. It takes
+# an exponent with a fraction, which the apiserver's quantity() then refuses,
+# and so does `to_bytes`.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_WRITTEN = re.compile(QUANTITY_PATTERN)
+# The apiserver's grammar for a quantity (resource.Quantity).
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
@@ -19,6 +27,7 @@ _QUANTITY = re.compile(
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 EXPONENT_MAX = 30  # past 10^30 bytes a size is a typo, not a disk
+SIZE_MAX = "1e30"  # the CRD's bound on spec.storage.size, said as a quantity
 
 
 def to_bytes(text: str) -> int | None:
@@ -36,3 +45,13 @@ def to_bytes(text: str) -> int | None:
     if exponent > EXPONENT_MAX:
         return None
     return ceil(number * Fraction(10) ** exponent)
+
+
+def written(value: object) -> bool:
+    """A quantity as the CRD takes one: a JSON integer, or a string of its
+    pattern (no spaces around it, as the apiserver would refuse them in a pod
+    or a claim), which the apiserver's quantity() can read."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return False
+    text = str(value)
+    return _WRITTEN.fullmatch(text) is not None and to_bytes(text) is not None

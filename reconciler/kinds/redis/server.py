@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.kinds.redis import directives
 from reconciler.kinds.redis.placement import quoted
+from reconciler.kinds.redis.quantity import to_bytes, written
 
 PASSWORD_ENV = "REDIS_PASSWORD"  # the variable both containers read it from
 PASSWORD_KEY_DEFAULT = "password"
 EXPORTER_CONTAINER = "exporter"
 EXPORTER_IMAGE_DEFAULT = "oliver006/redis_exporter:v1.62.0"
+EXPORTER_IMAGE_MAX = 255  # spec.image's too
 METRICS_PORT_NAME = "metrics"
 METRICS_PORT = 9121  # redis_exporter's own default
 RESTARTED_FIELD = "restartedAt"
@@ -122,24 +124,30 @@ def _auth_errors(found: Any) -> list[tuple[str, str]]:
     return errors
 
 
+RESOURCES_MAX = 16  # names in requests or limits; the CRD's maxProperties
+
+
 def _resources_ok(found: Any) -> bool:
+    """Requests and limits of quantities a pod takes: the CRD's pattern, and
+    not below zero (the apiserver refuses such a pod)."""
     if not isinstance(found, Mapping) or set(found) - {"requests", "limits"}:
         return False
     return all(
         isinstance(v, Mapping)
-        and all(isinstance(q, (str, int)) and not isinstance(q, bool) for q in v.values())
+        and len(v) <= RESOURCES_MAX
+        and all(written(q) and (to_bytes(str(q)) or 0) >= 0 for q in v.values())
         for v in found.values()
     )
 
 
-def _exporter_errors(found: Any) -> list[tuple[str, str]]:
+def _exporter_errors(found: Any, image_ok: Callable[[str], bool]) -> list[tuple[str, str]]:
     if found is None:
         return []
     if not isinstance(found, Mapping):
         return [("spec.exporter", f"must be an object, got {quoted(found)}")]
     errors = []
     image = found.get("image", EXPORTER_IMAGE_DEFAULT)
-    if not isinstance(image, str) or not image or len(image) > 255:
+    if not isinstance(image, str) or len(image) > EXPORTER_IMAGE_MAX or not image_ok(image):
         errors.append(("spec.exporter.image", f"must be an image reference, got {quoted(image)}"))
     resources = found.get("resources", {})
     if not _resources_ok(resources):
@@ -156,14 +164,15 @@ def _restarted_errors(found: Any) -> list[tuple[str, str]]:
     return [(path, f"must be a time such as 2026-01-02T03:04:05Z, got {quoted(found)}")]
 
 
-def field_errors(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+def field_errors(spec: Mapping[str, Any], image_ok: Callable[[str], bool]) -> list[tuple[str, str]]:
     """Each field of this module as the CRD checks it: an object stored past
-    its schema still gets a message naming the field."""
+    its schema still gets a message naming the field. ``image_ok`` is
+    spec.image's check, which the exporter's image passes too."""
     return [
         *_auth_errors(spec.get("auth")),
         *_config_errors(spec.get("config")),
         *_restarted_errors(spec.get(RESTARTED_FIELD)),
-        *_exporter_errors(spec.get("exporter")),
+        *_exporter_errors(spec.get("exporter"), image_ok),
     ]
 
 

@@ -188,7 +188,7 @@ def validate_spec(spec: Mapping[str, Any], default_image: str) -> SpecCheck:
         for path, message in (
             *placement.field_errors(spec),
             *storage.field_errors(spec),
-            *server.field_errors(spec),
+            *server.field_errors(spec, image_ok),
             *network.field_errors(spec),
         )
     )

@@ -25,7 +25,7 @@ from typing import Any
 from reconciler.children import CLAIMS
 from reconciler.kinds.owned import Owner
 from reconciler.kinds.redis.placement import quoted
-from reconciler.kinds.redis.quantity import to_bytes
+from reconciler.kinds.redis.quantity import SIZE_MAX, to_bytes, written
 
 KIND = CLAIMS.kind
 VOLUME = "data"  # the pod's volume, and the prefix of its claim's name
@@ -68,13 +68,16 @@ def _policy_errors(found: Any) -> tuple[list[tuple[str, str]], dict[str, str]]:
 
 
 def _size_error(size: Any) -> str | None:
+    """As the CRD: its quantity pattern, above zero, at most SIZE_MAX."""
     if size is None:
         return "is required within spec.storage"
     if isinstance(size, bool) or not isinstance(size, (str, int)):
         return f"must be a quantity such as 1Gi, got {quoted(size)}"
-    found = to_bytes(str(size))
+    found = to_bytes(str(size)) if written(size) else None
     if found is None or found <= 0:
         return f"must be a quantity above zero such as 1Gi, got {quoted(size)}"
+    if found > (to_bytes(SIZE_MAX) or 0):
+        return f"must be at most {SIZE_MAX} bytes, got {quoted(size)}"
     return None
 
 
