@@ -93,17 +93,14 @@ _NAME = re.compile(r"[!-9;-~]+")
 _VALUE = re.compile(r"[\t -~]*")
 
 
-def request_head(method: str, target: str, host: str, headers: Mapping[str, str]) -> list[str]:
-    """The lines of a request's head, each checked to be one line (a value
-    is never quoted in the error: it may be a credential)."""
+def check_request(target: str, headers: Mapping[str, str]) -> None:
+    """UnsafeRequest unless the request line and each header will be one
+    line each (a value is never quoted in the error: it may be a credential)."""
     if _TARGET.fullmatch(target) is None:
         raise UnsafeRequest(f"a request target that is not visible ASCII: {target[:80]!r}")
     for name, value in headers.items():
         if _NAME.fullmatch(name) is None or _VALUE.fullmatch(value) is None:
             raise UnsafeRequest(f"the header {name[:40]!r} is not one line of ASCII")
-    head = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
-    head += [f"{name}: {value}" for name, value in headers.items()]
-    return head
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +185,10 @@ class Connection:
     ) -> Response:
         """One request and its answer, by ``until`` (time.monotonic; a body
         earns more as it arrives). A successful answer's body goes to
-        ``sink`` (when given) as it arrives, and is never held whole."""
-        head = request_head(method, target, self.host, headers)
+        ``sink`` (when given) as it arrives, and is never held whole.
+        ``target`` and ``headers`` have passed `check_request`."""
+        head = [f"{method} {target} HTTP/1.1", f"Host: {self.host}"]
+        head += [f"{name}: {value}" for name, value in headers.items()]
         if body is not None or method in ("POST", "PUT", "PATCH"):
             head.append(f"Content-Length: {len(body or b'')}")
         self.deadline.start(until)  # sendall's timeout is for all of it

@@ -37,6 +37,7 @@ from reconciler.client.http_read import (
     Response,
     Sink,
     Stale,
+    check_request,
 )
 
 __all__ = ["MAX_HELD", "PIECE", "Counted", "Direct", "Response", "Sink", "Tls", "TransportError"]
@@ -169,11 +170,13 @@ class Direct:
         ``headers`` may carry their own Authorization (a rotated token file).
         A successful answer's body goes to ``sink``, when given, as it arrives.
         ``timeout`` after it starts, it is a TransportError (http_read says
-        how a long body earns more)."""
+        how a long body earns more). A target or header that would not be
+        one line is UnsafeRequest, and nothing is sent."""
         hdrs = dict(headers)
         hdrs["Accept-Encoding"] = "gzip" if self.compression else "identity"
         if self.auth is not None:
             hdrs.setdefault("Authorization", self.auth)
+        check_request(self.prefix + target, hdrs)  # before a connection is made
         counted = None if sink is None else Counted(sink)
         until = time.monotonic() + self.timeout  # a GET sent again has no more time
         for attempt in (1, 2):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.client.errors import ApiError, Unreachable
+from reconciler.client.errors import ApiError, NoCredentials, Unreachable
 from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.engine.observe import observe
 from reconciler.engine.observe.lister import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE
@@ -169,6 +169,23 @@ def test_an_unreachable_cluster_is_asked_once_per_pass():
     lists = [kind for kind, _ in kube.accepts if kind != "Namespace"]
     assert lists == ["Pod"]
     assert after.unreachable == "cannot reach the cluster: timed out"
+    assert after.snapshot.of("Redis") is None and len(after.errors) == 5
+
+
+def test_a_cluster_without_credentials_is_asked_once_per_pass():
+    """A plugin that failed (NoCredentials) fails the pass's other LISTs
+    unasked, as an unreachable cluster does (issue 77, item 6)."""
+    said = "exec plugin get-token: no answer in 60s"
+
+    def change(k: FakeKube) -> None:
+        for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
+            k.lists[kind] = NoCredentials(said)
+
+    kube = FakeKube()
+    _, after = two_passes(kube, change)
+    lists = [kind for kind, _ in kube.accepts if kind != "Namespace"]
+    assert lists == ["Pod"]
+    assert after.unreachable == f"unauthorized: no credentials: {said}"
     assert after.snapshot.of("Redis") is None and len(after.errors) == 5
 
 
