@@ -4,6 +4,7 @@ the CRD's (RE2 patterns) accept exactly the same directives."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
@@ -93,3 +94,11 @@ def test_the_words_reach_the_server_as_written():
         "KEA$",
     ]
     assert directives.split("  hz   10 ") == ["hz", "10"]
+
+
+def test_docs_pass_md_lists_the_allow_list_and_each_refusal_with_why():
+    docs = (Path(__file__).resolve().parents[4] / "docs" / "pass.md").read_text()
+    listed = docs[docs.index("- **the name** is one of these") : docs.index("They change neither")]
+    assert set(re.findall(r"`([a-z-]+)`", listed)) == directives.ALLOWED
+    for name, why in directives.REFUSED.items():
+        assert f"- `{name}` {why}" in docs
