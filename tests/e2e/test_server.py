@@ -146,6 +146,66 @@ def test_directives_roll_the_pods_and_those_we_set_are_refused_at_admission(
     stays_converged(kubectl, reconciler, ns)
 
 
+# A hostile directive -> what the apiserver says of it (issue 77): the CRD's
+# pattern (the grammar) and rules (a refused name, with why) from
+# reconciler/kinds/redis/directives.py, in RE2 and CEL as served.
+REFUSED_AT_ADMISSION = {
+    "#comment": "should match",
+    "appendonly": "should match",
+    "maxmemory 1mb --port 7000": "should match",
+    "maxmemory 1mb\t--port 7000": "should match",
+    "maxmemory $(REDIS_PASSWORD)": "should match",
+    'save "" --dir /tmp': "should match",
+    "tcp-\u212aeepalive 60": "should match",
+    "include /var/run/secrets/kubernetes.io/serviceaccount/token": "directive include is refused",
+    "user default on nopass ~* &* +@all": "directive user is refused",
+    "Loadmodule /x.so": "directive loadmodule is refused: it changes what the server runs",
+    "bind 0.0.0.0 --protected-mode no": "directive bind is refused",
+}
+
+
+@pytest.mark.parametrize("directive", list(REFUSED_AT_ADMISSION))
+def test_the_apiserver_refuses_a_hostile_directive_naming_its_field(
+    kubectl: Kubectl, ns: str, directive: str
+):
+    doc = redis_doc(ns, num=0, config=["maxmemory 1mb", directive])
+    refused = kubectl.apply(doc, check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "spec.config[1]" in refused.stderr
+    assert REFUSED_AT_ADMISSION[directive] in refused.stderr
+
+
+def test_the_apiserver_takes_the_controls_and_the_grammars_edges(kubectl: Kubectl, ns: str):
+    config = [
+        "maxmemory 100mb",
+        "maxmemory-policy allkeys-lru",
+        "save 900 1",
+        'save ""',
+        "notify-keyspace-events KEA$",
+        "slowlog-log-slower-than -1",
+        "  hz   10  ",
+    ]
+    kubectl.apply(redis_doc(ns, num=0, config=config))
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ({"storage": {"size": " 1Gi"}}, "spec.storage.size"),
+        ({"storage": {"size": "2e30"}}, "spec.storage.size must be at most 1e30 bytes"),
+        ({"exporter": {"image": "Redis_Exporter"}}, "spec.exporter.image"),
+        ({"exporter": {"resources": {"limits": {"memory": "64 Mi"}}}}, "spec.exporter.resources"),
+        ({"exporter": {"resources": {"requests": {"cpu": "-1"}}}}, "spec.exporter.resources"),
+    ],
+)
+def test_the_apiserver_refuses_what_the_planner_refuses_in_storage_and_exporter(
+    kubectl: Kubectl, ns: str, spec: dict[str, Any], says: str
+):
+    refused = kubectl.apply(redis_doc(ns, num=0, **spec), check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert says in refused.stderr
+
+
 def test_the_exporter_runs_beside_the_server_and_the_service_names_its_port(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):

@@ -19,6 +19,11 @@ QUANTITY_PATTERN = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _WRITTEN = re.compile(QUANTITY_PATTERN)
+# A container's request or limit: no sign but '+' (the apiserver refuses a pod
+# with a negative one). A pattern rather than a CEL rule: quantity() over a
+# map of strings of no bound length exceeds the CRD's cost budget.
+RESOURCE_PATTERN = QUANTITY_PATTERN.replace(r"^(\+|-)?", r"^\+?", 1)
+_RESOURCE = re.compile(RESOURCE_PATTERN)
 # The apiserver's grammar for a quantity (resource.Quantity).
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
@@ -55,3 +60,13 @@ def written(value: object) -> bool:
         return False
     text = str(value)
     return _WRITTEN.fullmatch(text) is not None and to_bytes(text) is not None
+
+
+def resource(value: object) -> bool:
+    """A request or limit as the CRD takes one (an integer not below zero;
+    the CRD's pattern says it of strings alone)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return _RESOURCE.fullmatch(value) is not None and to_bytes(value) is not None

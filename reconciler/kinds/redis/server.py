@@ -30,7 +30,7 @@ from typing import Any
 
 from reconciler.kinds.redis import directives
 from reconciler.kinds.redis.placement import quoted
-from reconciler.kinds.redis.quantity import to_bytes, written
+from reconciler.kinds.redis.quantity import resource
 
 PASSWORD_ENV = "REDIS_PASSWORD"  # the variable both containers read it from
 PASSWORD_KEY_DEFAULT = "password"
@@ -133,9 +133,7 @@ def _resources_ok(found: Any) -> bool:
     if not isinstance(found, Mapping) or set(found) - {"requests", "limits"}:
         return False
     return all(
-        isinstance(v, Mapping)
-        and len(v) <= RESOURCES_MAX
-        and all(written(q) and (to_bytes(str(q)) or 0) >= 0 for q in v.values())
+        isinstance(v, Mapping) and len(v) <= RESOURCES_MAX and all(resource(q) for q in v.values())
         for v in found.values()
     )
 

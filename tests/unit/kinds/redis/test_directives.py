@@ -66,6 +66,16 @@ def test_a_refused_name_is_said_by_its_own_rule_in_both(text):
     assert any_refused == any(said.endswith(why) for why in directives.REFUSED.values())
 
 
+@settings(max_examples=800)
+@given(directive_texts)
+def test_the_crd_admits_what_the_planner_accepts(text):
+    """The item's pattern, and no refused name's rule."""
+    admitted = bool(_re2(directives.PATTERN).match(text)) and not any(
+        _re2(directives.refused_pattern(n)).match(text) for n in directives.REFUSED
+    )
+    assert admitted == (directives.error(text) is None)
+
+
 def test_both_answers_are_drawn():
     """Else the parity above could hold by never drawing an accepted one."""
     accepted = find(near, lambda d: directives.error(d) is None and "$" in d and '""' in d)

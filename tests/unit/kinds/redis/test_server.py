@@ -144,21 +144,20 @@ def test_a_name_that_starts_like_a_refused_one_is_judged_by_the_allow_list():
     ]
 
 
-def crd_directive_rules() -> list[tuple[str, str]]:
+def crd_config_items() -> dict:
     crd = yaml.safe_load((ROOT / "crds" / "myapp.demo.kubebuilder.io_redis.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    rules = spec["properties"]["config"]["items"]["x-kubernetes-validations"]
-    return [(rule["rule"], rule["message"]) for rule in rules]
+    return spec["properties"]["config"]["items"]
 
 
 def test_the_crd_refuses_the_same_directives_with_the_same_words():
     """Refused at admission (the e2e test applies some), and by the planner
-    for objects stored before the rule: a rule for each refused name, then
-    the grammar, all made from `directives`."""
-    assert crd_directive_rules() == [
-        *(directives.refused_rule(name) for name in directives.REFUSED),
-        (directives.GRAMMAR_RULE, directives.GRAMMAR_MESSAGE),
-    ]
+    for objects stored before the rule: the grammar's pattern, and a rule for
+    each refused name, all made from `directives`."""
+    items = crd_config_items()
+    assert items["pattern"] == directives.PATTERN
+    rules = [(rule["rule"], rule["message"]) for rule in items["x-kubernetes-validations"]]
+    assert rules == [directives.refused_rule(name) for name in directives.REFUSED]
 
 
 def test_a_new_restart_stamp_rolls_the_pods_and_the_same_one_does_not():
