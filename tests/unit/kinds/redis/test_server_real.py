@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import secrets
 import shlex
-import string
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from reconciler.kinds.redis import directives
@@ -185,30 +184,33 @@ def test_a_password_of_any_form_is_the_password(password, tmp_path):
     assert run.breaches == ()
 
 
-_PIECES = [*"ab1 -$()\"'#\\\t\n", "--", "$(", "$$", '""', "port", "7000", "\u00e9"]
+# Words at the grammar's edges, most of them accepted: '$' before and after
+# other characters, '-' and '--', '""', brackets and punctuation.
+_PIECES = [*"a1-$)(%~;,.[]:", '""', "--", "#", '"', "\t"]
+_WORDS = st.lists(st.sampled_from(_PIECES), min_size=1, max_size=5).map("".join)
 
 
 @settings(
-    max_examples=60,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
 )
 @given(
     name=st.sampled_from(sorted(directives.ALLOWED)),
-    values=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=8).map("".join),
+    words=st.lists(_WORDS, min_size=1, max_size=4),
 )
-def test_whatever_the_grammar_accepts_keeps_the_server_in_its_pod(name, values, tmp_path):
-    directive = f"{name} {values}"
-    if directives.error(directive) is not None:
-        return
+def test_whatever_the_grammar_accepts_keeps_the_server_in_its_pod(name, words, tmp_path):
+    directive = f"{name} {' '.join(words)}"
+    assume(directives.error(directive) is None)
     made = pod_args([directive], secrets.token_hex(16))
     run = start(made.args, made.env, tmp_path)
     assert run.breaches == (), directive
 
 
 def test_the_table_holds_ten_of_our_own_beyond_the_issue():
-    assert len(HOSTILE) - 17 >= 10
-    assert all(set(d) - set(string.printable) or d for d in HOSTILE)
+    found_in_the_issue = list(HOSTILE).index("maxmemory 1mb\n--port 7000")
+    assert found_in_the_issue == 17
+    assert len(HOSTILE) - found_in_the_issue >= 10
 
 
 def test_a_password_of_one_dash_stops_the_server_rather_than_open_it(tmp_path):
