@@ -211,15 +211,22 @@ class Kube:
         (`segment`), or the request is refused unsent (BadRequestTarget): an
         owner reference's name is anyone's text, and the apiserver never
         checked it."""
-        parts = [res.path_prefix]
+        name_ok = _NAME.fullmatch  # once per request: no call but the match itself
         if namespace:
-            parts += ("namespaces", segment(res, namespace, name, namespace))
-        parts.append(res.plural)
+            if name_ok(namespace) is None:
+                segment(res, namespace, name, namespace)
+            base = f"{res.path_prefix}/namespaces/{namespace}/{res.plural}"
+        else:
+            base = f"{res.path_prefix}/{res.plural}"
         if name is not None:
-            parts.append(segment(res, namespace, name, name))
+            if name_ok(name) is None:
+                segment(res, namespace, name, name)
+            base = f"{base}/{name}"
         if sub:
-            parts.append(segment(res, namespace, name, sub))
-        return "/".join(parts)
+            if name_ok(sub) is None:
+                segment(res, namespace, name, sub)
+            base = f"{base}/{sub}"
+        return base
 
     def request(
         self,
