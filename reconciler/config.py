@@ -125,6 +125,15 @@ _AT_MOST_ONE = {"pace_budget"}
 _NON_NEGATIVE = {"jitter", "max_retries", "page_size", "metadata_page_size"}
 
 
+def _words(value: Any, what: str) -> tuple[str, ...]:
+    """A list from the file, or the words of a comma-separated string."""
+    if isinstance(value, str):
+        value = [v for v in (s.strip() for s in value.split(",")) if v]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of {what}")
+    return tuple(value)
+
+
 def coerce(key: str, value: Any, source: str, spec: Field[Any] | None = None) -> Any:
     """Convert one raw value to the field's type, or explain why it cannot be.
     ``spec``: a kind's settings field (`Kind.settings`); default, Config's."""
@@ -132,12 +141,8 @@ def coerce(key: str, value: Any, source: str, spec: Field[Any] | None = None) ->
     kind = str(spec.type)
     where = f"{source}: {key}"
     try:
-        if key == "namespaces":
-            if isinstance(value, str):
-                value = [v for v in (s.strip() for s in value.split(",")) if v]
-            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise ValueError("must be a list of namespace names")
-            return tuple(value)
+        if kind.startswith("tuple"):
+            return _words(value, "namespace names" if key == "namespaces" else "strings")
         if "bool" in kind:
             if isinstance(value, bool):
                 return value

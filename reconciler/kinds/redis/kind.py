@@ -29,7 +29,7 @@ from reconciler.kinds.conditions import (
     observed_conditions,
     status_after,
 )
-from reconciler.kinds.redis import disruption, network, server, service, storage
+from reconciler.kinds.redis import disruption, images, network, server, service, storage
 from reconciler.kinds.redis.budgeted import budget_plan, budget_wait, kept, within_budget
 from reconciler.kinds.redis.changes import (
     PodChanges,
@@ -109,16 +109,27 @@ def finalizer_patch(redis: Redis) -> list[Action]:
     return [PatchFinalizers(redis.key, redis.resource_version, finalizers, why)]
 
 
+INVALID_SPEC = "InvalidSpec"
+
+
 def plan_invalid(
     redis: Redis, errors: tuple[FieldError, ...], podset: PodSet, inp: PlanInput
 ) -> list[Action]:
     """Leave the pods alone; say which field is wrong, once."""
     message = "invalid spec: " + "; ".join(str(e) for e in errors)
-    invalid = Verdict(False, "InvalidSpec", message)
+    return plan_refused(redis, INVALID_SPEC, message, podset, inp)
+
+
+def plan_refused(
+    redis: Redis, reason: str, message: str, podset: PodSet, inp: PlanInput
+) -> list[Action]:
+    """Leave the pods alone, and say why in the status (``reason``): what
+    the spec asks for is never made."""
+    refused = Verdict(False, reason, message)
     verdicts = {
-        "Ready": invalid,
-        "Progressing": invalid,
-        "Degraded": Verdict(True, "InvalidSpec", message),
+        "Ready": refused,
+        "Progressing": refused,
+        "Degraded": Verdict(True, reason, message),
     }
     live = [p for p in podset.by_index.values() if not p.terminating]
     counts = {"replicas": len(live), "readyReplicas": sum(1 for p in live if p.ready)}
@@ -235,6 +246,11 @@ def planned(redis: Redis, inp: PlanInput) -> Planned:
     if check.spec is None:
         invalid = Bound(plan_invalid, (redis, check.errors, podset))
         return Planned(guard + invalid(inp), invalid)
+    not_allowed = images.refused(check.spec, redis_settings(inp).allowed_images)
+    if not_allowed:
+        message = "; ".join(not_allowed)
+        refused = Bound(plan_refused, (redis, images.REASON, message, podset))
+        return Planned(guard + refused(inp), refused)
     live = plan_live(redis, check.spec, podset, inp)
     return replace(live, actions=guard + live.actions)
 

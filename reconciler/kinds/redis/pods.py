@@ -114,7 +114,20 @@ def pod_spec(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
         fields[storage.GRACE_FIELD] = spec.grace
     exporter = server.exporter_container(spec.server, spec.port)
     containers = [container] if exporter is None else [container, exporter]
-    return {**shared, "containers": containers, "subdomain": redis.name, **fields}
+    return {
+        **shared,
+        **_NOTHING_GRANTED,
+        "containers": containers,
+        "subdomain": redis.name,
+        **fields,
+    }
+
+
+# A Redis's pods need no token of the namespace's ServiceAccount and no
+# variables naming its Services: neither is given, so that what runs in
+# them cannot read what the Redis's author was not granted. Outside the
+# template hash: pods made before are not rolled for them (docs/install.md).
+_NOTHING_GRANTED = {"automountServiceAccountToken": False, "enableServiceLinks": False}
 
 
 def claims_of(spec: RedisSpec, pod: str) -> tuple[tuple[str, str], ...]:

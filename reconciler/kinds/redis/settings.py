@@ -16,6 +16,10 @@ class RedisSettings:
     # Seconds a Redis may go with pods not Ready and none of them moving
     # before Progressing turns False/ProgressDeadlineExceeded (as a
     # Deployment's progressDeadlineSeconds).
+    # The image repositories a Redis's spec.image and spec.exporter.image
+    # may come from (kinds/redis/images.py says how an entry matches); empty
+    # allows any, which `reconciler check` warns of.
+    allowed_images: tuple[str, ...] = ()
     progress_deadline: float = field(
         default=600.0,
         metadata={

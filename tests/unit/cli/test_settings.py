@@ -7,7 +7,7 @@ import pytest
 from reconciler.cli.settings import Layers, load
 from reconciler.config import Config, ConfigError
 from reconciler.kinds.base import settings_of
-from reconciler.kinds.redis.settings import DEFAULTS
+from reconciler.kinds.redis.settings import DEFAULTS, RedisSettings
 
 
 @pytest.fixture
@@ -101,7 +101,9 @@ def test_shipped_config_file_documents_the_defaults():
     from pathlib import Path
 
     shipped = Path(__file__).resolve().parents[3] / "config" / "reconciler.yaml"
-    assert load(str(shipped), {}, {}) == Config()
+    # The one key set to other than its default: the images the docs name.
+    documented = RedisSettings(allowed_images=("redis", "oliver006/redis_exporter"))
+    assert load(str(shipped), {}, {}) == Config(kind_settings=(documented,))
     text = shipped.read_text()
     from reconciler.cli.settings import KEYS
 
