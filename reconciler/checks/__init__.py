@@ -18,17 +18,23 @@ from dataclasses import dataclass
 class Check:
     """One answer: ``ok``, what was found (``detail``), and for a failure the
     command or step that fixes it. ``fatal``: nothing after it can be asked
-    (the cluster cannot be reached, or refuses who we are)."""
+    (the cluster cannot be reached, or refuses who we are). ``warning``: it
+    works, but not as safely as it could (with the step that makes it so)."""
 
     name: str
     ok: bool
     detail: str
     fix: str = ""
     fatal: bool = False
+    warning: bool = False
 
 
 def passed(name: str, detail: str) -> Check:
     return Check(name, True, detail)
+
+
+def warned(name: str, detail: str, fix: str) -> Check:
+    return Check(name, True, detail, fix, warning=True)
 
 
 def failed(name: str, detail: str, fix: str, fatal: bool = False) -> Check:

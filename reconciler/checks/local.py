@@ -11,11 +11,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from reconciler.checks import Check, failed, passed
+from reconciler.checks import Check, failed, passed, warned
 from reconciler.config import Config
+from reconciler.kinds.base import settings_of
+from reconciler.kinds.redis import images
+from reconciler.kinds.redis.settings import DEFAULTS as REDIS_DEFAULTS
 
 STATE = "state file"
 METRICS = "metrics address"
+IMAGES = "Redis images"
 
 
 def state_file(config: Config) -> Check | None:
@@ -78,3 +82,16 @@ def _serves_health(host: str, port: int) -> bool:
         return exc.code == 503  # a daemon whose passes fail: still the port's owner
     except (OSError, ValueError):
         return False
+
+
+def redis_images(config: Config) -> Check:
+    """Which images a Redis may run: any, unless the setting lists them."""
+    allowed = settings_of(config, REDIS_DEFAULTS).allowed_images
+    if allowed:
+        return passed(IMAGES, f"{images.SETTING}: {', '.join(allowed)}")
+    return warned(
+        IMAGES,
+        f"{images.SETTING} is empty: whoever may create a Redis may run any image "
+        "with its Secret (docs/install.md)",
+        f"set {images.SETTING} to the repositories your Redis pods may use",
+    )

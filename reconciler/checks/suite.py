@@ -34,8 +34,10 @@ def _until_fatal(checks: Iterable[Check]) -> Iterator[Check]:
 
 
 def of_host(config: Config) -> list[Check]:
-    """What this host must offer the process: its state file and metrics port."""
-    return list(_present([local.state_file(config), local.metrics_address(config)]))
+    """What this host must offer the process: its state file and metrics
+    port; and which images a Redis may run."""
+    checks = [local.state_file(config), local.metrics_address(config), local.redis_images(config)]
+    return list(_present(checks))
 
 
 def _present(checks: Iterable[Check | None]) -> Iterator[Check]:

@@ -135,12 +135,14 @@ def _emit(host: list[Check], names: list[str], per_cluster: list[list[Check]], o
 
 
 def _doc(check: Check) -> dict[str, Any]:
-    doc = {"name": check.name, "ok": check.ok, "detail": check.detail}
-    return {**doc, "fix": check.fix} if not check.ok else doc
+    doc: dict[str, Any] = {"name": check.name, "ok": check.ok, "detail": check.detail}
+    if check.warning:
+        doc["warning"] = True
+    return {**doc, "fix": check.fix} if check.fix else doc
 
 
 def _line(check: Check, prefix: str) -> None:
-    mark = "✓" if check.ok else "✗"
+    mark = "!" if check.warning else "✓" if check.ok else "✗"
     click.echo(f"{prefix}{mark} {check.name}: {check.detail}")
-    if not check.ok:
+    if check.fix:
         click.echo(f"{prefix}    fix: {check.fix}")

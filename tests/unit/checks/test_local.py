@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reconciler.checks import local
 from reconciler.config import Config
+from reconciler.kinds.redis.settings import RedisSettings
 
 
 def test_no_state_file_and_no_metrics_address_are_not_checked():
@@ -86,3 +87,12 @@ def test_an_address_a_running_reconciler_serves_passes():
         server.server_close()
     assert check is not None and check.ok
     assert check.detail.endswith("a reconciler serves /healthz there")
+
+
+def test_an_empty_image_list_is_a_warning_with_its_fix_and_a_list_passes():
+    empty = local.redis_images(Config())
+    assert empty.ok and empty.warning and "may run any image" in empty.detail
+    assert empty.fix == "set allowed_images to the repositories your Redis pods may use"
+    listed = Config(kind_settings=(RedisSettings(allowed_images=("redis",)),))
+    check = local.redis_images(listed)
+    assert check.ok and not check.warning and check.detail == "allowed_images: redis"
