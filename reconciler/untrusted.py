@@ -4,7 +4,8 @@ An object's author, or whoever may create a pod where we reconcile, writes
 names we later put into request lines, event messages and log lines. The
 apiserver checks an object's own name, but not the names inside its
 ``ownerReferences``; so every such name is checked here before it is asked
-for, and every such text is made printable here before it is shown.
+for, and every such text is quoted and cut short here before a message
+shows it (a text log line escapes what is left: `cli/logs.py`).
 """
 
 from __future__ import annotations
@@ -20,27 +21,6 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 def dns_subdomain(name: str) -> bool:
     """A name the apiserver would take for an object of a custom resource."""
     return 0 < len(name) <= DNS_SUBDOMAIN_MAX and _DNS_SUBDOMAIN.fullmatch(name) is not None
-
-
-# Characters that would end a log line or a header, move a terminal's
-# cursor, or hide what follows: C0 and C1 controls, DEL, and the Unicode
-# line and paragraph separators. Each becomes a visible escape.
-_ESCAPES = {
-    **{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))},
-    ord("\n"): "\\n",
-    ord("\r"): "\\r",
-    ord("\t"): "\\t",
-    0x2028: "\\u2028",
-    0x2029: "\\u2029",
-}
-
-
-def printable(text: str) -> str:
-    """``text`` with every character that could forge a line escaped; the
-    common case (nothing to escape) costs one scan."""
-    if text.isascii() and text.isprintable():
-        return text
-    return text.translate(_ESCAPES)
 
 
 def shown(value: str, most: int = 80) -> str:

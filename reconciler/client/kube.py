@@ -56,6 +56,7 @@ from reconciler.client.pykube_session import PykubeSession, Transport, compressi
 from reconciler.client.transport import Direct, Response, Sink, TransportError
 from reconciler.config import Config
 from reconciler.model import PODS, Incremental, Page, ResourceType
+from reconciler.untrusted import shown
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ class Kube:
         other.fence = fence
         if name:
             if _FIELD_VALUE.fullmatch(name) is None:
-                raise ValueError(f"a replica name a header cannot carry: {_shown(name)}")
+                raise ValueError(f"a replica name a header cannot carry: {shown(name)}")
             other.user_agent = f"{self.user_agent} ({name})"
         return other
 
@@ -578,8 +579,8 @@ def segment(res: ResourceType, namespace: str | None, name: str | None, value: s
     """``value`` (a name, namespace or subresource of a request for ``res``)
     if it may go into a path as it is; else BadRequestTarget naming the object."""
     if _NAME.fullmatch(value) is None:
-        what = f"{res.kind} {_shown(namespace or '')}/{_shown(name or '')}"
-        raise BadRequestTarget(what, f"{_shown(value)} is not a name")
+        what = f"{res.kind} {shown(namespace or '')}/{shown(name or '')}"
+        raise BadRequestTarget(what, f"{shown(value)} is not a name")
     return value
 
 
@@ -590,14 +591,8 @@ def request_target(path: str, params: Mapping[str, Any] | None) -> str:
     path not made by `Kube.path` cannot carry a second request either."""
     target = f"{path}?{urlencode(params)}" if params else path
     if _TARGET.fullmatch(target) is None:
-        raise BadRequestTarget(f"request {_shown(target)}", "not a request target")
+        raise BadRequestTarget(f"request {shown(target)}", "not a request target")
     return target
-
-
-def _shown(value: str, most: int = 80) -> str:
-    """Someone else's text in a message: quoted, escaped, cut short."""
-    text = repr(value)
-    return text if len(text) <= most else f"{text[:most]}... ({len(value)} characters)"
 
 
 HEAD = 64  # bytes of an answer that an error quotes
