@@ -281,7 +281,12 @@ def pod_specs(obj: Any) -> list[dict[str, Any]]:
 # The chart's modes, as `helm template` values.
 CHART_MODES = {
     "daemon": (),
-    "daemon without leader election": ("--set", "leaderElection.enable=false"),
+    "daemon without leader election": (
+        "--set",
+        "leaderElection.enable=false",
+        "--set",
+        "replicas=1",
+    ),
     "daemon sharded": ("--set", "shard.enable=true", "--set", "replicas=3"),
     "cronjob": ("--set", "mode=cronjob"),
 }
@@ -315,6 +320,31 @@ def test_no_charts_pod_gets_the_namespaces_service_links(mode: str):
     specs = pod_specs(list(render(*CHART_MODES[mode]).values()))
     assert specs
     assert_no_service_links(specs)
+
+
+def shipped_allowed_images() -> str:
+    """config/reconciler.yaml's allowed_images, as a variable carries it."""
+    return ",".join(yaml.safe_load((CONFIG / "reconciler.yaml").read_text())["allowed_images"])
+
+
+def assert_allowed_images(specs: list[dict[str, Any]]) -> None:
+    for spec in specs:
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+        assert env["RECONCILER_ALLOWED_IMAGES"] == shipped_allowed_images()
+
+
+@pytest.mark.parametrize("overlay", sorted(WORKLOAD_OVERLAYS))
+def test_each_overlay_allows_the_images_the_shipped_config_allows(overlay: str):
+    from .test_network_manifests import kustomize
+
+    assert_allowed_images(pod_specs(list(kustomize(CONFIG / overlay).values())))
+
+
+@pytest.mark.parametrize("mode", CHART_MODES)
+def test_each_chart_mode_allows_the_images_the_shipped_config_allows(mode: str):
+    from .test_chart_render import render
+
+    assert_allowed_images(pod_specs(list(render(*CHART_MODES[mode]).values())))
 
 
 def test_leader_election_role_is_namespaced_and_minimal():
