@@ -105,7 +105,7 @@ _SECRET_KEY = re.compile(SECRET_KEY_PATTERN)
 
 
 def _name_ok(value: Any, form: re.Pattern[str]) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 253 and form.match(value) is not None
+    return isinstance(value, str) and 0 < len(value) <= 253 and form.fullmatch(value) is not None
 
 
 def _auth_errors(found: Any) -> list[tuple[str, str]]:

@@ -263,18 +263,18 @@ def test_the_crd_defaults_are_the_planners():
     assert fields["restartedAt"]["maxLength"] == server.RESTARTED_MAX
 
 
-@pytest.mark.parametrize("name", ["Not_A_Name", "creds.", "-creds", "CREDS"])
+@pytest.mark.parametrize("name", ["Not_A_Name", "creds.", "-creds", "CREDS", "creds\n"])
 def test_a_secret_name_the_apiserver_would_refuse_is_refused_here_too(name):
     """A pod's secretKeyRef must name a DNS subdomain: any other name would
     fail every pod create, so it is refused with the field named instead."""
     found = errors(auth={"passwordSecret": {"name": name}})
-    assert found == [f"spec.auth.passwordSecret.name: must be a Secret's name, got '{name}'"]
+    assert found == [f"spec.auth.passwordSecret.name: must be a Secret's name, got {name!r}"]
 
 
-@pytest.mark.parametrize("key", ["pass word", "pw/1", "ü"])
+@pytest.mark.parametrize("key", ["pass word", "pw/1", "ü", "pw\n"])
 def test_a_key_no_secret_can_hold_is_refused(key):
     found = errors(auth={"passwordSecret": {"name": "creds", "key": key}})
-    assert found == [f"spec.auth.passwordSecret.key: must be a key of the Secret, got '{key}'"]
+    assert found == [f"spec.auth.passwordSecret.key: must be a key of the Secret, got {key!r}"]
 
 
 def test_names_and_keys_a_secret_can_have_are_taken():
