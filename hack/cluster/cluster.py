@@ -63,14 +63,16 @@ COMPONENTS = (*BINARIES, PROVISIONER)
 # EndpointSlices of a Redis's Service, the disruption budgets' status, pods
 # bound to nodes that are gone, nodes whose kubelet stops reporting, and the
 # claims of a Redis's pods: binding them to volumes, asking an external
-# resizer to grow them, and holding a claim or volume while it is in use.
+# resizer to grow them, and holding a claim or volume while it is in use;
+# and the built-in edit, admin and view roles aggregating ours (config/redis-users).
 KCM_CONTROLLERS = (
     "garbage-collector-controller,namespace-controller,resourcequota-controller,"
     "serviceaccount-controller,serviceaccount-token-controller,"
     "endpointslice-controller,disruption-controller,pod-garbage-collector-controller,"
     "node-lifecycle-controller,taint-eviction-controller,"
     "persistentvolume-binder-controller,persistentvolume-expander-controller,"
-    "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+    "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,"
+    "clusterrole-aggregation-controller"
 )
 # The default StorageClass, served by provisioner.py under this name (none of
 # Kubernetes' own "kubernetes.io/" names: the binder leaves a class of any
