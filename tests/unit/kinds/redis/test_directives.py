@@ -77,11 +77,14 @@ def test_the_crd_admits_what_the_planner_accepts(text):
 
 
 def test_both_answers_are_drawn():
-    """Else the parity above could hold by never drawing an accepted one."""
-    accepted = find(near, lambda d: directives.error(d) is None and "$" in d and '""' in d)
+    """Else the parity above could hold by never drawing an accepted one.
+    Each condition holds for a good share of the draws (a rarer one, tried
+    on a fresh clone without hypothesis's database, found no example)."""
+    accepted = find(near, lambda d: directives.error(d) is None and "$" in d)
     assert re.fullmatch(directives.GRAMMAR, accepted)
     refused = find(near, lambda d: directives.error(d) is not None and " --" in d)
     assert not re.fullmatch(directives.GRAMMAR, refused)
+    assert directives.error('save ""') is None and directives.error("hz a$b") is None
 
 
 def test_names_fold_in_ascii_alone():
