@@ -9,6 +9,7 @@ import re
 import signal
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .conftest import Kubectl, Reconciler, free_port, probe, wait_for
@@ -98,12 +99,20 @@ def budget_paced(metrics: str) -> float:
 class Run:
     out: str
     metrics: str
+    seconds: float  # the window the passes were counted in
 
 
-def run_while_pending(reconciler: Reconciler, ns: str, budget: str, seconds: float) -> Run:
-    """The daemon's output and metrics over a window of ``seconds`` (passes
-    are counted in it) of a Redis whose pods no node can take: progressing,
-    never Ready, so every pass is early."""
+def run_while_pending(
+    reconciler: Reconciler,
+    ns: str,
+    budget: str,
+    seconds: float,
+    until: Callable[[str], bool] = lambda _metrics: True,
+) -> Run:
+    """The daemon's output and metrics over a window of at least ``seconds``
+    (passes are counted in it), extended (up to a minute) until ``until``
+    holds of the metrics, of a Redis whose pods no node can take:
+    progressing, never Ready, so every pass is early."""
     port = free_port()
     proc = reconciler.daemon(
         ns,
@@ -118,13 +127,20 @@ def run_while_pending(reconciler: Reconciler, ns: str, budget: str, seconds: flo
     )
     try:
         wait_for(lambda: probe(port, "/readyz") == 200, what="the first pass")
+        started = time.monotonic()
         time.sleep(seconds)
-        metrics = scrape(port)
+
+        def held() -> str | None:
+            metrics = scrape(port)
+            return metrics if until(metrics) else None
+
+        metrics = wait_for(held, timeout=60, what="the window's passes")
+        window = time.monotonic() - started
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out[-3000:]
-    return Run(out, metrics)
+    return Run(out, metrics, window)
 
 
 LOOKED = re.compile(
@@ -166,7 +182,11 @@ def test_while_objects_progress_the_budget_spaces_the_passes_by_what_they_cost(
     # until nothing new for a few seconds lets the backoff space them more
     # than the budget does: the slower the passes (the busier the machine),
     # the fewer of them wait for the pods, so both kinds are counted.
-    tight = run_while_pending(reconciler, ns, "0.02", 6)
+    # A pass that looks for 0.14 s on a loaded machine waits 7 s: the window
+    # lasts until two passes were paced, however slow they are.
+    tight = run_while_pending(
+        reconciler, ns, "0.02", 6, until=lambda metrics: budget_paced(metrics) >= 2
+    )
     loose = run_while_pending(reconciler, ns, "1", 3)
     paced = honoured(tight.out, budget=0.02)
     assert len(paced) >= 2, tight.out[-3000:]
@@ -179,6 +199,6 @@ def test_while_objects_progress_the_budget_spaces_the_passes_by_what_they_cost(
     assert all(look >= 0.2 - 0.005 for look in looks), loose.out[-3000:]
     assert budget_paced(loose.metrics) <= len(looks)
     # Unpaced, the same passes come several times as often.
-    passes = len(re.findall(r"pass \w+ ok in", tight.out)) / 6
-    unpaced = len(re.findall(r"pass \w+ ok in", loose.out)) / 3
+    passes = len(re.findall(r"pass \w+ ok in", tight.out)) / tight.seconds
+    unpaced = len(re.findall(r"pass \w+ ok in", loose.out)) / loose.seconds
     assert unpaced > 2 * passes, (passes, unpaced)
