@@ -265,15 +265,15 @@ def degraded_verdict(
 
 def summary_of(verdicts: Mapping[str, Verdict]) -> Verdict:
     """One word and one line for `kubectl get`: the Degraded reason if any,
-    else Paused, else Ready, else the step in progress."""
+    else Paused, else the step in progress, else Ready. A step outranks
+    Ready: while surplus pods go or claims grow, the desired pods are Ready,
+    yet `Ready` in the column would say nothing is left to do."""
     degraded, ready, progressing = verdicts["Degraded"], verdicts["Ready"], verdicts["Progressing"]
     if degraded.ok:
         return degraded
-    if progressing.reason == PAUSED:
+    if progressing.reason == PAUSED or progressing.ok:
         return progressing
-    if ready.ok:
-        return Verdict(True, READY, ready.message)
-    return progressing if progressing.ok else ready
+    return Verdict(True, READY, ready.message) if ready.ok else ready
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,22 @@ def test_progressing_reasons_and_messages():
         assert cond(st, "Progressing")["message"] == message
 
 
+def test_the_status_column_names_the_step_in_progress_even_when_ready():
+    """`kubectl get redis` shows `state`: while surplus pods go, the desired
+    ones are Ready, yet the column says ScalingDown, not Ready."""
+    r = redis(num=2)
+    table = [
+        ([pod(r, 0), pod(r, 1)], "Ready", "True"),
+        ([pod(r, 0), pod(r, 1), pod(r, 2)], "ScalingDown", "True"),
+        ([pod(r, 0), pod(r, 1), pod(r, 2, terminating=True)], "ScalingDown", "True"),
+        ([pod(r, 0), pod(r, 1, ready=False)], "WaitingForReady", "False"),
+    ]
+    for pods, state, ready in table:
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert (st["state"], conds(st)["Ready"][0]) == (state, ready), pods
+        assert st["message"] == cond(st, "Progressing" if state != "Ready" else "Ready")["message"]
+
+
 def test_a_rollout_in_progress_stays_a_rollout_until_every_pod_is_updated():
     rolling = {
         "replicas": 2,
