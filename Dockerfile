@@ -1,5 +1,5 @@
 # reconciler image: `reconciler sync` by default (config/cronjob); the
-# Deployment of config/daemon passes `run`. Build: docker build -t reconciler:0.1.0 .
+# Deployment of config/daemon passes `run`. Build: docker build -t reconciler:0.2.0 .
 #
 # The builder installs the package into a venv; the final stage copies only the
 # venv, so no compiler, pip cache or source tree ships. Python writes no .pyc

@@ -7,8 +7,8 @@
 #
 #   hack/deploy.sh render|deploy|undeploy [kubectl args...]
 #   OVERLAY  config/daemon (default) or config/cronjob
-#   IMG      the image, e.g. registry.example.com/reconciler:0.1.0 or ...@sha256:...;
-#            empty: the overlay's own (reconciler:0.1.0)
+#   IMG      the image, e.g. registry.example.com/reconciler:0.2.0 or ...@sha256:...;
+#            empty: the overlay's own (reconciler:0.2.0)
 #
 # undeploy leaves the CRDs, and so every Redis and Xca, in place: deleting a CRD
 # deletes its objects. `make uninstall` removes them.

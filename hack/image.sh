@@ -29,7 +29,7 @@ case "$verb" in
   builder)
     echo "$builder" ;;
   build)
-    [[ -n "$IMG" ]] || { echo "image: set IMG, e.g. make docker-build IMG=registry.example.com/reconciler:0.1.0" >&2; exit 2; }
+    [[ -n "$IMG" ]] || { echo "image: set IMG, e.g. make docker-build IMG=registry.example.com/reconciler:0.2.0" >&2; exit 2; }
     args=(-t "$IMG")
     [[ -n "${BASE:-}" ]] && args+=(--build-arg "BASE=$BASE")
     case "$builder" in
@@ -44,7 +44,7 @@ case "$verb" in
     echo "image: $builder building $IMG" >&2
     "${cmd[@]}" "${args[@]}" . ;;
   push)
-    [[ -n "$IMG" ]] || { echo "image: set IMG, e.g. make docker-push IMG=registry.example.com/reconciler:0.1.0" >&2; exit 2; }
+    [[ -n "$IMG" ]] || { echo "image: set IMG, e.g. make docker-push IMG=registry.example.com/reconciler:0.2.0" >&2; exit 2; }
     "$builder" push "$IMG" ;;
   *)
     echo "usage: hack/image.sh build|push|builder" >&2; exit 2 ;;

@@ -1,3 +1,3 @@
 """A level-triggered polling reconciler for the Redis and Xca kinds."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

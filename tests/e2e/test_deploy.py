@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler import __version__
+
 from .conftest import ROOT, Kubectl, free_port, owned, probe, refused_requests, wait_for
 from .test_redis import pods
 
@@ -123,7 +125,7 @@ def test_overlay_builds_with_kubectl_kustomize(kubectl: Kubectl, overlay: str) -
     crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
     assert crds == {"redis.myapp.demo.kubebuilder.io", "xcas.apps.xca.k8s.kb.cx"}
     (container,) = pod_spec(workload(docs))["containers"]
-    assert container["image"] == "reconciler:0.1.0"
+    assert container["image"] == f"reconciler:{__version__}"
     for d in docs:
         labels = d["metadata"].get("labels", {})
         if d["kind"] != "CustomResourceDefinition":
@@ -144,7 +146,7 @@ def test_overlay_builds_with_kubectl_kustomize(kubectl: Kubectl, overlay: str) -
             "registry.example.com:5000/team/reconciler:1.2",
             "registry.example.com:5000/team/reconciler:1.2",
         ),
-        ("registry.example.com/reconciler", "registry.example.com/reconciler:0.1.0"),
+        ("registry.example.com/reconciler", f"registry.example.com/reconciler:{__version__}"),
         ("reg.example/r@sha256:" + "a" * 64, "reg.example/r@sha256:" + "a" * 64),
     ],
 )
@@ -172,16 +174,16 @@ def test_overlays_apply_as_they_are_and_undeploy_keeps_the_crds(kubectl: Kubectl
         kubectl,
         "deploy",
         "config/daemon",
-        "registry.example.com/reconciler:0.1.0",
+        f"registry.example.com/reconciler:{__version__}",
         "--dry-run=server",
     )
     assert "deployment.apps/reconciler created (server dry run)" in dry
     assert "service/reconciler-metrics created (server dry run)" in dry
-    deploy(kubectl, "deploy", "config/daemon", "registry.example.com/reconciler:0.1.0")
+    deploy(kubectl, "deploy", "config/daemon", f"registry.example.com/reconciler:{__version__}")
     image = kubectl.json("get", "deployment", "reconciler", "-n", SYSTEM_NS)["spec"]["template"][
         "spec"
     ]["containers"][0]["image"]
-    assert image == "registry.example.com/reconciler:0.1.0"
+    assert image == f"registry.example.com/reconciler:{__version__}"
 
     gone = deploy(kubectl, "undeploy", "config/daemon", "", "--dry-run=server")
     assert (

@@ -76,7 +76,7 @@ def test_monitor_and_rule_carry_the_labels_prometheus_selects_them_by():
 
 def test_runbook_urls_are_repository_paths_unless_a_base_url_is_given():
     assert render(*METRICS)[("PrometheusRule", "reconciler")]["spec"] == config_rules()
-    base = "https://git.example.com/platform/reconciler/blob/v0.1.0/docs/operations.md"
+    base = "https://git.example.com/platform/reconciler/blob/v0.2.0/docs/operations.md"
     spec = render(*METRICS, "--set", f"metrics.prometheusRule.runbookBaseURL={base}")[
         ("PrometheusRule", "reconciler")
     ]["spec"]
