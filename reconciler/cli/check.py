@@ -51,8 +51,8 @@ def _options() -> list[click.Parameter]:
     + "\n\n"
     + exit_codes(
         (EXIT_OK, "every check passed"),
-        (EXIT_FAILED, "some check failed: its fix: line says what to do"),
-        (EXIT_USAGE, "bad usage"),
+        (EXIT_FAILED, "some check failed (a bad config too): its fix: line says what to do"),
+        (EXIT_USAGE, "bad usage: an unknown option, or a value not of its type"),
         (EXIT_UNREACHABLE, "a cluster cannot be reached, or refuses the credentials"),
     ),
 )

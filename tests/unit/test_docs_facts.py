@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -380,3 +381,53 @@ def test_every_link_to_a_section_of_a_doc_finds_it() -> None:
 
 def test_the_readme_is_one_screen() -> None:
     assert len(text(ROOT / "README.md").splitlines()) <= 200
+
+
+def test_check_exits_as_the_table_says_on_a_bad_config_and_on_bad_usage(tmp_path: Path) -> None:
+    """`check` reports a bad config as a failed check (1), not as bad usage (2):
+    the table and check's --help say so, and it does."""
+    from click.testing import CliRunner
+
+    table = exit_code_tables()[ROOT / "README.md"]
+    assert "`check`: some check failed, a bad config among them" in table[served.EXIT_FAILED]
+    assert "(but for `check`) bad config" in table[served.EXIT_USAGE]
+    bad = tmp_path / "reconciler.yaml"
+    bad.write_text("intervl: 3\n")
+    runner = CliRunner()
+    assert runner.invoke(commands.cli, ["check", "--config", str(bad)]).exit_code == 1
+    assert runner.invoke(commands.cli, ["check", "--bogus"]).exit_code == served.EXIT_USAGE
+    helped = runner.invoke(commands.cli, ["check", "--help"]).output
+    usage = next(line for line in helped.splitlines() if line.strip().startswith("2 "))
+    failed = next(line for line in helped.splitlines() if line.strip().startswith("1 "))
+    assert "config" not in usage and "bad config" in failed
+
+
+# `kubectl delete pvc -n NS -l a=b,c=d` and `kubectl delete pvc -n NS data-r-3`.
+DELETE_CLAIMS = re.compile(r"kubectl delete pvc -n NS (?:-l (\S+?)|(\S+?))`")
+
+
+def test_pass_md_removes_kept_claims_by_the_labels_and_names_the_code_gives_them() -> None:
+    from reconciler.kinds.redis.identity import from_api, owner_of, pod_name
+    from reconciler.kinds.redis.storage import Storage, claim_manifest, claim_name
+
+    def claim_of(name: str, index: int) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "NS", "uid": f"uid-{name}"}
+        redis = from_api(
+            {
+                "apiVersion": "myapp.demo.kubebuilder.io/v1",
+                "kind": "Redis",
+                "metadata": meta,
+                "spec": {},
+            }
+        )
+        pod = pod_name(redis, index)
+        return claim_manifest(owner_of(redis), Storage("1Gi", 2**30), claim_name(pod))
+
+    made, other = claim_of("r", 3), claim_of("s", 3)
+    found = DELETE_CLAIMS.findall(re.sub(r"\s+", " ", text(ROOT / "docs" / "pass.md")))
+    selectors = [s for s, _ in found if s]
+    names = [n for _, n in found if n]
+    assert len(selectors) == 1 and names == [made["metadata"]["name"]], found
+    wanted = dict(pair.split("=", 1) for pair in selectors[0].split(","))
+    assert wanted.items() <= made["metadata"]["labels"].items()
+    assert not wanted.items() <= other["metadata"]["labels"].items(), "another Redis's claims"
