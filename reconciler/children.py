@@ -61,6 +61,14 @@ STATUS_READ: Mapping[str, tuple[str, ...]] = {
 }
 
 
+def plural(kind: str) -> str:
+    """A kind as a user names many of them: Services, NetworkPolicies,
+    StorageClasses."""
+    if kind.endswith("y"):
+        return kind[:-1] + "ies"
+    return kind + ("es" if kind.endswith("s") else "s")
+
+
 def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
     """``kind`` is given: the items of a LIST carry none."""
     meta = meta_of(obj)

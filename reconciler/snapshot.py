@@ -37,6 +37,13 @@ class Snapshot:
     # absent, or None, was not listed completely, and is neither created nor
     # repaired this pass.
     children: Mapping[str, tuple[Child, ...] | None] = field(default_factory=dict)
+    # Why a kind of child was not listed (None in ``children``), by kind,
+    # when the next pass will fail it too, as ``pods_error`` for pods: the
+    # status of each object that depends on it says so (Degraded). A
+    # timeout, a 429 or a 5xx is not here: the next pass likely sees the
+    # kind, and a Degraded condition flipped per timeout would fire a
+    # Warning event each time for nothing the user can fix.
+    unlisted: Mapping[str, str] = field(default_factory=dict)
     # Of each kind, the objects this pass read added or changed since the
     # pass before (engine/observe/churn.py): the next pass lists a kind that
     # moved a lot in full at once, without a LIST of its metadata first.

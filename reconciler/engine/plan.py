@@ -72,7 +72,8 @@ def plan_pass(
 ) -> Plan:
     """Plan one pass. A kind whose LIST failed (None) gets no writes, nor does
     a kind whose rules read pods when the pod LIST failed, but for the status
-    that says so when the failure will last (``snapshot.pods_error``).
+    that says so when the failure will last (``snapshot.pods_error``; for
+    a kind of child, ``snapshot.unlisted``, which each object's plan reads).
     ``settled`` is the previous plan's: an object it holds is not planned
     again (`reconciler.settled`). ``holder``: the sharded replica planning,
     recorded in each object's status."""
@@ -90,7 +91,9 @@ def plan_pass(
         own = kind.settings_in(config)
         for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
             closing = obj.namespace in snapshot.terminating
-            if not out.reuse(obj, closing):
+            # While a kind is refused, each object is planned anew, so its
+            # status can say so (a settled plan read no such input).
+            if snapshot.unlisted or not out.reuse(obj, closing):
                 obj_gate = gate(obj.failure, policy, now)
                 inp = PlanInput(
                     out.index,
@@ -101,6 +104,7 @@ def plan_pass(
                     closing,
                     holder,
                     listed,
+                    unlisted=snapshot.unlisted,
                     settings=own,
                 )
                 out.plan(kind, obj, inp)

@@ -5,7 +5,7 @@ plan it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from sys import intern
 from typing import Any, ClassVar, Generic, Self, TypeVar
@@ -90,6 +90,9 @@ class PlanInput:
     # The kinds of child object (Service) listed completely this pass: only
     # those may be created or repaired.
     children: frozenset[str] = frozenset()
+    # Of the kinds not listed, why, when the next pass will fail them too
+    # (`Snapshot.unlisted`): the status of an object that needs one says so.
+    unlisted: Mapping[str, str] = field(default_factory=dict)
     # Set only for the status written right after a disruption budget refused
     # an eviction of one of its pods: (pod, the apiserver's words).
     refused: tuple[str, str] | None = None

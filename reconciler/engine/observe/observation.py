@@ -17,7 +17,7 @@ are kept (`_named`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -169,7 +169,7 @@ def observe(
     classes = list_classes(lister, full, children.get(CLAIMS.kind))
     if classes is not None:
         children[STORAGE_CLASSES.kind] = classes
-    pods_error = lister.lasting.get(PODS.kind) if pods is None else None
+    pods_error = unlisted(lister, {PODS.kind: pods}).get(PODS.kind)
     seen = (
         namespaces_seen(kube, namespaces)
         if lister.unreachable is None
@@ -179,7 +179,13 @@ def observe(
     for warning in warnings:
         log.warning("%s", warning)
     snapshot = Snapshot(
-        objects, pods, seen.terminating, pods_error, children=children, owners_gone=gone
+        objects,
+        pods,
+        seen.terminating,
+        pods_error,
+        children=children,
+        unlisted=unlisted(lister, {**children, STORAGE_CLASSES.kind: classes}),
+        owners_gone=gone,
     )
     return Observation(
         replace(snapshot, churn=churn(previous, snapshot, lister.fetched)),
@@ -193,6 +199,18 @@ def observe(
         tuple(lister.stale),
         refused,
     )
+
+
+def unlisted(lister: Lister, found: Mapping[str, tuple[Any, ...] | None]) -> dict[str, str]:
+    """Why each kind not seen this pass (None in ``found``) was not, when
+    the next pass will meet it too (`Lister.lasting`): what the statuses
+    that depend on it say. A kind not asked for (None, no failure) is not
+    here, nor one whose failure passes (a timeout)."""
+    return {
+        kind: lister.lasting[kind]
+        for kind, seen in found.items()
+        if seen is None and kind in lister.lasting
+    }
 
 
 def _owners_confirmed(

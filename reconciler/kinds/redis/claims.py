@@ -5,6 +5,17 @@ its class allows expansion, deleted once scaled away under ``whenScaled:
 Delete``; and what the status says of them: claims not bound yet, claims
 still growing, and a class that does not let them grow. A claim that is
 not ours (another's, of the same name) is mounted as it is and never written.
+
+A claim that an earlier Redis of the same name owns (its owner reference
+names that Redis with another uid) was made under that Redis's ``whenDeleted:
+Delete``: the garbage collector deletes it, as that Redis's owner asked. It
+is neither mounted nor adopted: its pod waits for it to go, the status names
+it, and the next pass makes a new claim. As the StatefulSet controller does
+with a claim whose owner reference names an earlier set of its name (it
+leaves it to the garbage collector), and a pod is never started on data that
+is about to be deleted under it. To keep that data instead, remove the
+owner reference from the claim: a claim of ours with no owner is mounted
+and owned as the retention policy says.
 """
 
 from __future__ import annotations
@@ -38,6 +49,25 @@ def is_ours(owner: Owner, claim: Child) -> bool:
     return claim.labels.get(LABEL_MANAGED_BY) == MANAGED_BY and claim.controller_uid in (
         None,
         owner.uid,
+    )
+
+
+def earlier_owner(owner: Owner, claim: Child) -> str | None:
+    """The uid of an earlier Redis of this name that owns the claim: an owner
+    reference of our kind and the Redis's name, with another uid."""
+    api_version, kind = owner.owner_ref["apiVersion"], owner.owner_ref["kind"]
+    for ref in claim.owner_refs:
+        same = (ref.api_version, ref.kind, ref.name) == (api_version, kind, owner.key.name)
+        if same and ref.uid != owner.uid:
+            return ref.uid
+    return None
+
+
+def earlier_note(name: str, pod: str, uid: str) -> str:
+    return (
+        f"claim {name} belongs to an earlier Redis of this name (uid {uid}) and is deleted "
+        f"with it: pod {pod} waits for it to go (to keep its data, remove that ownerReference "
+        f"from the claim)"
     )
 
 
@@ -92,6 +122,9 @@ class ClaimPlan:
     resizing: tuple[str, ...] = ()
     cannot_grow: str | None = None
     pending: tuple[str, ...] = ()  # claims not bound to a volume yet
+    # Its plan looked up a claim's storage class (a claim Pending, or to
+    # grow): it needs the classes listed (`child_plans.needed_kinds`).
+    reads_classes: bool = False
 
 
 NO_CLAIMS = ClaimPlan()
@@ -144,11 +177,15 @@ def _claim_of_pod(inp: ClaimInput, pod: str) -> tuple[ClaimPlan, Child | None]:
     if claim.terminating:
         note = f"claim {name} is being deleted: pod {pod} waits for it to go"
         return ClaimPlan(going=frozenset({pod}), notes=(note,)), None
+    earlier = earlier_owner(owner, claim)
+    if earlier is not None and claim.labels.get(LABEL_MANAGED_BY) == MANAGED_BY:
+        note = earlier_note(name, pod, earlier)
+        return ClaimPlan(going=frozenset({pod}), notes=(note,)), None
     if claim.status.get("phase") == "Pending":
         why = _unbindable(inp, claim)
         if why is not None:
-            return ClaimPlan(notes=(f"claim {name} is Pending: {why}",)), claim
-        return ClaimPlan(pending=(name,)), claim
+            return ClaimPlan(notes=(f"claim {name} is Pending: {why}",), reads_classes=True), claim
+        return ClaimPlan(pending=(name,), reads_classes=True), claim
     return NO_CLAIMS, claim
 
 
@@ -180,19 +217,20 @@ def _keep_right(inp: ClaimInput, claim: Child) -> ClaimPlan:
     if grow is not None:
         patch["spec"] = grow
     have = capacity(claim)
+    reads = (requested(claim) or inp.storage.size_bytes) < inp.storage.size_bytes
     resizing: tuple[str, ...] = ()
     if cannot is None and have is not None and have < inp.storage.size_bytes:
         pending = RESIZE_PENDING in _conditions(claim)
         resizing = (f"{claim.name} ({RESIZE_PENDING})" if pending else claim.name,)
     if not patch or not inp.write:
-        return ClaimPlan(resizing=resizing, cannot_grow=cannot)
+        return ClaimPlan(resizing=resizing, cannot_grow=cannot, reads_classes=reads)
     retention = f"retention whenDeleted {inp.storage.when_deleted}"
     parts = ([f"grow to {inp.storage.size}"] if grow else []) + (
         [retention] if refs is not None else []
     )
     why = ", ".join(parts) if parts else retention
     write = PatchChild(inp.owner.key, claim.key, claim.resource_version, patch, why)
-    return ClaimPlan((write,), resizing=resizing, cannot_grow=cannot)
+    return ClaimPlan((write,), resizing=resizing, cannot_grow=cannot, reads_classes=reads)
 
 
 def _scaled_away(inp: ClaimInput, redis_name: str) -> tuple[DeleteChild | PatchChild, ...]:
@@ -231,6 +269,7 @@ def plan_claims(inp: ClaimInput, redis_name: str) -> ClaimPlan:
     resizing: list[str] = []
     pending: list[str] = []
     cannot: str | None = None
+    reads = False
     for pod in inp.pods:
         found, claim = _claim_of_pod(inp, pod)
         kept = NO_CLAIMS if claim is None else _keep_right(inp, claim)
@@ -241,10 +280,13 @@ def plan_claims(inp: ClaimInput, redis_name: str) -> ClaimPlan:
             resizing.extend(part.resizing)
             pending.extend(part.pending)
             cannot = cannot or part.cannot_grow
+            reads = reads or part.reads_classes
     writes.extend(_scaled_away(inp, redis_name))
     if pending:
         notes.append(f"claims not bound to a volume yet (Pending): {named(pending)}")
-    return ClaimPlan(tuple(writes), frozenset(going), tuple(notes), tuple(resizing), cannot)
+    return ClaimPlan(
+        tuple(writes), frozenset(going), tuple(notes), tuple(resizing), cannot, reads_classes=reads
+    )
 
 
 def named(names: Sequence[str]) -> str:

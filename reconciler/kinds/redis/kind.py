@@ -40,9 +40,11 @@ from reconciler.kinds.redis.changes import (
 )
 from reconciler.kinds.redis.child_plans import (
     SERVICE_FIELD,
+    needed_kinds,
     policy_plan,
     policy_verdict,
     service_plan,
+    unseen_verdict,
 )
 from reconciler.kinds.redis.claims import ClaimPlan, claim_plan, claims_verdict, resizing_verdict
 from reconciler.kinds.redis.identity import (
@@ -177,8 +179,15 @@ class _Live:
             )
             if d
         )
+        needed = needed_kinds(child_names(redis), claims.reads_classes)
         degraded = claims_verdict(
-            degraded_verdict(changes.missing.conflicts, inp.gate, held), claims
+            unseen_verdict(
+                degraded_verdict(changes.missing.conflicts, inp.gate, held),
+                needed,
+                inp,
+                redis.status,
+            ),
+            claims,
         )
         verdicts = {
             "Ready": ready_verdict(spec, counts),
