@@ -87,6 +87,10 @@ class Config:
     # Metrics and health endpoints (`reconciler run` only); empty disables.
     metrics_address: str = ""
     healthz_intervals: float = 3.0
+    # After this many passes in a row that could not use a cluster (it could
+    # not be reached, or refused every LIST: 401, 403), systemd's STATUS line
+    # and /readyz say why (`reconciler run` only; reconciler/run/daemon.py).
+    unready_after: int = 3
     # Output.
     log_level: str = "INFO"
     log_format: str = "text"
@@ -120,6 +124,7 @@ _POSITIVE = {
     "retry_period",
     "shard_buckets",
     "healthz_intervals",
+    "unready_after",
 }
 _AT_MOST_ONE = {"pace_budget"}
 _NON_NEGATIVE = {"jitter", "max_retries", "page_size", "metadata_page_size"}

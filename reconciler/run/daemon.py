@@ -13,6 +13,12 @@ leader election, only the holder of the Lease runs passes; the others tick
 and stay healthy, ready to take over. Sharded, every replica runs passes
 over the buckets it holds (reconciler/run/shard.py), and one that holds none
 ticks like a standby.
+
+A cluster that no pass can use (`Unreached`: unreachable, or every LIST
+refused) for ``unready_after`` passes in a row is named, with the error, on
+systemd's STATUS line (`sdnotify.Status`) and by /readyz, until a pass
+reaches it again. The process does not exit for it, and the watchdog is
+still fed (`Loop._after` says why).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -36,8 +43,9 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from reconciler.client.kube import stop_credential_plugins
+from reconciler.config import Config
 from reconciler.log_cluster import in_cluster
-from reconciler.result import PassResult, plural
+from reconciler.result import PassOutcome, PassResult, plural
 from reconciler.run import sdnotify
 from reconciler.run.leader import LeaderElector
 from reconciler.run.pacing import Pace, Schedule, explain, next_pace
@@ -56,6 +64,35 @@ def _thread(name: str, target: Callable[..., None], *args: object) -> threading.
     return threading.Thread(target=run, args=(target, *args), name=name, daemon=True)
 
 
+@dataclass(frozen=True)
+class Unreached:
+    """The passes in a row that could not use the cluster: none of their
+    LISTs reached it, or it refused every one for the credentials (401) or
+    for RBAC (403), which the error's first word says. A pass that reaches
+    it again starts the count over."""
+
+    passes: int = 0
+    since: datetime | None = None  # when the first of them started
+    why: str = ""  # the last one's error
+
+    def after(self, result: PassResult, started: datetime) -> Unreached:
+        if result.outcome is not PassOutcome.UNREACHABLE:
+            return Unreached()
+        return Unreached(self.passes + 1, self.since or started, result.unreachable or "")
+
+    def trouble(self, after: int, now: datetime) -> str | None:
+        """Why the cluster is not ready, once ``after`` passes in a row could not use it."""
+        if self.passes < after or self.since is None:
+            return None
+        seconds = (now - self.since).total_seconds()
+        passes = plural(self.passes, "pass", "passes")
+        since = self.since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (
+            f"no pass has reached the cluster for {seconds:.0f}s"
+            f" ({passes} in a row since {since}): {self.why}"
+        )
+
+
 class Loop:
     """One cluster's passes: its pace, its Lease or buckets, its metrics.
     The `Daemon` runs each loop as a job of its one scheduler."""
@@ -72,6 +109,7 @@ class Loop:
         metrics: ClusterMetrics | None = None,
         requests: Callable[[], dict[tuple[str, str], int]] = dict,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        unready_after: int = Config.unready_after,
     ) -> None:
         self.one_pass = one_pass
         self.schedule = schedule
@@ -93,7 +131,11 @@ class Loop:
         self.stopping = threading.Event()
         self.passes = 0
         self.ticks = 0
-        self.said: str | None = None  # the Lease trouble last logged
+        self.unready_after = unready_after
+        self.unreached = Unreached()
+        # The STATUS= line; the Daemon gives every loop of the process the same one.
+        self.status = sdnotify.Status()
+        self.said: dict[str, str | None] = {}  # each trouble as last logged
         self.leases_started = False
         self.renewer: threading.Thread | None = None
 
@@ -126,7 +168,7 @@ class Loop:
                 return
             self.passes += 1
             log.info("%s", result.one_line())
-            self._after(result)
+            self._after(result, started)
             self._pace(result, started)
 
     def _pace(self, result: PassResult, started: datetime) -> None:
@@ -152,34 +194,58 @@ class Loop:
         if when is not None and not self.stopping.is_set():
             scheduler.modify_job(self.job_id, next_run_time=when)
 
-    def _after(self, result: PassResult | None) -> None:
+    def _after(self, result: PassResult | None, started: datetime | None = None) -> None:
+        """After each tick: metrics, then systemd's READY=1 (the first),
+        STATUS= and WATCHDOG=1. The watchdog is fed also while no pass can
+        use the cluster: it is for a process that hangs, which a restart
+        mends; a refused token, lost RBAC or an apiserver that is down is not
+        mended by one, and restarts would only end at the unit's start limit,
+        after which nothing retries once the cluster is back. The STATUS line
+        and /readyz say it instead, and the next pass that reaches the
+        cluster clears them."""
         if self.metrics is not None:
             if result is not None:
                 self.metrics.record_pass(result, self.requests())
             else:
                 self.metrics.record_requests(self.requests())
                 self.metrics.tick()
+        # A standby has no passes to count: its Lease's trouble speaks for it.
+        self.unreached = (
+            self.unreached.after(result, started or self.clock())
+            if result is not None
+            else Unreached()
+        )
         if self.ticks == 1:
             sdnotify.notify("READY=1")
-        trouble = self.trouble()
-        self._say(trouble)
-        status = result.one_line() if result is not None else trouble or "standby: nothing held"
-        sdnotify.notify(f"STATUS={f'[{self.name}] ' if self.name else ''}{status}")
+        reach, lease = self.reach_trouble(), self.lease_trouble()
+        self._say("reach", reach, "a pass reached the cluster")
+        self._say("lease", lease, "the Lease is held or seen")
+        line = result.one_line() if result is not None else "standby: nothing held"
+        self.status.say(self.name, line, reach or lease)
         sdnotify.notify("WATCHDOG=1")
 
     def trouble(self) -> str | None:
-        """Why this replica cannot tell whether anyone reconciles: /readyz
-        fails with it, and systemd's status line shows it."""
+        """Why this cluster is not ready: /readyz fails with it, and
+        systemd's status line shows it."""
+        return self.reach_trouble() or self.lease_trouble()
+
+    def reach_trouble(self) -> str | None:
+        """``unready_after`` passes in a row could not use the cluster."""
+        return self.unreached.trouble(self.unready_after, self.clock())
+
+    def lease_trouble(self) -> str | None:
+        """Why this replica cannot tell whether anyone reconciles."""
         source = self.elector or self.shard
         return source.sighting.trouble() if source is not None else None
 
-    def _say(self, trouble: str | None) -> None:
-        """Log a change of the Lease trouble once, not at every tick."""
-        if trouble is not None and self.said is None:
+    def _say(self, what: str, trouble: str | None, cleared: str) -> None:
+        """Log a change of one trouble once, not at every tick."""
+        before = self.said.get(what)
+        if trouble is not None and before is None:
             log.error("not ready: %s", trouble)
-        elif trouble is None and self.said is not None:
-            log.info("ready again: the Lease is held or seen")
-        self.said = trouble
+        elif trouble is None and before is not None:
+            log.info("ready again: %s", cleared)
+        self.said[what] = trouble
 
     def retry_period(self) -> float:
         source = self.elector or self.shard
@@ -251,6 +317,9 @@ class Daemon:
     def __init__(self, loops: Sequence[Loop], parallel: int = 1) -> None:
         logging.getLogger("apscheduler.scheduler").addFilter(_SKIPS_SAID)
         self.loops = {loop.job_id: loop for loop in loops}
+        status = sdnotify.Status()  # one STATUS= line, whichever loop speaks
+        for loop in loops:
+            loop.status = status
         self.stopping = threading.Event()
         self.scheduler = BlockingScheduler(
             timezone=UTC,

@@ -157,6 +157,7 @@ def loop(one_pass: Callable[[], PassResult], parts: Parts, config: Config, name:
         shard=parts.member,
         metrics=parts.metrics,
         requests=lambda: dict(parts.kube.stats.requests),
+        unready_after=config.unready_after,
     )
 
 

@@ -5,10 +5,11 @@
 hangs (rather than crashes) is restarted by systemd or the kubelet. A standby
 replica that skips passes because it is not the leader still counts as alive:
 its loop is ticking. /readyz fails, with the reason and the cluster, while a
-replica can neither hold nor see the holder of its Lease for longer than the
-lease duration (``blocked``), while a cluster's loop has ended no pass for
-``stale_after`` seconds, or while no pass has reached a cluster for that
-long: then nothing reconciles there.
+cluster's loop says it is blocked (``blocked``: a replica that can neither
+hold nor see the holder of its Lease for longer than the lease duration, or
+``unready_after`` passes in a row that could not use the cluster;
+reconciler/run/daemon.py), or while its loop has ended no pass for
+``stale_after`` seconds: then nothing reconciles there.
 """
 
 from __future__ import annotations
@@ -194,9 +195,8 @@ class Metrics:
         )
         self.reached = Gauge(
             "reconciler_last_reached_timestamp_seconds",
-            "Unix time of the last pass that reached the cluster (every LIST answered"
-            " or refused object by object): /readyz fails once it is healthz_intervals"
-            " intervals old.",
+            "Unix time of the last pass that reached the cluster (not every LIST"
+            " unanswered or refused): /readyz fails once unready_after passes in a row have not.",
             c,
             registry=r,
         )
@@ -231,14 +231,13 @@ class ClusterMetrics:
         self.name = name
         self.bound: tuple[str, ...] = (name,) if metrics.named else ()
         self.stale_after = stale_after
-        # Why this replica cannot tell whether anyone reconciles (set by the daemon).
+        # Why the cluster's loop is not ready: its Lease, or the passes that
+        # cannot use the cluster (set by the daemon).
         self.blocked: Callable[[], str | None] | None = None
         self.of(metrics.interval).set(interval)
         self._held: frozenset[int] = frozenset()
         self._seen_requests: dict[tuple[str, str], int] = {}
         self.last_tick = 0.0
-        self.last_reached = time.monotonic()  # a cluster down from the start counts from here
-        self.unreached: str | None = None  # why the last pass did not reach it
         self.ready = False
         self.lock = threading.Lock()
 
@@ -296,10 +295,7 @@ class ClusterMetrics:
         self.record_health(result)
         if result.outcome is PassOutcome.OK:
             self.of(f.last_success).set(time.time())
-        if result.outcome is PassOutcome.UNREACHABLE:
-            self.unreached = result.unreachable
-        else:
-            self.last_reached, self.unreached = time.monotonic(), None
+        if result.outcome is not PassOutcome.UNREACHABLE:
             self.of(f.reached).set(time.time())
         self.record_requests(requests)
         self.tick()
@@ -339,17 +335,13 @@ class ClusterMetrics:
         return self.ready and time.monotonic() - self.last_tick < self.stale_after
 
     def not_ready(self) -> str | None:
-        """Why /readyz fails for this cluster: no pass yet, a Lease it cannot
-        see, or for ``stale_after`` seconds no pass that reached it or none
-        that ended."""
+        """Why /readyz fails for this cluster: no pass yet, what its loop
+        says blocks it, or no pass ended for ``stale_after`` seconds."""
         if not self.ready:
             return "first pass not done"
         blocked = self.blocked() if self.blocked is not None else None
         if blocked is not None:
             return blocked
-        unreached_for = time.monotonic() - self.last_reached
-        if self.unreached is not None and unreached_for >= self.stale_after:
-            return f"no pass has reached the cluster for {unreached_for:.0f}s: {self.unreached}"
         ended_for = time.monotonic() - self.last_tick
         if ended_for >= self.stale_after:
             return f"no pass has ended for {ended_for:.0f}s: one is still running"

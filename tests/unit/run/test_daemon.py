@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +17,7 @@ from apscheduler.events import EVENT_JOB_EXECUTED
 from reconciler.actions import PatchStatus, Plan
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
-from reconciler.run.daemon import Daemon, Loop
+from reconciler.run.daemon import Daemon, Loop, Unreached
 from reconciler.run.pacing import Pace, Schedule, Why
 from tests.unit.imports import loaded_after
 
@@ -77,7 +77,7 @@ def test_a_replica_blind_to_its_lease_says_so_once_and_when_it_sees_again(
     trouble.append("lease ns/reconciler neither held nor seen for 7s: 404 NotFound")
     d.tick()
     d.tick()
-    assert f"STATUS={trouble[0]}" in sent
+    assert f"STATUS=not ready: {trouble[0]}" in sent
     trouble.clear()
     d.tick()
     said = [r.getMessage() for r in caplog.records if "ready" in r.getMessage()]
@@ -243,3 +243,110 @@ def test_a_pass_longer_than_the_interval_is_said_once_per_skipped_tick_not_twice
     said = [r.getMessage() for r in caplog.records]
     assert any("the previous pass is still running" in m for m in said)
     assert not any("maximum number of running instances" in m for m in said)
+
+
+# ---------------------------------------------- passes that cannot use the cluster
+
+REFUSED = "unauthorized: the cluster does not accept these credentials (401 Unauthorized: x)"
+DOWN = "cannot reach the cluster: https://10.0.0.1:6443: connection refused"
+T0 = datetime(2026, 12, 1, 19, 10, 2, tzinfo=UTC)
+
+
+def unused(why: str = REFUSED) -> PassResult:
+    return PassResult("p", Plan(), ApplyReport(), unreachable=why)
+
+
+def test_unreached_counts_the_passes_in_a_row_from_the_first_ones_start() -> None:
+    u = Unreached().after(unused(DOWN), T0).after(unused(), T0 + timedelta(seconds=30))
+    assert (u.passes, u.since, u.why) == (2, T0, REFUSED)  # the last error, the first start
+    assert u.trouble(3, T0 + timedelta(seconds=31)) is None
+    u = u.after(unused(), T0 + timedelta(seconds=60))
+    assert u.trouble(3, T0 + timedelta(seconds=61)) == (
+        "no pass has reached the cluster for 61s (3 passes in a row since"
+        f" 2026-12-01 19:10:02 UTC): {REFUSED}"
+    )
+    assert u.after(quiet(), T0) == Unreached()  # a pass that reaches it starts over
+    with_errors = replace(quiet(), errors=["LIST Xca: 403 Forbidden: no"])
+    assert u.after(with_errors, T0) == Unreached()  # reached: some LIST was answered
+
+
+class Clock:
+    """A second further at each reading."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+def refused_loop(results: list[PassResult], **kw: Any) -> Loop:
+    """A loop whose passes are ``results``, in order."""
+    return Loop(lambda: results.pop(0), schedule=SCHEDULE, jitter=0, clock=Clock(), **kw)
+
+
+def test_status_says_why_after_unready_after_passes_and_a_reached_pass_clears_it(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.INFO)
+    sent: list[str] = []
+    monkeypatch.setattr("reconciler.run.sdnotify.notify", sent.append)
+    loop = refused_loop([unused(), unused(), unused(), unused(), quiet()], unready_after=3)
+    for _ in range(2):
+        loop.tick()
+    statuses = [m for m in sent if m.startswith("STATUS=")]
+    assert all(m.startswith("STATUS=pass p unreachable") for m in statuses), sent
+    assert loop.trouble() is None
+    loop.tick()
+    assert sent[-2].startswith("STATUS=not ready: no pass has reached the cluster for ")
+    assert "(3 passes in a row since 2026-12-01 19:10:" in sent[-2]
+    assert sent[-2].endswith(f"): {REFUSED}")
+    assert sent[-1] == "WATCHDOG=1"  # fed: a restart mends no token
+    loop.tick()
+    assert "(4 passes in a row since" in sent[-2]
+    loop.tick()
+    assert sent[-2].startswith("STATUS=pass p ok") and loop.trouble() is None
+    assert sent.count("WATCHDOG=1") == 5 and sent.count("READY=1") == 1
+    said = [r.getMessage() for r in caplog.records if "ready" in r.getMessage()]
+    assert len(said) == 2, said  # once each way, not at every pass
+    assert said[0].startswith("not ready: no pass has reached the cluster for ")
+    assert said[1] == "ready again: a pass reached the cluster"
+
+
+def test_unready_after_one_says_it_at_the_first_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[str] = []
+    monkeypatch.setattr("reconciler.run.sdnotify.notify", sent.append)
+    refused_loop([unused(DOWN)], unready_after=1).tick()
+    assert sent[1].startswith("STATUS=not ready: ") and sent[1].endswith(DOWN), sent
+
+
+def test_a_standby_forgets_the_passes_it_could_not_use_the_cluster_in() -> None:
+    """It runs none: were the count kept, a standby would stay not ready for
+    the passes it ran as leader, whatever the cluster does now."""
+    lead = elector(True, [])
+    loop = refused_loop([unused()], unready_after=1, elector=lead)
+    loop.tick()
+    assert loop.trouble() is not None
+    lead.is_leader = False
+    loop.tick()
+    assert loop.trouble() is None and loop.unreached == Unreached()
+
+
+def test_one_clusters_trouble_stays_on_the_status_line_while_others_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """systemd keeps the last STATUS= sent: another cluster's next pass
+    must not hide the one that is not ready."""
+    sent: list[str] = []
+    monkeypatch.setattr("reconciler.run.sdnotify.notify", sent.append)
+    eu = refused_loop([unused(), quiet()], name="eu", unready_after=1)
+    us = refused_loop([quiet(), quiet()], name="us", unready_after=1)
+    Daemon([eu, us])
+    eu.tick()
+    us.tick()
+    assert sent[-2].startswith("STATUS=[eu] not ready: no pass has reached the cluster for ")
+    eu.tick()
+    assert sent[-2].startswith("STATUS=[eu] pass p ok")
+    us.tick()
+    assert sent[-2].startswith("STATUS=[us] pass p ok")

@@ -93,9 +93,7 @@ def unreachable(message: str = "connect to 10.0.0.1:443: connection refused") ->
     return PassResult("p", Plan(), ApplyReport(), unreachable=message)
 
 
-def test_several_clusters_label_every_series_and_readyz_names_the_one_not_reached(monkeypatch):
-    import time
-
+def test_several_clusters_label_every_series_and_readyz_names_the_one_not_reached():
     metrics = Metrics(named=True)
     srv = serve("127.0.0.1:0", metrics)
     base = f"http://127.0.0.1:{srv.server_address[1]}"
@@ -105,24 +103,50 @@ def test_several_clusters_label_every_series_and_readyz_names_the_one_not_reache
         assert get(base + "/readyz") == (503, "prod: first pass not done\n")
         prod.record_pass(PassResult("p", Plan(), ApplyReport(), observed={"Redis": 2}), {})
         staging.record_pass(unreachable(), {("LIST", "error"): 1})
-        assert get(base + "/readyz") == (200, "ok\n")  # down, but not yet for three intervals
+        assert get(base + "/readyz") == (200, "ok\n")  # its loop says when that is too long
         body = get(base + "/metrics")[1]
         assert 'reconciler_objects_observed{cluster="prod",kind="Redis"} 2.0' in body
         assert 'reconciler_passes_total{cluster="staging",result="unreachable"} 1.0' in body
         assert 'reconciler_pass_interval_seconds{cluster="staging"} 10.0' in body
         assert 'reconciler_api_requests_total{cluster="staging",code="error",verb="LIST"}' in body
-        later = time.monotonic() + 31
-        monkeypatch.setattr(time, "monotonic", lambda: later)
-        prod.tick()
-        staging.record_pass(unreachable(), {})
-        code, why = get(base + "/readyz")
-        assert code == 503
-        assert why.startswith("staging: no pass has reached the cluster for 3")
-        assert why.endswith("connection refused\n")
-        staging.record_pass(PassResult("p", Plan(), ApplyReport()), {})
-        assert get(base + "/readyz") == (200, "ok\n")
+        assert 'reconciler_last_reached_timestamp_seconds{cluster="staging"}' not in body
+        staging.blocked = lambda: "no pass has reached the cluster for 20s (...): refused"
+        assert get(base + "/readyz") == (
+            503,
+            "staging: no pass has reached the cluster for 20s (...): refused\n",
+        )
     finally:
         srv.shutdown()
+
+
+def test_readyz_fails_after_unready_after_passes_that_cannot_use_the_cluster(server):
+    """The count is the loop's (it feeds systemd's STATUS= too); /readyz
+    answers with the same words, and a pass that reaches the cluster clears it."""
+    from reconciler.run.daemon import Loop
+    from reconciler.run.pacing import Schedule
+
+    metrics, base = server
+    metrics.stale_after = 3600  # not the stalled-loop rule
+    results = [unreachable(), unreachable(), PassResult("p", Plan(), ApplyReport())]
+    loop = Loop(
+        lambda: results.pop(0),
+        schedule=Schedule(30, 1, 0.5),
+        jitter=0,
+        metrics=metrics,
+        unready_after=2,
+    )
+    loop.tick()
+    assert get(base + "/readyz") == (200, "ok\n")
+    loop.tick()
+    code, why = get(base + "/readyz")
+    assert code == 503
+    assert why.startswith("no pass has reached the cluster for ")
+    assert "(2 passes in a row since " in why
+    assert why.endswith("UTC): connect to 10.0.0.1:443: connection refused\n")
+    assert "reconciler_last_reached_timestamp_seconds 0.0" in get(base + "/metrics")[1]
+    loop.tick()
+    assert get(base + "/readyz") == (200, "ok\n")
+    assert "reconciler_last_reached_timestamp_seconds 0.0" not in get(base + "/metrics")[1]
 
 
 def test_a_stuck_clusters_loop_fails_readyz_with_its_name_not_healthz(monkeypatch):
