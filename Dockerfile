@@ -15,6 +15,8 @@ RUN python -m venv /opt/reconciler
 WORKDIR /src
 COPY setup.cfg pyproject.toml README.md ./
 COPY reconciler ./reconciler
+# The CRDs, which reconciler/crds links to: package data (`reconciler manifests crds`).
+COPY crds/*.yaml ./crds/
 # --no-compile: the final stage compiles what a start imports, and only that.
 RUN /opt/reconciler/bin/pip install --no-compile .
 

@@ -1,10 +1,11 @@
 """May this identity make every request a pass makes, where it makes it?
 
-`NEEDS` is the one table of what the code asks of the apiserver: the RBAC
-manifests are tested against it (tests/unit/test_manifests.py), and
-`reconciler check` asks a SelfSubjectAccessReview for each verb of it in
-each namespace in scope, so a missing verb is a line before the first pass
-rather than a 403 in the middle of one.
+`NEEDS` is the one table of what the code asks of the apiserver: `reconciler
+manifests` makes the ClusterRole of it (checks/manifests.py, which the
+shipped config/rbac equals), and `reconciler check` asks a
+SelfSubjectAccessReview for each verb of it in each namespace in scope, so a
+missing verb is a line before the first pass rather than a 403 in the middle
+of one. Each refusal's fix binds the identity the cluster saw (grants.py).
 """
 
 from __future__ import annotations
@@ -13,23 +14,38 @@ from dataclasses import dataclass
 
 from reconciler.checks import Check, failed, passed
 from reconciler.checks.cluster import Identity
+from reconciler.checks.grants import (
+    APPLY,
+    FLAGS,
+    GROUP,
+    PROGRAM,
+    RBAC,
+    SERVICE_ACCOUNT,
+    USER,
+    Subject,
+    leases_fix,
+    rbac_fix,
+    subject_of,
+)
 from reconciler.client.errors import KubeError, NotFound
 from reconciler.client.kube import ACCESS_REVIEWS, LEASES, Kube
 from reconciler.config import Config
 from reconciler.kinds import xca
 from reconciler.kinds.redis import identity as redis
+from reconciler.model import NAMESPACES
 from reconciler.run import lease_access
 
 # (API group, resource) -> verbs. Each is a request the code makes: observe
 # LISTs (and GETs namespaces in scope), apply patches (objects, their status,
 # pod metadata), creates, deletes and GETs, events.py creates, GETs and
-# patches. redis/finalizers is for blockOwnerDeletion.
+# patches. redis/finalizers is for blockOwnerDeletion. In the order of the
+# ClusterRole's rules (config/rbac, with the reason of each).
 NEEDS: dict[tuple[str, str], frozenset[str]] = {
     (redis.GROUP, redis.RESOURCE.plural): frozenset({"get", "list", "patch"}),
-    (redis.GROUP, f"{redis.RESOURCE.plural}/status"): frozenset({"patch"}),
-    (redis.GROUP, f"{redis.RESOURCE.plural}/finalizers"): frozenset({"update"}),
     (xca.GROUP, xca.RESOURCE.plural): frozenset({"get", "list", "patch"}),
+    (redis.GROUP, f"{redis.RESOURCE.plural}/status"): frozenset({"patch"}),
     (xca.GROUP, f"{xca.RESOURCE.plural}/status"): frozenset({"patch"}),
+    (redis.GROUP, f"{redis.RESOURCE.plural}/finalizers"): frozenset({"update"}),
     ("", "pods"): frozenset({"get", "list", "create", "delete", "patch"}),
     ("", "services"): frozenset({"get", "list", "create", "patch"}),
     ("", "pods/eviction"): frozenset({"create"}),
@@ -49,13 +65,18 @@ NAMED_NEEDS: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
         frozenset({redis.RESOURCE.crd_name, xca.RESOURCE.crd_name}),
     ),
 }
-CLUSTER_SCOPED = frozenset({("storage.k8s.io", "storageclasses"), ("", "namespaces")})
+# The cluster-scoped resources of NEEDS, and what a pass limited to some
+# namespaces (-n) asks of them: it GETs each namespace in scope rather than
+# LIST them all. With NAMED_NEEDS, the reads a namespace-scoped install
+# grants cluster-wide.
+CLUSTER_SCOPED: dict[tuple[str, str], frozenset[str]] = {
+    ("storage.k8s.io", "storageclasses"): frozenset({"list"}),
+    ("", "namespaces"): frozenset({"get"}),
+}
 # What a dry run does: it reads, and writes nothing, events neither.
 READS = frozenset({"get", "list"})
 ALL: frozenset[str] = frozenset().union(*NEEDS.values())
 ROLE = "reconciler"  # the ClusterRole of config/rbac
-ROLE_FIX = "kubectl apply -k config/rbac"
-SERVICE_ACCOUNT = "system:serviceaccount:"
 
 
 @dataclass(frozen=True)
@@ -77,12 +98,19 @@ class Ask:
 
 def asks(config: Config, namespace: str) -> list[Ask]:
     """Every request a pass makes in ``namespace`` ("": all of them), and the
-    cluster-scoped ones when ``namespace`` is the first in scope."""
+    cluster-scoped ones: with -n, only the reads such a pass makes (its own
+    namespace's GET among them)."""
     wanted = READS if config.dry_run else ALL
     out: list[Ask] = []
     for (group, resource), verbs in NEEDS.items():
-        where = "" if (group, resource) in CLUSTER_SCOPED else namespace
-        out.extend(Ask(group, resource, v, where) for v in sorted(verbs & wanted))
+        if (group, resource) not in CLUSTER_SCOPED:
+            out.extend(Ask(group, resource, v, namespace) for v in sorted(verbs & wanted))
+        elif not namespace:
+            out.extend(Ask(group, resource, v) for v in sorted(verbs & wanted))
+        else:
+            scoped = CLUSTER_SCOPED[(group, resource)] & wanted
+            named = namespace if (group, resource) == (NAMESPACES.group, NAMESPACES.plural) else ""
+            out.extend(Ask(group, resource, v, "", named) for v in sorted(scoped))
     for (group, resource), (verbs, names) in NAMED_NEEDS.items():
         out.extend(Ask(group, resource, v, "", n) for v in sorted(verbs) for n in sorted(names))
     return out
@@ -101,33 +129,29 @@ def permissions(kube: Kube, config: Config, who: Identity | None) -> list[Check]
         name = f"permissions in {where}"
         if refused:
             shown = ", ".join(a.shown for a in refused)
-            checks.append(failed(name, f"may not {shown}", grant(who)))
+            fix = grant(who, (namespace,) if namespace else ())
+            checks.append(failed(name, f"may not {shown}", fix))
         else:
             checks.append(passed(name, f"may make each of the {len(todo)} requests of a pass"))
     return checks
 
 
-def grant(who: Identity | None) -> str:
-    """The command that grants the role to this identity."""
-    if who is None or not who.user:
-        return f"{ROLE_FIX}, then bind the ClusterRole {ROLE} to the identity the cluster sees"
-    if who.user.startswith(SERVICE_ACCOUNT):
-        namespace, _, name = who.user.removeprefix(SERVICE_ACCOUNT).partition(":")
-        if (namespace, name) == ("reconciler-system", ROLE):
-            return ROLE_FIX
-        binding, subject = f"{namespace}-{name}", f"--serviceaccount={namespace}:{name}"
-    else:
-        binding, subject = who.user, f"--user={who.user}"
-    return (
-        f"{ROLE_FIX} && kubectl create clusterrolebinding {ROLE}-{_safe(binding)}"
-        f" --clusterrole={ROLE} {subject}"
-    )
+def grant(who: Identity | None, namespaces: tuple[str, ...] = ()) -> str:
+    """The command that grants the role to this identity: everywhere, or in
+    ``namespaces`` only (with the cluster-scoped reads)."""
+    subject = _subject(who)
+    if subject is None:
+        user, others = FLAGS[USER], (FLAGS[SERVICE_ACCOUNT], FLAGS[GROUP])
+        return (
+            "bind the identity of the kubeconfig (the cluster did not say it), as a cluster"
+            f" admin: {PROGRAM} {RBAC} {user} USER (or {others[0]} NS:NAME, or {others[1]}"
+            f" GROUP) | {APPLY}"
+        )
+    return rbac_fix(subject, namespaces)
 
 
-def _safe(user: str) -> str:
-    """A user name as a binding's name: lower case, [a-z0-9.-]."""
-    out = "".join(c if c.isalnum() or c in ".-" else "-" for c in user.lower())
-    return out.strip("-.")[:200] or "user"
+def _subject(who: Identity | None) -> Subject | None:
+    return subject_of(who.user) if who is not None and who.user else None
 
 
 def _allowed(kube: Kube, ask: Ask) -> bool:
@@ -153,33 +177,50 @@ def review(kube: Kube, attributes: dict[str, str]) -> bool:
     return (answer.get("status") or {}).get("allowed") is True
 
 
-def leases(kube: Kube, config: Config) -> Check | None:
+def leases(kube: Kube, config: Config, who: Identity | None = None) -> Check | None:
     """With --leader-elect or --shard: the Lease namespace exists and every
-    verb the Lease code uses is allowed there."""
+    verb the Lease code uses is allowed there; the fix makes the namespace
+    if it is missing, and binds the Lease Role to ``who``."""
     verbs: tuple[str, ...]
     if config.leader_elect:
-        mode, verbs, fix = "--leader-elect", lease_access.LEADER_VERBS, lease_access.LEADER_GRANT
+        mode, verbs = "--leader-elect", lease_access.LEADER_VERBS
     elif config.shard:
-        mode, verbs, fix = "--shard", lease_access.SHARD_VERBS, lease_access.SHARD_GRANT
+        mode, verbs = "--shard", lease_access.SHARD_VERBS
     else:
         return None
     namespace = config.leader_election_namespace
     name = f"leases ({mode})"
-    try:
-        lease_access.dry_run_create(kube, namespace)
-    except NotFound:
-        return failed(
-            name,
-            f"the Lease namespace {namespace} does not exist",
-            f"kubectl create namespace {namespace}, or set {lease_access.NAMESPACE_KEY}",
-        )
-    except KubeError:
-        pass  # 409 (one exists), 403 and the rest: the reviews below say what is refused
+    missing = _lease_namespace_missing(kube, namespace)
     refused = [v for v in verbs if not _lease_allowed(kube, namespace, v)]
+    subject = _subject(who)
+    fix = leases_fix(subject, namespace, bool(config.shard), missing) if subject else grant(who)
+    if missing:
+        detail = f"the Lease namespace {namespace} does not exist"
+        return failed(name, f"{detail} (or set {lease_access.NAMESPACE_KEY})", fix)
     if refused:
         shown = ", ".join(refused)
         return failed(name, f"may not {shown} leases in namespace {namespace}", fix)
     return passed(name, f"may {', '.join(verbs)} leases in namespace {namespace}")
+
+
+def _lease_namespace_missing(kube: Kube, namespace: str) -> bool:
+    """A dry-run create of a Lease says 404 for a missing namespace, but only
+    to an identity allowed to create one (authorization comes first): to any
+    other, a GET of the namespace says it, when the identity may read it."""
+    try:
+        lease_access.dry_run_create(kube, namespace)
+        return False
+    except NotFound:
+        return True
+    except KubeError:
+        pass  # 409 (one exists), 403 and the rest
+    try:
+        kube.get(NAMESPACES, "", namespace)
+    except NotFound:
+        return True
+    except KubeError:
+        pass  # refused too: the fix binds, and a missing namespace then says so
+    return False
 
 
 def _lease_allowed(kube: Kube, namespace: str, verb: str) -> bool:

@@ -23,7 +23,7 @@ def _cluster(kube: Kube, config: Config, now: float) -> Iterator[Check]:
     yield checked
     yield from cluster.crds(kube)
     yield from access.permissions(kube, config, who)
-    yield from _present([access.leases(kube, config)])
+    yield from _present([access.leases(kube, config, who)])
 
 
 def _until_fatal(checks: Iterable[Check]) -> Iterator[Check]:

@@ -1,17 +1,26 @@
 """The command line. `commands` holds the group and what every command uses
 to serve its clusters, `options` the options they share; each command has
 its module (`sync_command`, `plan_command`, `run_command`, `check`,
-`restart`, `show_config`), registered here. Beside them: where settings come
+`restart`, `show_config`, `manifests`), registered here. Beside them: where settings come
 from (`settings`, `clusters`), how a plan is shown (`render`), what a command
 came to (`served`), how logs look (`logs`)."""
 
-from reconciler.cli import check, plan_command, restart, run_command, show_config, sync_command
+from reconciler.cli import (
+    check,
+    manifests,
+    plan_command,
+    restart,
+    run_command,
+    show_config,
+    sync_command,
+)
 from reconciler.cli.commands import cli, main
 from reconciler.cli.settings import ENV_PREFIX, KEYS
 
 cli.add_command(restart.group)
 cli.add_command(check.command)
 cli.add_command(show_config.command)
+cli.add_command(manifests.group)
 
 
 def _unflagged() -> list[str]:

@@ -14,7 +14,6 @@ SelfSubjectAccessReview for each verb the Lease code uses.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from reconciler.client.errors import ApiError, Forbidden, KubeError, NotFound
@@ -23,17 +22,12 @@ from reconciler.client.kube import ACCESS_REVIEWS, LEASES
 from reconciler.run.lease import Lease
 
 # What each mode does with Leases (reconciler/run/leader.py, shard.py), and
-# how the shipped manifests grant it.
+# where to find the command that grants it: `check` knows the identity the
+# cluster sees and binds it (`reconciler manifests leases`).
 LEADER_VERBS = ("get", "create", "update")
-LEADER_GRANT = "kubectl apply -k config/leader-election"
+LEADER_GRANT = "reconciler check --leader-elect prints the command, for this identity"
 SHARD_VERBS = ("get", "list", "create", "update", "delete")
-# The Role of config/leader-election, given the verbs of config/daemon-sharded.
-SHARD_GRANT = (
-    f"{LEADER_GRANT} && kubectl -n reconciler-system patch role reconciler-leader-election"
-    """ --type=json -p '[{"op": "replace", "path": "/rules/0/verbs", "value": """
-    + json.dumps(list(SHARD_VERBS))
-    + "}]'"
-)
+SHARD_GRANT = "reconciler check --shard prints the command, for this identity"
 NAMESPACE_KEY = "--leader-election-namespace (config key leader_election_namespace)"
 PROBE_NAME = "reconciler-lease-access-check"
 

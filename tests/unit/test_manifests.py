@@ -158,7 +158,26 @@ def tool(name: str, installer: str = "bash hack/deps.sh") -> str:
 # --------------------------------------------------------------------- RBAC
 
 
-def test_cluster_role_grants_exactly_what_the_code_uses():
+def printed(*args: str) -> list[dict[str, Any]]:
+    """What `reconciler manifests ARGS` prints, as objects."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, ["manifests", *args])
+    assert result.exit_code == 0, result.output
+    return [d for d in yaml.safe_load_all(result.output) if d]
+
+
+SHIPPED_SA = "reconciler-system:reconciler"
+
+
+def test_config_rbac_is_what_manifests_prints_for_the_shipped_service_account():
+    """One table (checks/access.py NEEDS): the shipped ClusterRole and its
+    binding are what the binary prints, and what `check` asks for."""
+    shipped = [d for d in docs("rbac/rbac.yaml") if d["kind"].startswith("ClusterRole")]
+    assert shipped == printed("rbac", "--serviceaccount", SHIPPED_SA)
+
+
+def test_the_cluster_role_grants_exactly_what_the_code_uses():
     role = one("rbac/rbac.yaml", "ClusterRole")
     granted: dict[tuple[str, str], set[str]] = {}
     named: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
@@ -176,6 +195,28 @@ def test_cluster_role_grants_exactly_what_the_code_uses():
     assert named == NAMED_RULES
     flat = json.dumps(role["rules"])
     assert "*" not in flat and "watch" not in flat
+
+
+def test_the_leader_election_role_is_what_manifests_prints():
+    shipped = docs("leader-election/role.yaml")
+    sa = one("rbac/rbac.yaml", "ServiceAccount")["metadata"]
+    assert shipped == printed("leases", "-n", sa["namespace"], "--serviceaccount", SHIPPED_SA)
+
+
+def test_the_sharded_overlays_role_is_what_manifests_prints_with_shard():
+    from .test_network_manifests import kustomize
+
+    rendered = kustomize(CONFIG / "daemon-sharded")
+    (role,) = [o for (kind, _), o in rendered.items() if kind == "Role"]
+    want = printed("leases", "-n", "reconciler-system", "--serviceaccount", SHIPPED_SA, "--shard")
+    assert role["rules"] == want[0]["rules"]
+
+
+def test_the_charts_cluster_role_is_what_manifests_prints():
+    from .test_chart_render import render
+
+    (role,) = [o for (kind, _), o in render().items() if kind == "ClusterRole"]
+    assert role["rules"] == printed("rbac", "--user", "u")[0]["rules"]
 
 
 def test_rbac_binds_the_service_account_in_its_namespace():

@@ -3,21 +3,26 @@ for a refusal."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 
-from reconciler.checks.access import NEEDS, READS, asks, grant
+from reconciler.checks.access import CLUSTER_SCOPED, NEEDS, READS, asks, grant, leases
 from reconciler.checks.cluster import Identity
+from reconciler.checks.grants import AS_ADMIN
+from reconciler.client.errors import ApiError
+from reconciler.client.kube import Kube
 from reconciler.config import Config
 
 
 def test_every_verb_of_every_need_is_asked_where_the_pass_makes_it():
     asked = asks(Config(namespaces=("cache",)), "cache")
     for (group, resource), verbs in NEEDS.items():
-        for verb in verbs:
+        scoped = (group, resource) not in CLUSTER_SCOPED
+        for verb in verbs if scoped else CLUSTER_SCOPED[(group, resource)]:
             (one,) = [a for a in asked if (a.group, a.resource, a.verb) == (group, resource, verb)]
-            scoped = resource not in ("namespaces", "storageclasses")
             assert one.namespace == ("cache" if scoped else ""), one
-    named = [a for a in asked if a.name]
+    named = [a for a in asked if a.name and a.resource != "namespaces"]
     assert {a.name for a in named} == {
         "redis.myapp.demo.kubebuilder.io",
         "xcas.apps.xca.k8s.kb.cx",
@@ -48,51 +53,108 @@ def test_an_ask_shows_its_verb_resource_group_and_name():
 
 
 @pytest.mark.parametrize(
-    ("user", "fix"),
+    ("user", "namespaces", "fix"),
     [
-        ("system:serviceaccount:reconciler-system:reconciler", "kubectl apply -k config/rbac"),
+        (
+            "system:serviceaccount:reconciler-system:reconciler",
+            (),
+            "reconciler manifests rbac --serviceaccount reconciler-system:reconciler",
+        ),
         (
             "system:serviceaccount:ops:bastion",
-            "kubectl apply -k config/rbac && kubectl create clusterrolebinding"
-            " reconciler-ops-bastion --clusterrole=reconciler --serviceaccount=ops:bastion",
+            ("cache",),
+            "reconciler manifests rbac --serviceaccount ops:bastion --namespace cache",
         ),
         (
             "arn:aws:sts::111122223333:assumed-role/Bastion/i-0abc",
-            "kubectl apply -k config/rbac && kubectl create clusterrolebinding"
-            " reconciler-arn-aws-sts--111122223333-assumed-role-bastion-i-0abc"
-            " --clusterrole=reconciler"
-            " --user=arn:aws:sts::111122223333:assumed-role/Bastion/i-0abc",
+            (),
+            "reconciler manifests rbac"
+            " --user arn:aws:sts::111122223333:assumed-role/Bastion/i-0abc",
         ),
+        ("O'Brien", (), "reconciler manifests rbac --user 'O'\"'\"'Brien'"),
     ],
 )
-def test_the_fix_binds_the_role_to_the_identity_the_cluster_saw(user: str, fix: str):
-    assert grant(Identity(user, ())) == fix
+def test_the_fix_binds_the_role_to_the_identity_the_cluster_saw(
+    user: str, namespaces: tuple[str, ...], fix: str
+):
+    assert grant(Identity(user, ()), namespaces) == f"{fix} | kubectl apply -f -{AS_ADMIN}"
 
 
-def test_without_an_identity_the_fix_says_what_to_bind():
-    assert "bind the ClusterRole reconciler" in grant(None)
-    assert "bind the ClusterRole reconciler" in grant(Identity("", ()))
+def test_without_an_identity_the_fix_says_what_to_name():
+    for who in (None, Identity("", ())):
+        assert "reconciler manifests rbac --user USER" in grant(who)
 
 
-def test_the_shard_fix_grants_the_verbs_config_daemon_sharded_gives():
-    """The fix line is a command a user can paste: the same verbs as the
-    in-cluster overlay's Role, which are the ones the shard code uses."""
-    import json
-    import re
-    from pathlib import Path
+def test_with_namespaces_only_the_reads_a_scoped_pass_makes_are_asked_cluster_wide():
+    asked = asks(Config(namespaces=("cache",)), "cache")
+    cluster_wide = {(a.resource, a.verb, a.name) for a in asked if not a.namespace}
+    assert cluster_wide == {
+        ("storageclasses", "list", ""),
+        ("namespaces", "get", "cache"),
+        ("customresourcedefinitions", "get", "redis.myapp.demo.kubebuilder.io"),
+        ("customresourcedefinitions", "get", "xcas.apps.xca.k8s.kb.cx"),
+    }
+    assert ("namespaces", "list") in {(a.resource, a.verb) for a in asks(Config(), "")}
 
-    import yaml
 
-    from reconciler.run import lease_access
+class LeaseCluster:
+    """Answers the lease check's questions: whether the namespace exists,
+    and which Lease verbs (and namespace reads) the identity is allowed."""
 
-    root = Path(__file__).resolve().parents[3]
-    overlay = yaml.safe_load(
-        (root / "config" / "daemon-sharded" / "kustomization.yaml").read_text()
-    )
-    (patch,) = [p for p in overlay["patches"] if p["target"]["kind"] == "Role"]
-    (op,) = yaml.safe_load(patch["patch"])
-    found = re.search(r"-p '(\[.*\])'$", lease_access.SHARD_GRANT)
-    assert found is not None and lease_access.SHARD_GRANT.startswith(lease_access.LEADER_GRANT)
-    (granted,) = json.loads(found.group(1))
-    assert granted["value"] == op["value"] == list(lease_access.SHARD_VERBS)
-    assert granted["path"] == op["path"]
+    def __init__(self, exists: bool, allowed: set[str], reads_namespaces: bool = True) -> None:
+        self.exists, self.allowed, self.reads_namespaces = exists, allowed, reads_namespaces
+
+    def create(self, res: Any, namespace: str, body: Any, *, dry_run: bool = False) -> Any:
+        if "create" not in self.allowed:
+            raise ApiError(403, "Forbidden", "forbidden")
+        if not self.exists:
+            raise ApiError(404, "NotFound", "namespace not found")
+        return body
+
+    def get(self, res: Any, namespace: str, name: str) -> Any:
+        if not self.reads_namespaces:
+            raise ApiError(403, "Forbidden", "forbidden")
+        if not self.exists:
+            raise ApiError(404, "NotFound", "not found")
+        return {}
+
+    def review(self, res: Any, body: Any) -> Any:
+        verb = body["spec"]["resourceAttributes"]["verb"]
+        return {"status": {"allowed": verb in self.allowed}}
+
+
+BASTION = Identity("system:serviceaccount:ops:bastion", ())
+LEASE_FIX = (
+    "reconciler manifests leases --namespace ops --serviceaccount ops:bastion"
+    f" | kubectl apply -f -{AS_ADMIN}"
+)
+CREATE_THEN = "kubectl create namespace ops && "
+
+
+@pytest.mark.parametrize(
+    ("cluster", "fix"),
+    [
+        # Allowed to create: the dry run's 404 says the namespace is missing.
+        (
+            LeaseCluster(False, {"get", "create", "update"}),
+            CREATE_THEN + LEASE_FIX,
+        ),
+        # Refused: the dry run's 403 says nothing; the namespace's GET does.
+        (LeaseCluster(False, set()), CREATE_THEN + LEASE_FIX),
+        (LeaseCluster(True, {"get"}), LEASE_FIX),
+        # Cannot tell: bind, and the apply says so if the namespace is missing.
+        (LeaseCluster(False, set(), reads_namespaces=False), LEASE_FIX),
+    ],
+)
+def test_the_lease_fix_makes_a_missing_namespace_then_binds(cluster: LeaseCluster, fix: str):
+    config = Config(leader_elect=True, leader_election_namespace="ops")
+    check = leases(cast(Kube, cluster), config, BASTION)
+    assert check is not None and not check.ok
+    assert check.fix == fix
+
+
+def test_leases_allowed_pass():
+    config = Config(shard=True, leader_election_namespace="ops")
+    allowed = {"get", "list", "create", "update", "delete"}
+    check = leases(cast(Kube, LeaseCluster(True, allowed)), config, BASTION)
+    assert check is not None and check.ok, check
