@@ -1,7 +1,8 @@
 """CRDs older than the binary (Helm never upgrades CRDs): a pruned status
 field costs no more writes than a current CRD, a missing status
 subresource is an error that is said, and a missing scale subresource
-leaves our disruption budgets counted."""
+leaves our disruption budgets counted. CRDs newer than the binary are a
+warning. (0.1.0's own CRDs: test_upgrade.py.)"""
 
 from __future__ import annotations
 
@@ -140,3 +141,24 @@ def test_a_crd_without_its_scale_subresource_still_has_its_budgets_counted(
     wait_for(lambda: allowed(kubectl, ns) == 1, what="the budget counted: one may go")
     went, why = evict(kubectl, ns, "redis-sample-0")
     assert went, why
+
+
+def test_a_newer_releases_crd_is_a_warning_naming_the_binary_to_run(
+    reconciler: Reconciler, ns: str, older_crd: Any
+):
+    """CRDs newer than the binary: it ignores their new fields, so `check`
+    warns (exit 0) rather than fails, and both name the release to run."""
+    major, minor, _ = __version__.split(".")
+    newer = f"{major}.{int(minor) + 1}.0"
+    older_crd(lambda _version: None, release=newer)
+    step = f"run reconciler {newer}, which knows the fields this one ignores"
+    plan = reconciler.cli("plan", "-n", ns)
+    assert [ln for ln in plan.stderr.splitlines() if ln.startswith("warning:")] == [
+        f"warning: the installed CRD {NAME} is release {newer}'s, newer than this "
+        f"{__version__}: {step}"
+    ]
+    check = reconciler.cli("check", "-n", ns)
+    lines = check.stdout.splitlines()
+    at = lines.index(f"! CRDs: {NAME} is release {newer}'s, newer than this {__version__}")
+    assert lines[at + 1] == f"    fix: {step}", check.stdout
+    assert not [ln for ln in lines if ln.startswith("✗")], check.stdout
