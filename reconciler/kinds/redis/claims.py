@@ -178,7 +178,7 @@ def _claim_of_pod(inp: ClaimInput, pod: str) -> tuple[ClaimPlan, Child | None]:
         note = f"claim {name} is being deleted: pod {pod} waits for it to go"
         return ClaimPlan(going=frozenset({pod}), notes=(note,)), None
     earlier = earlier_owner(owner, claim)
-    if earlier is not None and claim.labels.get(LABEL_MANAGED_BY) == MANAGED_BY:
+    if earlier is not None:  # the garbage collector's, labels or none
         note = earlier_note(name, pod, earlier)
         return ClaimPlan(going=frozenset({pod}), notes=(note,)), None
     if claim.status.get("phase") == "Pending":

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from reconciler.actions import (
     Action,
+    CreateChild,
     CreatePod,
     DeleteChild,
     DeletePod,
@@ -29,9 +30,11 @@ from reconciler.constants import LABEL_NAME
 from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
 from reconciler.kinds.base import settings_of
 from reconciler.kinds.redis import disruption as redis_disruption
+from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis import network, storage
 from reconciler.kinds.redis import service as redis_service
-from reconciler.kinds.redis.claims import is_ours, requested
+from reconciler.kinds.redis.child_plans import CHILDREN_UNKNOWN
+from reconciler.kinds.redis.claims import earlier_owner, is_ours, requested
 from reconciler.kinds.redis.identity import FINALIZER, TEMPLATE_HASH_ANNOTATION, owner_of
 from reconciler.kinds.redis.pods import spec_drift
 from reconciler.kinds.redis.repair import metadata_repair
@@ -143,6 +146,7 @@ def budgets_of(draw, r):
     return [made]
 
 
+EARLIER_UID = "uid-earlier"  # an earlier Redis of the same name, deleted
 CLASS = "standard"  # the class every claim is bound in; it may or may not expand
 SIZES = ("1Gi", "2Gi")
 
@@ -160,15 +164,17 @@ def storage_specs(draw):
 @st.composite
 def claims_of(draw, r):
     """Claims at some indexes, as a pass made them under some policy and
-    size: bound, Pending, being deleted, or another's of the same name."""
+    size: bound, Pending, being deleted, another's of the same name, or
+    owned by an earlier Redis of this name (the garbage collector's)."""
     found = []
     for i in draw(st.sets(st.integers(0, 5), max_size=4)):
-        owned = draw(st.booleans())
+        owned = draw(st.sampled_from(["none", "this", "this", "earlier"]))
         name = f"data-{r.name}-{i}"
         meta: dict = {"name": name, "namespace": r.namespace, "uid": f"pvc-{r.name}-{i}"}
         meta["labels"] = dict(owner_of(r).labels) if draw(st.integers(0, 5)) else {}
-        if owned:
-            meta["ownerReferences"] = [dict(owner_of(r).owner_ref)]
+        if owned != "none":
+            ref = dict(owner_of(r).owner_ref)
+            meta["ownerReferences"] = [ref if owned == "this" else {**ref, "uid": EARLIER_UID}]
         if draw(st.integers(0, 5)) == 0:
             meta["deletionTimestamp"] = "2026-11-22T11:59:00Z"
         size = draw(st.sampled_from(SIZES))
@@ -397,8 +403,8 @@ def claim_work(snap: Snapshot, r, spec) -> int:
     left = 0
     for i in range(6):
         c = claims.get(f"data-{r.name}-{i}")
-        if i < spec.num and c is None:
-            left += 1
+        if i < spec.num and (c is None or earlier_owner(owner_of(r), c) is not None):
+            left += 1  # to make (once the garbage collector took the earlier one)
         if c is None or c.terminating or not is_ours(owner_of(r), c):
             continue
         owned = [ref.uid for ref in c.owner_refs if ref.kind == "Redis"]
@@ -446,7 +452,10 @@ def test_second_plan_over_our_own_writes_is_empty(snap, admit, holder):
     Ready, a deletion for the pods to be gone, and only the kubelet does either.
     So any action in the second plan is one the first plan should have taken,
     or a repeat of a write the planner did not see (status too: it is planned
-    as it will be once the pass's writes land)."""
+    as it will be once the pass's writes land). The garbage collector has
+    done its part before: a claim an earlier Redis of the same name owns,
+    which a pod waits on, goes by its hand, as a pod stops by the kubelet's."""
+    snap = sim.apply(snap, ())
     first = plan_pass(snap, CONFIG, NOW, holder=holder)
     after = sim.apply(snap, first.actions, admit)
     second = plan_pass(after, CONFIG, NOW, holder=holder)
@@ -642,3 +651,42 @@ def test_a_status_patch_is_dropped_when_only_pruned_fields_would_change():
     (kept,) = unpruned(r, [more], frozenset({"lastProgressTime"}))
     assert dict(kept.status) == {"replicas": 2}
     assert unpruned(r, [only_pruned], None) == [only_pruned]
+
+
+REFUSABLE = (storage.KIND, redis_service.KIND, redis_disruption.KIND, network.KIND, "StorageClass")
+
+
+def refused(snap: Snapshot, kinds) -> Snapshot:
+    """``snap`` as a pass sees it when the LIST of ``kinds`` is refused."""
+    children = {**snap.children, **dict.fromkeys(kinds)}
+    why = {k: f"LIST {k}: 403 Forbidden: {k} is forbidden" for k in kinds}
+    return dataclasses.replace(snap, children=children, unlisted=why)
+
+
+@given(snapshots(), st.sets(st.sampled_from(REFUSABLE), min_size=1))
+def test_a_refused_kind_is_never_written_and_each_redis_that_needs_it_says_so_once(snap, kinds):
+    """No write of a kind not seen; Degraded on each valid live Redis that
+    makes a child of it (its `child_names`), ChildrenUnknown on none that
+    reads nothing of it; said once, not each pass."""
+    blind = refused(snap, kinds)
+    first = plan_pass(blind, CONFIG, NOW)
+    children = (CreateChild, PatchChild, DeleteChild)
+    assert not [a for a in first.actions if isinstance(a, children) and a.kind in kinds]
+    after = dataclasses.replace(sim.apply(blind, first.actions), unlisted=blind.unlisted)
+    for r in sim.redises(after):
+        spec = validate_spec(r.spec, settings_of(CONFIG, DEFAULTS).image).spec
+        if r.deletion_timestamp or spec is None:
+            continue
+        makes = {kind for kind, _ in redis_kind.child_names(r)}
+        reads = makes | ({"StorageClass"} if spec.storage is not None else set())
+        degraded = next(c for c in r.status["conditions"] if c["type"] == "Degraded")
+        if makes & kinds:
+            assert degraded["status"] == "True", (kinds, degraded)
+        if degraded["reason"] == CHILDREN_UNKNOWN:
+            assert reads & kinds, (kinds, degraded)
+    second = plan_pass(after, CONFIG, NOW + timedelta(seconds=30))
+    again = [
+        e for a in second.actions if isinstance(a, PatchStatus) for e in a.events
+        if e.reason == CHILDREN_UNKNOWN
+    ]  # fmt: skip
+    assert again == []

@@ -290,3 +290,53 @@ def test_a_claim_without_a_class_in_a_cluster_without_a_default_is_named():
     bare = dataclasses.replace(bare, spec={"resources": bare.spec["resources"]})
     message = status_of(plan(r, [], [bare], classes=())).status["message"]
     assert "no storage class and the cluster has no default one" in message
+
+
+EARLIER = OwnerRef("myapp.demo.kubebuilder.io/v1", "Redis", "r", "uid-earlier", True, True)
+THIS = dataclasses.replace(EARLIER, uid="uid-default-r")
+OTHER_NAME = dataclasses.replace(EARLIER, name="s", uid="uid-s")
+BACKUP = OwnerRef("backup.io/v1", "Backup", "b", "uid-b", True)
+KEPT_BY = dataclasses.replace(BACKUP, controller=False)
+
+
+@pytest.mark.parametrize(
+    ("refs", "labelled", "policy", "mounted", "written"),
+    [
+        # An earlier Redis of this name owns it: the garbage collector's, so
+        # neither mounted nor adopted, labelled or not, under either policy.
+        ((EARLIER,), True, "Delete", False, None),
+        ((EARLIER,), True, "Retain", False, None),
+        ((EARLIER,), False, "Retain", False, None),
+        ((KEPT_BY, EARLIER), True, "Delete", False, None),
+        # Kept by an earlier Redis under Retain (no owner): ours, mounted,
+        # and owned as this Redis's policy says.
+        ((), True, "Retain", True, None),
+        ((), True, "Delete", True, ["uid-default-r"]),
+        # This Redis's own, another's (another controller), a Redis of another name's.
+        ((THIS,), True, "Delete", True, None),
+        ((BACKUP,), True, "Delete", True, None),
+        ((OTHER_NAME,), True, "Delete", True, None),
+    ],
+)
+def test_a_claim_of_an_earlier_redis_of_the_same_name_is_waited_for(
+    refs, labelled, policy, mounted, written
+):
+    r = with_storage(num=1, whenDeleted=policy)
+    found = claim(r, 0, owner_refs=refs, **({} if labelled else {"labels": {}}))
+    controller = next((x.uid for x in refs if x.controller), None)
+    found = dataclasses.replace(found, controller_uid=controller)
+    actions = plan(r, [], [found])
+    assert not of(CreateChild, actions) and not of(DeleteChild, actions)
+    assert [p.target.name for p in of(CreatePod, actions)] == (["r-0"] if mounted else [])
+    patches = of(PatchChild, actions)
+    if written is None:
+        assert patches == []
+    else:
+        (patch,) = patches
+        assert [x["uid"] for x in patch.body["metadata"]["ownerReferences"]] == written
+    progressing = cond(status_of(actions).status, "Progressing")
+    said = "claim data-r-0 belongs to an earlier Redis of this name (uid uid-earlier)"
+    assert (said in progressing["message"]) == (not mounted)
+    if not mounted:
+        assert "pod r-0 waits for it to go" in progressing["message"]
+        assert "remove that ownerReference" in progressing["message"]
