@@ -92,7 +92,10 @@ def test_every_variable_the_docs_and_manifests_name_is_one_the_code_reads():
 
 
 def options_of(command: click.Command) -> set[str]:
-    return {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
+    """A command's options; a group's, with its subcommands' (`manifests rbac`)."""
+    own = {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
+    subcommands = command.commands.values() if isinstance(command, click.Group) else ()
+    return own.union(*map(options_of, subcommands))
 
 
 GLOBAL = options_of(commands.cli)
