@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -110,26 +114,12 @@ def rbac(kubectl: Kubectl) -> None:
 
 
 @pytest.fixture(scope="module")
-def sa_kubeconfig(kubectl: Kubectl, rbac: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sa_kubeconfig(kubectl: Kubectl, rbac: None) -> Iterator[Path]:
     """A kubeconfig holding a TokenRequest token for the shipped ServiceAccount,
-    as docs/install.md tells a bastion operator to write one."""
-    token = kubectl.run(
-        "create", "token", "reconciler", "-n", SA_NS, "--duration=1h"
-    ).stdout.strip()
-    admin = yaml.safe_load(kubectl.kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
-    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": cluster["cluster"]}],
-        "users": [{"name": "reconciler", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "reconciler"}}],
-        "current-context": "sa",
-    }
-    path = tmp_path_factory.mktemp("sa") / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    written by docs/install.md's step 5, its block run as written."""
+    with Bastion(kubectl) as bastion:
+        bastion.run(credentials_recipe())
+        yield bastion.checkout / "kubeconfig"
 
 
 def events(kubectl: Kubectl, ns: str) -> list[dict[str, Any]]:
@@ -393,3 +383,206 @@ def test_daemon_speaks_sd_notify(
     assert seen.index("READY=1") < seen.index(statuses[0]) < seen.index("WATCHDOG=1")
     assert seen[-1] == "STOPPING=1" and seen.count("WATCHDOG=1") >= 2
     assert state.is_file(), output
+
+
+# ------------------------------------------------ docs/install.md, as written
+
+INSTALL_MD = ROOT / "docs" / "install.md"
+SH_BLOCK = re.compile(r"^```sh\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+STEPS, CRON = "The steps, in order", "The one-shot: `reconciler-sync.timer` or cron"
+# The steps a test cannot take here: the admin's applies (the fixtures make the
+# same), the venv (the tests run in one), systemd (not on this host).
+NOT_HERE = (
+    "kubectl apply -f crds/",
+    "kubectl apply -k config/rbac",
+    "kubectl apply -k config/leader-election",
+    "python3 -m venv /opt/reconciler",
+    "/opt/reconciler/bin/pip install .",
+    "cp systemd/reconciler.service /etc/systemd/system/",
+    "systemctl daemon-reload && systemctl enable --now reconciler",
+)
+
+
+def install_blocks(section: str) -> list[str]:
+    """The ```sh blocks of one ### section of docs/install.md."""
+    text = INSTALL_MD.read_text()
+    start = text.index(f"### {section}\n")
+    end = text.find("\n### ", start + 1)
+    return SH_BLOCK.findall(text[start : end if end != -1 else None])
+
+
+def commands(block: str) -> list[str]:
+    """A block's commands: continued lines joined, comments dropped."""
+    lines = (
+        re.sub(r"\s+# .*$", "", line).strip() for line in block.replace("\\\n", " ").split("\n")
+    )
+    return [re.sub(r"\s+", " ", line) for line in lines if line and not line.startswith("#")]
+
+
+def credentials_recipe() -> str:
+    (recipe,) = [b for b in install_blocks(STEPS) if "kubectl create token reconciler" in b]
+    return recipe
+
+
+class Bastion:
+    """A root shell on a bastion, in a temporary directory: a checkout (its
+    config/, crds/ and systemd/), HOME with the admin's kubeconfig as
+    ~/.kube/config and no KUBECONFIG, and /etc, /var/lib, /opt under ``root``.
+    The venv of step 3 is this one's."""
+
+    def __init__(self, kubectl: Kubectl) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="bastion-", dir="/tmp"))
+        self.dir.chmod(0o755)  # a system user walks into root/var/lib
+        self.checkout, self.home, self.root = (self.dir / d for d in ("checkout", "home", "root"))
+        for made in (self.checkout, self.home / ".kube", self.root / "var" / "lib"):
+            made.mkdir(parents=True)
+        for name in ("config", "crds", "systemd"):
+            (self.checkout / name).symlink_to(ROOT / name)
+        self.admin = self.home / ".kube" / "config"
+        shutil.copy(kubectl.kubeconfig, self.admin)
+        shim = self.root / "opt" / "reconciler" / "bin" / "reconciler"
+        shim.parent.mkdir(parents=True)
+        shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m reconciler "$@"\n')
+        shim.chmod(0o755)
+
+    def here(self, script: str) -> str:
+        """The script with the host's paths moved under ``root``."""
+        for path in ("/etc/reconciler", "/etc/cron.d", "/var/lib/reconciler", "/opt/reconciler"):
+            script = script.replace(path, f"{self.root}{path}")
+        return script
+
+    def run(self, script: str, moved: bool = False) -> subprocess.CompletedProcess[str]:
+        """``script`` in a fresh shell, its paths moved under ``root`` unless
+        they already are (``moved``)."""
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env = {k: v for k, v in env.items() if not k.startswith("RECONCILER_")}
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script if moved else self.here(script)],
+            cwd=self.checkout,
+            env={**env, "HOME": str(self.home)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"{script}\nexited {proc.returncode}: {proc.stderr}")
+        return proc
+
+    def __enter__(self) -> Bastion:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def bastion(kubectl: Kubectl, rbac: None) -> Iterator[Bastion]:
+    with Bastion(kubectl) as made:
+        yield made
+
+
+def test_the_credential_recipe_leaves_the_admin_shell_the_admin(
+    kubectl: Kubectl, bastion: Bastion
+) -> None:
+    """Step 5 writes the ServiceAccount's kubeconfig without making the shell
+    that typed it the ServiceAccount: the next `kubectl` is still the admin."""
+    admin_before = bastion.admin.read_bytes()
+    whoami = "kubectl auth whoami -o jsonpath='{.status.userInfo.username}'"
+    admin = kubectl.run(*shlex.split(whoami)[1:]).stdout
+    after = bastion.run(f"{credentials_recipe()}\n{whoami}").stdout
+    assert after.splitlines()[-1] == admin != SA_USER
+    assert bastion.admin.read_bytes() == admin_before
+    written = bastion.checkout / "kubeconfig"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert sorted(p.name for p in bastion.checkout.iterdir()) == [
+        "config",
+        "crds",
+        "kubeconfig",
+        "systemd",
+    ]  # no ca.crt left
+    doc = yaml.safe_load(written.read_text())
+    (cluster,) = doc["clusters"]
+    assert "certificate-authority-data" in cluster["cluster"]
+    assert "certificate-authority" not in cluster["cluster"]  # embedded: no file to read
+    as_sa = Kubectl(written).run(*shlex.split(whoami)[1:]).stdout
+    assert as_sa == SA_USER
+
+
+def sample_checks() -> list[str]:
+    """The names of the ✓ lines docs/install.md shows step 6 printing."""
+    text = INSTALL_MD.read_text()
+    at = text.index("\n```\n✓ config:")
+    sample = text[at + 5 : text.index("\n```", at + 5)]
+    return [line[2:].split(":")[0] for line in sample.splitlines()]
+
+
+def test_the_bastion_steps_check_the_unit_s_arguments_before_it_starts(bastion: Bastion) -> None:
+    """Steps 4 to 6 of docs/install.md as written, in their order, each but
+    those this host cannot take (NOT_HERE); `check` passes before systemd is
+    asked to start anything."""
+    blocks = install_blocks(STEPS)
+    recipe = credentials_recipe()
+    ordered = [c for b in blocks for c in ([recipe] if b == recipe else commands(b))]
+    skipped = [c for c in ordered if c in NOT_HERE]
+    assert skipped == list(NOT_HERE), "a step the test neither takes nor skips"
+    check = next(i for i, c in enumerate(ordered) if "/reconciler check " in c)
+    assert check < ordered.index("systemctl daemon-reload && systemctl enable --now reconciler")
+    taken = [c for c in ordered if c not in NOT_HERE]
+    assert len(taken) == 4, taken  # the config, the credential, its install, the check
+    out = bastion.run("\n".join(taken)).stdout
+    printed = [line[2:].split(":")[0] for line in out.splitlines() if line[:1] in "✓✗!"]
+    assert all(line.startswith("✓") for line in out.splitlines() if line[:1] in "✓✗!"), out
+    assert printed == sample_checks(), out
+    etc = bastion.root / "etc" / "reconciler"
+    assert stat.S_IMODE((etc / "kubeconfig").stat().st_mode) == 0o600
+    assert stat.S_IMODE((etc / "reconciler.yaml").stat().st_mode) == 0o644
+    assert not (bastion.checkout / "kubeconfig").exists()
+
+
+def as_user(uid: int, gid: int, script: str) -> subprocess.CompletedProcess[str]:
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "sh", "-c", script]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def test_the_cron_user_reads_the_kubeconfig_and_keeps_its_state(
+    kubectl: Kubectl, bastion: Bastion, ns: str
+) -> None:
+    """The cron path of docs/install.md: the `reconciler` system user it makes
+    (in a copy of /etc's account files) may read the kubeconfig step 5 made
+    root's alone, and lock and write in its state directory; its line syncs."""
+    main, _, after = install_blocks(STEPS)
+    config_step = next(c for c in commands(main) if c.startswith("install "))
+    bastion.run("\n".join([config_step, credentials_recipe(), commands(after)[0]]))
+    etc = bastion.root / "etc"
+    for name in ("passwd", "group", "shadow", "gshadow", "login.defs"):
+        shutil.copy(Path("/etc") / name, etc / name)
+    (etc / "cron.d").mkdir()
+    (block,) = [b for b in install_blocks(CRON) if "useradd" in b]
+    useradd, rest = block.split("\n", 1)
+    assert useradd.startswith("useradd ") and useradd.endswith(" reconciler")
+    bastion.run(useradd.replace("useradd ", f"useradd --prefix {bastion.root} ", 1))
+    accounts = (etc / "passwd").read_text().splitlines()
+    entry = next(e for e in accounts if e.startswith("reconciler:"))
+    _, _, uid, gid, _, home, _ = entry.split(":")
+    state_dir = bastion.here("/var/lib/reconciler")
+    assert (home, int(uid) < 1000) == (state_dir, True), entry  # a system user
+    # The host's accounts know no `reconciler`: the names become its numbers.
+    numbered = rest.replace("-o reconciler -g reconciler", f"-o {uid} -g {gid}")
+    bastion.run(numbered.replace("chgrp reconciler ", f"chgrp {gid} "))
+    (line,) = (etc / "cron.d" / "reconciler").read_text().splitlines()
+    fields = line.split()
+    assert fields[5] == "reconciler", line  # the user cron runs it as
+    command = fields[6:]
+    lock = command[command.index("-n") + 1]
+    kubeconfig = command[command.index("--kubeconfig") + 1]
+    state = command[command.index("--state-file") + 1]
+    assert Path(lock).parent == Path(state).parent == Path(state_dir)
+    its_part = f"flock -n {lock} sh -c 'cat {kubeconfig} >/dev/null && touch {state}'"
+    assert as_user(int(uid), int(gid), its_part).returncode == 0
+    other = as_user(int(uid) + 1, int(gid) + 1, f"cat {kubeconfig}")
+    assert other.returncode != 0 and "Permission denied" in other.stderr
+    # Its line, as root here (the venv of these tests is under /root), in this test's namespace.
+    kubectl.apply(redis_with(ns, "{num: 1}"))
+    synced = bastion.run(f"{shlex.join(command)} -n {ns} -o json", moved=True)
+    assert json.loads(synced.stdout)["errors"] == [], synced.stderr
+    assert "r-0" in pods(kubectl, ns)
