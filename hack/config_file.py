@@ -10,7 +10,7 @@ and the chart set too (tests/unit/test_manifests.py holds them equal).
     .venv/bin/python -m hack.config_file           # rewrite config/reconciler.yaml
     .venv/bin/python -m hack.config_file --check   # exit 1 when it differs
 
-A new key needs its line in NOTES first; tests/unit/test_config_file.py fails
+A new key needs its line in NOTES first; tests/hack/test_config_file.py fails
 until the file is written again.
 """
 

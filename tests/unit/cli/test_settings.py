@@ -104,7 +104,7 @@ def test_shipped_config_file_documents_the_defaults():
     # The one key set to other than its default: the images the docs name.
     documented = RedisSettings(allowed_images=("redis", "oliver006/redis_exporter"))
     assert load(str(shipped), {}, {}) == Config(kind_settings=(documented,))
-    # Every key is there, commented out with its default: tests/unit/test_config_file.py.
+    # Every key is there, commented out with its default: tests/hack/test_config_file.py.
 
 
 def test_an_unknown_reconciler_variable_is_an_error_naming_it():
