@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from reconciler import __version__
+from reconciler.engine.crd_release import APPLY_CRDS
 
 from .conftest import Kubectl, Reconciler, free_port, passes_done, wait_for
 from .test_disruption import allowed, evict
@@ -125,7 +126,7 @@ def test_plan_names_a_crd_another_release_shipped(
     proc = reconciler.cli("plan", "-n", ns)
     assert [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")] == [
         f"warning: the installed CRD {NAME} is release 0.0.9's; this is {__version__}: "
-        "apply the CRDs of this release (kubectl apply -f crds/)"
+        f"apply the CRDs of this release ({APPLY_CRDS})"
     ]
 
 
