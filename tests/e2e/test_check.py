@@ -74,9 +74,9 @@ def test_a_role_missing_one_verb_fails_naming_it_and_the_binding_that_fixes_it(
         config = kubeconfig_for(kubectl, tmp_path / "kubeconfig", {"token": token})
         proc = Reconciler(config).cli("check", "-n", ns, "-o", "json", expect=1)
         assert failing(proc) == [
-            f"permissions in namespace {ns}: may not patch pods | kubectl apply -k config/rbac"
-            f" && kubectl create clusterrolebinding reconciler-{ns}-bot --clusterrole=reconciler"
-            f" --serviceaccount={ns}:bot"
+            f"permissions in namespace {ns}: may not patch pods | reconciler manifests rbac"
+            f" --serviceaccount {ns}:bot --namespace {ns} | kubectl apply -f -"
+            "  # as a cluster admin"
         ]
         identity = next(c for c in checks(proc) if c["name"] == "identity")
         assert identity["detail"].startswith(f"user system:serviceaccount:{ns}:bot, groups ")
