@@ -66,3 +66,12 @@ def test_sdist_and_wheel_install_with_pipx_and_answer_version(tmp_path):
             [str(home / "bin" / "reconciler"), "--version"], capture_output=True, text=True
         )
         assert answer.stdout.strip() == f"reconciler, version {__version__}", artifact.name
+        # The CRDs are package data: printed from any directory, as crds/ has them.
+        printed = subprocess.run(
+            [str(home / "bin" / "reconciler"), "manifests", "crds"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        shipped = "---\n".join(p.read_text() for p in sorted((ROOT / "crds").glob("*.yaml")))
+        assert printed.returncode == 0 and printed.stdout == shipped, printed.stderr
