@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass
 
 from reconciler import __version__
-from reconciler.checks import Check, failed, passed, warned
+from reconciler.checks import Check, failed, grants, passed, warned
 from reconciler.client.errors import ApiError, KubeError, NotFound, Unauthorized
 from reconciler.client.kube import SELF_REVIEWS, Kube
 from reconciler.engine import crd_release
-from reconciler.engine.crd_release import APPLY_CRDS, CRDS, release_of
+from reconciler.engine.crd_release import CRDS, release_of
 from reconciler.kinds import registry
 
 # The oldest minor we support: our CRDs' CEL rules and config/flowcontrol's
@@ -28,7 +28,7 @@ REACHABLE = "apiserver"
 IDENTITY = "identity"
 CREDENTIAL = "credentials"
 CRD = "CRDs"
-CRD_FIX = APPLY_CRDS
+CRD_FIX = grants.crds_fix()
 
 
 @dataclass(frozen=True)

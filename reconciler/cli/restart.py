@@ -30,6 +30,7 @@ from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_U
 from reconciler.client.errors import ApiError, Forbidden, NotFound, Unauthorized, Unreachable
 from reconciler.client.interface import Client
 from reconciler.client.kube import Kube
+from reconciler.engine.crd_release import APPLY_CRDS
 from reconciler.kinds.redis.identity import RESOURCE
 from reconciler.kinds.redis.server import RESTARTED_FIELD
 from reconciler.model import rfc3339
@@ -85,7 +86,7 @@ def restart_redis(
     if not dry_run and spec.get(RESTARTED_FIELD) is None:
         return _failed(
             f"{target}: the cluster's Redis CRD dropped spec.{RESTARTED_FIELD}: it is an older"
-            " release's; apply this release's CRDs (make install, or kubectl apply -f crds/)"
+            f" release's; apply this release's CRDs ({APPLY_CRDS})"
         )
     warnings = []
     if spec.get("paused") is True:

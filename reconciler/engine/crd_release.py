@@ -22,9 +22,10 @@ from reconciler.model import ResourceType
 
 log = logging.getLogger(__name__)
 
-# The one step that puts this release's CRDs in place: check's fix line, and
-# the warning of plan and the daemon.
-APPLY_CRDS = "kubectl apply -f crds/"
+# The one step that puts this release's CRDs in place, from any directory the
+# binary runs in: check's fix line (checks/grants.py builds it from its parts,
+# and a test holds the two equal), and the warning of plan and the daemon.
+APPLY_CRDS = "reconciler manifests crds | kubectl apply -f -"
 
 CRDS = ResourceType(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from reconciler import __version__
+from reconciler.checks.cluster import CRD_FIX
 from reconciler.engine.crd_release import APPLY_CRDS
 from reconciler.kinds.redis.identity import FIELDS_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION
 
@@ -259,7 +260,7 @@ def test_the_upgrade_section_from_0_1_0_with_a_redis_running(
         "the fields it does not know are pruned"
         for name in CRDS
     ], checked.stdout
-    assert checked.stdout.count(f"    fix: {APPLY_CRDS}\n") == 2, checked.stdout
+    assert checked.stdout.count(f"    fix: {CRD_FIX}\n") == 2, checked.stdout
 
     # The section's bastion block, line by line, 0.1.0's daemon running.
     host = Bastion(kubectl, ns, tmp_path / "state.json", old, new)

@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from reconciler.cli import commands as cli_mod
 from reconciler.cli import restart
+from reconciler.engine.crd_release import APPLY_CRDS
 from tests.unit.fake_apiserver import REDIS_PATH, FakeApiserver, fake_apiserver
 from tests.unit.fakes import FakeKube
 
@@ -268,7 +269,7 @@ def test_a_crd_that_drops_the_field_is_an_error(kube):
     result = invoke("restart", "redis", "cache", "-n", "shop")
     assert result.exit_code == 1
     assert "Redis CRD dropped spec.restartedAt" in result.stderr
-    assert "kubectl apply -f crds/" in result.stderr
+    assert f"apply this release's CRDs ({APPLY_CRDS})" in result.stderr
 
 
 def test_dry_run_from_the_environment_writes_nothing(kube):
