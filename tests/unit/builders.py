@@ -224,7 +224,16 @@ def plan_redis(
     """The Redis rules for one object, as a pass would run them."""
     if failure is not None:
         r = failing(r, failure)
-    return redis_kind.plan(r, plan_input(pods, config, now, r.failure))
+    return redis_writes(r, plan_input(pods, config, now, r.failure))
+
+
+def redis_writes(r: Redis, inp: PlanInput) -> list[Action]:
+    """One Redis's writes as the engine takes them from its kind
+    (engine/plan.py, `PassPlan.plan`): the registered kind's planner, its
+    actions arranged by the kind's write order. In an unsharded pass whose
+    CRD prunes no status field the engine adds nothing to these."""
+    found = redis_kind.KIND.plan(r, inp)
+    return redis_kind.KIND.order.arranged(found.actions)
 
 
 def removed(actions: Sequence[Action]) -> list[DeletePod | EvictPod]:

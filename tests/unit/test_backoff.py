@@ -201,10 +201,9 @@ def test_an_xca_keeps_its_record_in_status_and_clears_it():
 def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
     from reconciler.backoff import Gate
     from reconciler.kinds.base import PlanInput
-    from reconciler.kinds.redis import kind as redis_kind
     from reconciler.model import ObjKey, PodIndex
 
-    from .builders import current_hash, pod
+    from .builders import current_hash, pod, redis_writes
 
     fail = Failure(1, "boom", "ReconcileError", 0.0)
     r = redis(num=2, port=6380)
@@ -212,7 +211,7 @@ def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
 
     def held_status(landed):
         inp = PlanInput(PodIndex(pods), CONFIG, NOW, Gate(fail, True, False), frozenset(landed))
-        (patch,) = redis_kind.plan(r, inp)  # status only, whatever landed
+        (patch,) = redis_writes(r, inp)  # status only, whatever landed
         return patch.status
 
     none = held_status([])
@@ -228,13 +227,14 @@ def test_the_status_after_a_failure_counts_a_landed_rollout_and_scale_down():
 def test_a_landed_create_is_counted_not_planned_again():
     from reconciler.backoff import Gate
     from reconciler.kinds.base import PlanInput
-    from reconciler.kinds.redis import kind as redis_kind
     from reconciler.model import ObjKey, PodIndex
+
+    from .builders import redis_writes
 
     fail = Failure(1, "boom", "ReconcileError", 0.0)
     landed = frozenset({("create", ObjKey("Pod", "default", "r-0"))})
     inp = PlanInput(PodIndex(()), CONFIG, NOW, Gate(fail, True, False), landed)
-    (patch,) = redis_kind.plan(redis(num=2), inp)
+    (patch,) = redis_writes(redis(num=2), inp)
     assert isinstance(patch, PatchStatus) and patch.status["replicas"] == 1
 
 

@@ -264,12 +264,6 @@ def planned(redis: Redis, inp: PlanInput) -> Planned:
     return replace(live, actions=guard + live.actions)
 
 
-def plan(redis: Redis, inp: PlanInput) -> list[Action]:
-    """Its writes this pass, in the order they run (`order.ORDER`, which the
-    engine arranges every kind's plan by)."""
-    return ORDER.arranged(planned(redis, inp).actions)
-
-
 def plan_unseen(redis: Redis, inp: PlanInput, why: str) -> list[Action]:
     """The pod LIST was refused: no pod is created or deleted on a partial
     view, and the status says so rather than stand as the last pass left it.

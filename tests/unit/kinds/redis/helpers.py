@@ -9,7 +9,7 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.model import Container, ContainerState, PodCondition
-from tests.unit.builders import CONFIG, NOW, plan_redis
+from tests.unit.builders import CONFIG, NOW, plan_redis, redis_writes
 
 
 def kinds(actions):
@@ -66,11 +66,10 @@ def held(r, failure, pods=(), now=NOW):
     """The Redis rules right after a failed write: status only, failure counted."""
     from reconciler.backoff import Gate
     from reconciler.kinds.base import PlanInput
-    from reconciler.kinds.redis import kind as redis_kind
     from reconciler.model import PodIndex
 
     gate = Gate(failure, True, failure.count >= CONFIG.failure_threshold)
-    return redis_kind.plan(r, PlanInput(PodIndex(pods), CONFIG, now, gate))
+    return redis_writes(r, PlanInput(PodIndex(pods), CONFIG, now, gate))
 
 
 def conds(st):

@@ -14,7 +14,6 @@ from reconciler.backoff import gate
 from reconciler.children import child_from_api, storage_class_from_api
 from reconciler.constants import LABEL_INSTANCE
 from reconciler.kinds.base import PlanInput
-from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis import storage
 from reconciler.kinds.redis.claims import NOT_EXPANDABLE
 from reconciler.kinds.redis.identity import (
@@ -25,7 +24,7 @@ from reconciler.kinds.redis.identity import (
 from reconciler.kinds.redis.pods import pod_manifest, spec_drift
 from reconciler.kinds.redis.spec import validate
 from reconciler.model import Child, OwnerRef, PodIndex
-from tests.unit.builders import CONFIG, NOW, pod, redis
+from tests.unit.builders import CONFIG, NOW, pod, redis, redis_writes
 from tests.unit.kinds.redis.helpers import cond, status_of
 
 LISTED = frozenset({storage.KIND, "StorageClass"})
@@ -60,7 +59,7 @@ def plan(r, pods=(), claims=(), classes=None, listed=LISTED):
     classes = (standard(),) if classes is None else classes
     index = PodIndex(pods, (*claims, *classes), LABEL_INSTANCE)
     inp = PlanInput(index, CONFIG, NOW, gate(None, CONFIG.backoff, NOW), children=listed)
-    return redis_kind.plan(r, inp)
+    return redis_writes(r, inp)
 
 
 def stored(r, i, **kw):

@@ -18,7 +18,7 @@ from reconciler.kinds.redis import network
 from reconciler.kinds.redis.identity import owner_of
 from reconciler.kinds.redis.spec import validate, validate_spec
 from reconciler.model import PodIndex
-from tests.unit.builders import CONFIG, NOW, redis
+from tests.unit.builders import CONFIG, NOW, redis, redis_writes
 from tests.unit.kinds.redis.helpers import cond, status_of
 
 CLIENTS = [{"podSelector": {"matchLabels": {"app": "shop"}}}]
@@ -33,7 +33,7 @@ def plan(r, policies=(), listed=True):
     index = PodIndex((), policies)
     children = frozenset({network.KIND}) if listed else frozenset()
     inp = PlanInput(index, CONFIG, NOW, gate(None, CONFIG.backoff, NOW), children=children)
-    return redis_kind.plan(r, inp)
+    return redis_writes(r, inp)
 
 
 def made(r, **changes) -> Any:
