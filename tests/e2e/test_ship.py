@@ -424,6 +424,16 @@ def credentials_recipe() -> str:
     return recipe
 
 
+# The host's paths a bastion's steps write, moved under a test's ``root``.
+HOST_PATHS = (
+    "/etc/reconciler",
+    "/etc/cron.d",
+    "/var/lib/reconciler",
+    "/opt/reconciler",
+    "/usr/local/bin",
+)
+
+
 class Bastion:
     """A root shell on a bastion, in a temporary directory: a checkout (its
     config/, crds/ and systemd/), HOME with the admin's kubeconfig as
@@ -434,7 +444,8 @@ class Bastion:
         self.dir = Path(tempfile.mkdtemp(prefix="bastion-", dir="/tmp"))
         self.dir.chmod(0o755)  # a system user walks into root/var/lib
         self.checkout, self.home, self.root = (self.dir / d for d in ("checkout", "home", "root"))
-        for made in (self.checkout, self.home / ".kube", self.root / "var" / "lib"):
+        self.bin = self.root / "usr" / "local" / "bin"
+        for made in (self.checkout, self.home / ".kube", self.root / "var" / "lib", self.bin):
             made.mkdir(parents=True)
         for name in ("config", "crds", "systemd"):
             (self.checkout / name).symlink_to(ROOT / name)
@@ -447,7 +458,7 @@ class Bastion:
 
     def here(self, script: str) -> str:
         """The script with the host's paths moved under ``root``."""
-        for path in ("/etc/reconciler", "/etc/cron.d", "/var/lib/reconciler", "/opt/reconciler"):
+        for path in HOST_PATHS:
             script = script.replace(path, f"{self.root}{path}")
         return script
 
@@ -528,7 +539,8 @@ def test_the_bastion_steps_check_the_unit_s_arguments_before_it_starts(bastion: 
     check = next(i for i, c in enumerate(ordered) if "/reconciler check " in c)
     assert check < ordered.index("systemctl daemon-reload && systemctl enable --now reconciler")
     taken = [c for c in ordered if c not in NOT_HERE]
-    assert len(taken) == 4, taken  # the config, the credential, its install, the check
+    # reconciler on PATH, the config, the credential, its install, the check
+    assert len(taken) == 5, taken
     out = bastion.run("\n".join(taken)).stdout
     printed = [line[2:].split(":")[0] for line in out.splitlines() if line[:1] in "✓✗!"]
     assert all(line.startswith("✓") for line in out.splitlines() if line[:1] in "✓✗!"), out
@@ -537,6 +549,9 @@ def test_the_bastion_steps_check_the_unit_s_arguments_before_it_starts(bastion: 
     assert stat.S_IMODE((etc / "kubeconfig").stat().st_mode) == 0o600
     assert stat.S_IMODE((etc / "reconciler.yaml").stat().st_mode) == 0o644
     assert not (bastion.checkout / "kubeconfig").exists()
+    # check's fix lines name `reconciler`: the one on PATH is the venv's.
+    on_path = bastion.run(f"PATH={bastion.bin}:$PATH; command -v reconciler", moved=True).stdout
+    assert Path(on_path.strip()).resolve() == (bastion.root / "opt/reconciler/bin/reconciler")
 
 
 def as_user(uid: int, gid: int, script: str) -> subprocess.CompletedProcess[str]:
