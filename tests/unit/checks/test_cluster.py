@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.checks import cluster
+from reconciler.client.presented import Presented
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -34,3 +35,38 @@ def test_a_minor_as_managed_clusters_say_it(minor: object, expected: int | None)
 )
 def test_a_span_in_the_unit_a_person_reads(seconds: float, shown: str):
     assert cluster._span(seconds) == shown
+
+
+class _Shows:
+    """A client that shows one credential, as `Kube.presented` does."""
+
+    def __init__(self, shown: Presented) -> None:
+        self.shown = shown
+
+    def presented(self) -> Presented:
+        return self.shown
+
+
+DAY = 86400.0
+
+
+@pytest.mark.parametrize(
+    ("kind", "left", "mark"),
+    [
+        ("bearer token", 29 * DAY, "✓"),
+        ("bearer token", 6 * DAY, "!"),  # the step-5 token, a day before a week is left
+        ("client certificate /etc/x.crt", 2 * DAY, "!"),
+        ("bearer token", -60.0, "✗"),
+        ("exec plugin aws (token)", 600.0, "✓"),  # renewed by running the plugin again
+        ("token file /var/run/secrets/token", 3600.0, "✓"),  # the kubelet renews it
+    ],
+)
+def test_a_credential_nobody_renews_is_warned_of_a_week_before_it_expires(
+    kind: str, left: float, mark: str
+):
+    now = 1_800_000_000.0
+    check = cluster.credential(_Shows(Presented(kind, now + left)), now)  # type: ignore[arg-type]
+    shown = "!" if check.warning else "✓" if check.ok else "✗"
+    assert shown == mark, check
+    if mark != "✓":
+        assert check.fix
