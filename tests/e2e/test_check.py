@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.checks.cluster import RENEW
+
 from .conftest import Identities, Kubectl, Reconciler, free_port, kubeconfig_for
 from .test_bastion import exec_plugin, exec_user
 
@@ -81,10 +83,12 @@ def test_a_role_missing_one_verb_fails_naming_it_and_the_binding_that_fixes_it(
         identity = next(c for c in checks(proc) if c["name"] == "identity")
         assert identity["detail"].startswith(f"user system:serviceaccount:{ns}:bot, groups ")
         credential = next(c for c in checks(proc) if c["name"] == "credentials")
+        # A token in the kubeconfig that nothing renews, with less than a week left.
         assert credential["detail"] in (
-            "bearer token, expires in 9m",
-            "bearer token, expires in 10m",
+            "bearer token, expires in 9m, and nothing renews it",
+            "bearer token, expires in 10m, and nothing renews it",
         )
+        assert credential["warning"] is True and credential["fix"] == RENEW
     finally:
         kubectl.run("delete", "clusterrolebinding", name, check=False)
         kubectl.run("delete", "clusterrole", name, check=False)
