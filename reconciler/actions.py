@@ -349,11 +349,12 @@ StatusAfter = Callable[[WriteError, Sequence[Action]], list[Action]]
 class OwnerWrites:
     """What the executor needs of an object it writes for, beyond the
     writes: where its events go (None: an orphan pod, which has no object
-    to name), the uid of its shard bucket (asked of the write fence), and
-    its status rule after a failed write."""
+    to name), its uid (a gone owner's, for an orphan pod: the write fence
+    asks whether its shard bucket is held), and its status rule after a
+    failed write."""
 
     ref: ObjRef | None
-    bucket_uid: str
+    owner_uid: str
     status_after: StatusAfter | None = None
 
 

@@ -27,16 +27,16 @@ class WriteFence(Protocol):
     writes, and the client before each retry of a write (a wait of seconds
     after a 429 must not end in a write that is no longer ours)."""
 
-    def may_write(self, bucket_uid: str | None = None) -> bool:
-        """For the object whose bucket ``bucket_uid`` names; None: any write
-        at all (a retry, which knows no object)."""
+    def may_write(self, owner_uid: str | None = None) -> bool:
+        """For the object of uid ``owner_uid`` (its shard bucket is its uid's);
+        None: any write at all (a retry, which knows no object)."""
         ...
 
 
 class _Unfenced:
     """One process alone (`sync`, `run` without a Lease): always."""
 
-    def may_write(self, bucket_uid: str | None = None) -> bool:
+    def may_write(self, owner_uid: str | None = None) -> bool:
         return True
 
 

@@ -150,7 +150,7 @@ class Executor:
         found = self.owners.get(owner)
         if found is None:
             return self.fence is UNFENCED
-        return self.fence.may_write(found.bucket_uid)
+        return self.fence.may_write(found.owner_uid)
 
     def _run_owner(self, group: tuple[ObjKey, list[Action]]) -> list[Outcome]:
         owner, actions = group

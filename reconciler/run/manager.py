@@ -48,7 +48,7 @@ class LeaderFence:
 
     elector: LeaderElector
 
-    def may_write(self, bucket_uid: str | None = None) -> bool:
+    def may_write(self, owner_uid: str | None = None) -> bool:
         return self.elector.is_leader
 
 
@@ -59,10 +59,10 @@ class ShardFence:
 
     member: ShardMember
 
-    def may_write(self, bucket_uid: str | None = None) -> bool:
-        if bucket_uid is None:
+    def may_write(self, owner_uid: str | None = None) -> bool:
+        if owner_uid is None:
             return bool(self.member.held())
-        return self.member.holds(bucket_uid)
+        return self.member.holds(owner_uid)
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def test_a_write_stops_retrying_once_it_is_no_longer_ours(
     server: _Throttling, tmp_path: Path
 ) -> None:
     class Lost:
-        def may_write(self, bucket_uid: str | None = None) -> bool:
+        def may_write(self, owner_uid: str | None = None) -> bool:
             return False
 
     c = client(server, tmp_path, max_retries=5).fenced(Lost())

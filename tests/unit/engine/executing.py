@@ -54,5 +54,5 @@ class Fence:
 
     may: Callable[[str | None], bool]
 
-    def may_write(self, bucket_uid: str | None = None) -> bool:
-        return self.may(bucket_uid)
+    def may_write(self, owner_uid: str | None = None) -> bool:
+        return self.may(owner_uid)

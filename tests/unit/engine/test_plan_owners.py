@@ -27,7 +27,7 @@ def test_an_object_planned_without_its_pods_is_fenced_by_its_own_bucket():
     r = redis()
     blind = dataclasses.replace(snap((r,), (), None), pods_error="LIST Pod: 403 Forbidden")
     plan = plan_pass(blind, CONFIG, NOW, holder="host-a")
-    assert plan.owners[r.key].bucket_uid == r.uid
+    assert plan.owners[r.key].owner_uid == r.uid
 
 
 def test_an_xcas_status_after_a_failure_records_it():

@@ -613,7 +613,7 @@ def test_plan_is_deterministic_and_pure(snap):
     assert first == again
 
     def owners(plan):
-        return {k: (o.ref, o.bucket_uid, o.status_after is None) for k, o in plan.owners.items()}
+        return {k: (o.ref, o.owner_uid, o.status_after is None) for k, o in plan.owners.items()}
 
     assert owners(first) == owners(again)
     assert set(first.owners) == {a.owner for a in first.actions}
