@@ -110,14 +110,14 @@ def _write(prefix: Path, name: str, session: Session) -> None:
 
 def _second_pass_only(profiler: Profiler) -> None:
     """Make `sync` run an unprofiled pass first, then the profiled one, on one State."""
-    real = reconciler.engine.runner.run_pass
+    real = reconciler.engine.runner.pass_once
 
     def twice(*args: Any, **kwargs: Any) -> Any:
         real(*args, **kwargs)
         profiler.start()
         return real(*args, **kwargs)
 
-    reconciler.engine.runner.run_pass = twice  # type: ignore[assignment]
+    reconciler.engine.runner.pass_once = twice  # type: ignore[assignment]
 
 
 def main(argv: list[str]) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 from reconciler.config import Config
 from reconciler.engine.state import State
-from reconciler.engine.sync import Mode, run_pass
+from reconciler.engine.sync import Mode, pass_once
 from tests.unit.fakes import FakeKube
 
 PACKAGE = "reconciler."
@@ -55,7 +55,7 @@ def trace() -> dict[str, Route]:
     kube.lists["Redis"] = [_redis(i) for i in range(3)]
     for obj in kube.lists["Redis"]:
         kube.objects[("Redis", "a", obj["metadata"]["name"])] = obj
-    run_pass(kube, config, state, mode=Mode.DRY_RUN)
+    pass_once(kube, config, state, mode=Mode.DRY_RUN)
     paths: dict[str, list[str]] = {"client": [], "config": []}
     followed = {"client": kube, "config": config}
 
@@ -73,7 +73,7 @@ def trace() -> dict[str, Route]:
 
     sys.setprofile(called)
     try:
-        run_pass(kube, config, state, mode=Mode.DRY_RUN)
+        pass_once(kube, config, state, mode=Mode.DRY_RUN)
     finally:
         sys.setprofile(None)
     return {what: route_of(path) for what, path in paths.items()}

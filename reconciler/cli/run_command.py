@@ -160,7 +160,7 @@ def run(
         started = fleet.each(lambda c, kube: _start(c, kube, metrics, fleet.listed), kubes)
     except manager.CannotStart as exc:
         fail(EXIT_USAGE, str(exc))
-    code = manager.run([loop for loop, _ in started], top.clusters_in_parallel)
+    code = manager.serve([loop for loop, _ in started], top.clusters_in_parallel)
     for _, events in started:
         flush(events)
     sys.exit(code)

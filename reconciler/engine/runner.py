@@ -19,7 +19,7 @@ from reconciler.config import Config
 from reconciler.engine import crd_release
 from reconciler.engine import state as state_store
 from reconciler.engine.events import EventQueue
-from reconciler.engine.sync import Mode, run_pass
+from reconciler.engine.sync import Mode, pass_once
 from reconciler.result import PassResult
 
 log = logging.getLogger("reconciler")
@@ -57,7 +57,7 @@ class Passes:
             for line in crd_release.lagging(self.kube):
                 log.warning("%s", line)
         self._first = False
-        result = run_pass(
+        result = pass_once(
             self.kube,
             self.config,
             self.state,

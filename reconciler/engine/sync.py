@@ -149,7 +149,7 @@ def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Pl
     return replace(obs, snapshot=snapshot), plan
 
 
-def run_pass(
+def pass_once(
     kube: Client,
     config: Config,
     state: State,

@@ -161,6 +161,6 @@ def loop(one_pass: Callable[[], PassResult], parts: Parts, config: Config, name:
     )
 
 
-def run(loops: list[Loop], parallel: int) -> int:
+def serve(loops: list[Loop], parallel: int) -> int:
     """Every cluster's passes until SIGTERM; the exit code."""
     return Daemon(loops, parallel).run()

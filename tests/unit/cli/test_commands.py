@@ -196,13 +196,13 @@ def test_namespace_flags_are_exclusive(kube):
 
 def test_options_after_the_subcommand(kube, monkeypatch):
     seen = {}
-    real = runner.run_pass
+    real = runner.pass_once
 
     def spy(kube_, config, state, **kw):
         seen["namespaces"] = config.namespaces
         return real(kube_, config, state, **kw)
 
-    monkeypatch.setattr(runner, "run_pass", spy)
+    monkeypatch.setattr(runner, "pass_once", spy)
     assert invoke("sync", "-n", "team-a", "-n", "team-b").exit_code == 0
     assert seen["namespaces"] == ("team-a", "team-b")
 

@@ -93,7 +93,7 @@ def test_run_makes_a_loop_per_cluster_each_with_its_own_client(fleet, monkeypatc
     from reconciler.run import manager
 
     loops = []
-    monkeypatch.setattr(manager, "run", lambda given, parallel: loops.extend(given) or 0)
+    monkeypatch.setattr(manager, "serve", lambda given, parallel: loops.extend(given) or 0)
     result = invoke("run", "--context", "up", "--context", "down")
     assert result.exit_code == 0, result.output
     assert [loop.name for loop in loops] == ["up", "down"]
@@ -144,12 +144,12 @@ def test_run_starts_every_loop_before_asking_a_cluster_for_its_crds(fleet, monke
     started: list[list[str]] = []
     loops = []
 
-    def run(given, parallel):
+    def serve(given, parallel):
         started.append(list(asked))
         loops.extend(given)
         return 0
 
-    monkeypatch.setattr(manager, "run", run)
+    monkeypatch.setattr(manager, "serve", serve)
     result = invoke("run", "--context", "up", "--context", "down")
     assert result.exit_code == 0, result.output
     assert started == [[]]
