@@ -4,12 +4,17 @@ cluster leaves them."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from reconciler.actions import (
     PatchStatus,
 )
+from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.model import Container, ContainerState, PodCondition
 from tests.unit.builders import CONFIG, NOW, plan_redis, redis_writes
+
+# Just past the default progress deadline (a pass then says it was exceeded).
+PAST_DEADLINE = timedelta(seconds=DEFAULTS.progress_deadline + 1)
 
 
 def kinds(actions):

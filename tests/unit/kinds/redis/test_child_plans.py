@@ -22,6 +22,8 @@ from reconciler.kinds.redis.identity import Redis
 from reconciler.snapshot import Snapshot
 from tests.unit import sim
 from tests.unit.builders import CONFIG, NOW, redis, snap
+from tests.unit.kinds.redis.helpers import cond, status_of
+from tests.unit.kinds.redis.test_network import CLIENTS, made, plan, with_policy
 
 CLASSES = "StorageClass"
 FORBIDDEN = {
@@ -176,3 +178,12 @@ def test_something_worse_is_said_first():
     world = dataclasses.replace(world, pods=(foreign,))
     actions = plan_pass(refused(world, service.KIND), CONFIG, NOW).actions
     assert degraded(actions, r)["reason"] == "PodConflict"
+
+
+def test_another_s_policy_of_that_name_makes_it_degraded_and_is_its_state():
+    r = with_policy(networkPolicy={"allowFrom": CLIENTS})
+    theirs = made(r, controller_uid="someone-else", owner_refs=())
+    st = status_of(plan(r, [theirs])).status
+    degraded = cond(st, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", network.CONFLICT)
+    assert (st["state"], st["message"]) == (network.CONFLICT, network.conflict_message("r"))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+import pytest
+
 from reconciler.actions import (
     CreateChild,
     CreatePod,
@@ -16,15 +18,20 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.backoff import EVICTION_REFUSED, WriteError
+from reconciler.children import child_from_api
 from reconciler.client.errors import EvictionRefused
 from reconciler.engine.plan import plan_pass
+from reconciler.kinds.owned import DRIFT
+from reconciler.kinds.redis import disruption
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
+from reconciler.kinds.redis.identity import owner_of, ref
 from reconciler.kinds.redis.kind import KIND
 from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.result import Result
 from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, snap
 from tests.unit.engine.executing import executor
 from tests.unit.fakes import FakeKube
+from tests.unit.kinds.redis.helpers import PAST_DEADLINE
 
 BUDGET_WHY = "The disruption budget r needs 2 healthy pods and has 2 currently"
 REFUSAL = f"Cannot evict pod as it would violate the pod's disruption budget.; {BUDGET_WHY}"
@@ -335,3 +342,158 @@ def test_a_wait_on_our_budget_past_the_progress_deadline_names_the_budget():
         "no progress for 10m: 0/3 pods updated to the current spec; eviction of r-0 waits: "
         "budget r is not yet counted by the disruption controller"
     )
+
+
+OURS = {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "r"}
+
+
+def _selector_patch(selector):
+    """The selector part of the patch that repairs our budget left with it."""
+    r = redis(num=3)
+    made = budget_of(r)
+    edited = dataclasses.replace(made, spec={**made.spec, "selector": selector})
+    return disruption.drift(owner_of(r), edited, 3)["spec"]["selector"]
+
+
+def test_match_expressions_set_by_hand_are_nulled_and_our_labels_kept():
+    """A merge patch merges the selector key by key: a matchExpressions we
+    did not set is removed by a null, or it would narrow the budget."""
+    expressions = [{"key": "tier", "operator": "In", "values": ["cache"]}]
+    patch = _selector_patch({"matchLabels": OURS, "matchExpressions": expressions})
+    assert patch == {"matchExpressions": None, "matchLabels": OURS}
+
+
+@pytest.mark.parametrize("junk", ["app=redis", ["app", "redis"], None, 3])
+def test_a_selector_that_is_no_map_is_replaced_by_ours(junk):
+    assert _selector_patch(junk) == {"matchLabels": OURS}
+
+
+@pytest.mark.parametrize("junk", ["app=redis", ["extra"], None])
+def test_match_labels_that_are_no_map_are_replaced_by_ours(junk):
+    """Nothing of them is kept, nor taken for label names to null."""
+    assert _selector_patch({"matchLabels": junk}) == {"matchLabels": OURS}
+
+
+def test_a_budget_repaired_from_a_hand_edit_says_so_in_a_normal_event():
+    """Unlike a resize for spec.num, which is ours and says nothing."""
+    r = redis(num=3)
+    made = budget_of(r)
+    edited = dataclasses.replace(made, spec={**made.spec, "unhealthyPodEvictionPolicy": "X"})
+    (patch,) = disruption.plan_budget(owner_of(r), edited, 3)
+    assert patch.why == "drift: unhealthyPodEvictionPolicy changed by hand"
+    assert patch.event is not None
+    assert (patch.event.involved, patch.event.type, patch.event.reason) == (
+        ref(r),
+        "Normal",
+        DRIFT,
+    )
+    assert patch.event.message == (
+        "Restored poddisruptionbudget r: drift: unhealthyPodEvictionPolicy changed by hand"
+    )
+    (resize,) = disruption.plan_budget(owner_of(r), made, 4)
+    assert (resize.why, resize.event) == ("sized for 4 pods: minAvailable 3", None)
+
+
+# --------------------------------- statuses someone else wrote, mistyped
+
+
+def _stale_rollout():
+    r = redis(num=3, image="redis:6")
+    return r, [pod(r, i, image="redis:5-alpine") for i in range(3)]
+
+
+def _planned(r, pods, budgets=(), at=NOW):
+    return plan_pass(snap((r,), (), tuple(pods), (), tuple(budgets)), CONFIG, at).actions
+
+
+COUNTED = {"observedGeneration": 0, "disruptionsAllowed": 1}
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {**COUNTED, "observedGeneration": "0"},
+        {**COUNTED, "observedGeneration": None},
+        {**COUNTED, "observedGeneration": [0]},
+        {**COUNTED, "disruptionsAllowed": "1"},
+        {**COUNTED, "disruptionsAllowed": None},
+        {**COUNTED, "disruptionsAllowed": {"value": 1}},
+        {**COUNTED, "disruptionsAllowed": True},  # JSON true is no count
+        {**COUNTED, "observedGeneration": True},
+        {},
+    ],
+)
+def test_a_budget_status_of_the_wrong_types_lets_no_pod_go(status):
+    """Not trusted: our budget is taken as not counted, so no eviction is
+    asked; and nothing was refused, so no refusal and no Warning."""
+    r, pods = _stale_rollout()
+    actions = _planned(r, pods, [budget_of(r, status=status)])
+    assert not [a for a in actions if isinstance(a, EvictPod)]
+    (patch,) = [a for a in actions if isinstance(a, PatchStatus)]
+    assert patch.status[REFUSED_FIELD] is None and not patch.events
+    assert patch.status["state"] == "RollingUpdate"
+
+
+def test_a_budget_whose_whole_status_is_a_list_is_read_as_none():
+    r, pods = _stale_rollout()
+    manifest = {**disruption.manifest(owner_of(r), 3), "status": [COUNTED]}
+    budget = dataclasses.replace(child_from_api("PodDisruptionBudget", manifest), uid="pdb")
+    assert budget.status == {}
+    assert not [a for a in _planned(r, pods, [budget]) if isinstance(a, EvictPod)]
+
+
+@pytest.mark.parametrize(
+    ("status", "why"),
+    [
+        (
+            {"observedGeneration": "0", "disruptionsAllowed": 0},
+            "budget r is not yet counted by the disruption controller",
+        ),
+        (
+            {"observedGeneration": 0, "disruptionsAllowed": 0, "currentHealthy": "2"},
+            "budget r allows no more disruptions now",
+        ),
+        (
+            {"observedGeneration": 0, "disruptionsAllowed": 0, "desiredHealthy": None},
+            "budget r allows no more disruptions now",
+        ),
+    ],
+)
+def test_past_the_deadline_a_mistyped_budget_is_named_without_its_counts(status, why):
+    r, pods = _stale_rollout()
+    budget = budget_of(r, status={"currentHealthy": 3, "desiredHealthy": 2, **status})
+    (first,) = [a for a in _planned(r, pods, [budget]) if isinstance(a, PatchStatus)]
+    r = dataclasses.replace(r, status=first.status)
+    actions = _planned(r, pods, [budget], NOW + PAST_DEADLINE)
+    (stuck,) = [a for a in actions if isinstance(a, PatchStatus)]
+    assert not [a for a in actions if isinstance(a, EvictPod)]
+    assert stuck.status["message"] == (
+        f"no progress for 10m: 0/3 pods updated to the current spec; eviction of r-0 waits: {why}"
+    )
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "r-0",
+        ["r-0", "Cannot evict pod"],
+        None,
+        {"pod": 0, "message": "Cannot evict pod"},
+        {"pod": "r-0", "message": 5},
+        {"pod": "r-0"},
+        {"message": "Cannot evict pod"},
+    ],
+)
+def test_a_stored_refusal_of_the_wrong_types_is_no_refusal(junk):
+    """The eviction is asked, the status says no refusal (a null replaces
+    the junk), no Warning is posted, and no pass is held back for it."""
+    r, pods = _stale_rollout()
+    r = dataclasses.replace(r, status={REFUSED_FIELD: junk})
+    assert disruption.refusal_of(r.status) is None
+    actions = _planned(r, pods)
+    assert [a.name for a in actions if isinstance(a, EvictPod)] == ["r-0"]
+    (patch,) = [a for a in actions if isinstance(a, PatchStatus)]
+    assert REFUSED_FIELD in patch.status and patch.status[REFUSED_FIELD] is None
+    assert REFUSED not in [e.reason for e in patch.events]
+    assert "refused" not in patch.status["message"]
+    assert not KIND.health(r, actions).waiting

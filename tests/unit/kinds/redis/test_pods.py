@@ -7,7 +7,10 @@ import pytest
 from reconciler.actions import (
     CreatePod,
 )
+from reconciler.kinds.redis.pods import pod_manifest
+from reconciler.kinds.redis.spec import validate
 from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis
+from tests.unit.kinds.redis.test_claims import plan, with_storage
 
 
 @pytest.mark.parametrize(
@@ -54,3 +57,16 @@ def test_pod_at_the_recorded_count_is_a_scale_up_not_a_deletion_by_hand():
         a for a in plan_redis(r, [pod(r, 0), pod(r, 1)], CONFIG, NOW) if isinstance(a, CreatePod)
     ]
     assert [c.event.message for c in creates] == ["Created pod r-2: scale up"]
+
+
+def test_pod_manifest_is_what_the_create_of_each_pod_sends():
+    r = with_storage(num=2)
+    spec = validate(r, "redis:5-alpine").spec
+    creates = [a for a in plan(r) if isinstance(a, CreatePod)]
+    assert [c.name for c in creates] == ["r-0", "r-1"]
+    for i, create in enumerate(creates):
+        made = pod_manifest(r, spec, i)
+        assert made == create.manifest
+        assert made["metadata"]["name"] == f"r-{i}"
+        (volume,) = made["spec"]["volumes"]
+        assert volume["persistentVolumeClaim"]["claimName"] == f"data-r-{i}"

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reconciler.actions import (
     DeletePod,
     EvictPod,
 )
-from tests.unit.builders import CONFIG, NOW, current_hash, plan_redis, pod, redis, removed
+from tests.unit.builders import (
+    CONFIG,
+    NOW,
+    current_hash,
+    plan_redis,
+    pod,
+    redis,
+    removed,
+)
 from tests.unit.kinds.redis.helpers import (
     cond,
     crashing,
@@ -115,3 +125,18 @@ def test_a_terminating_pod_is_neither_ready_nor_updated_nor_replaced_in_a_rollou
     assert (st["replicas"], st["readyReplicas"], st["updatedReplicas"]) == (1, 1, 0)
     # r-1 is stale, but r-0 is going: replacing r-1 now would leave no pod.
     assert not [a for a in removed(plan_redis(r, pods, CONFIG, NOW))]
+
+
+# ------------------------------------------------ which stale pod rolls
+
+
+@pytest.mark.parametrize(
+    ("num", "stale", "first"),
+    [(3, (2, 1, 0), "r-0"), (3, (2, 1), "r-1"), (11, (10, 2), "r-2")],
+)
+def test_of_several_ready_stale_pods_the_lowest_index_rolls_first(num, stale, first):
+    """Listed in any order (the apiserver's is by name: r-10 before r-2)."""
+    r = redis(num=num, image="redis:6")
+    fresh = [pod(r, i, image="redis:6") for i in range(num) if i not in stale]
+    pods = [pod(r, i, image="redis:5-alpine") for i in stale] + fresh
+    assert [a.name for a in removed(plan_redis(r, pods, CONFIG, NOW))] == [first]

@@ -11,12 +11,15 @@ import pytest
 from reconciler.actions import (
     CreatePod,
 )
-from reconciler.backoff import Failure
+from reconciler.backoff import STATUS_FIELD, Failure, to_status
 from reconciler.kinds.base import settings_of
+from reconciler.kinds.redis.kind import KIND
 from reconciler.kinds.redis.settings import DEFAULTS
+from reconciler.kinds.redis.status import DEADLINE_EXCEEDED, NAMED_MAX
 from reconciler.model import ContainerState, PodCondition, rfc3339
 from tests.unit.builders import CONFIG, NOW, current_hash, plan_redis, pod, redis
 from tests.unit.kinds.redis.helpers import (
+    PAST_DEADLINE,
     cond,
     conds,
     held,
@@ -291,3 +294,135 @@ def test_the_log_names_the_fields_a_status_patch_changes():
         "patch redis default/r status (conditions, message, readyReplicas, state)"
     )
     assert {"replicas", "observedGeneration"} <= set(ready.status)
+
+
+# ------------------------------------------- Degraded past the deadline
+
+
+def _conflicting(r):
+    """r-1 is held by another's pod: Degraded=True/PodConflict, and scaling
+    up can make no progress."""
+    return [pod(r, 0), pod(r, 1, owner_uid="someone-else")]
+
+
+def _failed_write(r):
+    """r-1 is not Ready and a write of this pass just failed."""
+    return [pod(r, 0), pod(r, 1, ready=False)]
+
+
+@pytest.mark.parametrize(
+    ("pods_of", "plan", "reason", "message"),
+    [
+        (
+            _conflicting,
+            lambda r, pods, at: plan_redis(r, pods, CONFIG, at),
+            "PodConflict",
+            "pods not owned by this Redis hold desired names: r-1",
+        ),
+        (
+            _failed_write,
+            lambda r, pods, at: held(r, Failure(1, "boom", "ReconcileError", 0.0), pods, at),
+            "ReconcileError",
+            "boom",
+        ),
+    ],
+)
+def test_past_the_deadline_a_degraded_reason_already_there_wins(pods_of, plan, reason, message):
+    """Progressing says the deadline passed; Degraded keeps the worse reason
+    it already had, and so do the state and the message."""
+    r = redis(num=2)
+    pods = pods_of(r)
+    seen = stored(r, pods, NOW)
+    before = conds(seen.status)["Progressing"]
+    assert before[0] == "True"
+    actions = plan(seen, pods, NOW + PAST_DEADLINE)
+    st = status_of(actions).status
+    assert conds(st)["Progressing"] == ("False", DEADLINE_EXCEEDED)
+    assert cond(st, "Progressing")["message"].startswith("no progress for 10m: ")
+    assert conds(st)["Degraded"] == ("True", reason)
+    assert cond(st, "Degraded")["message"] == message
+    assert (st["state"], st["message"]) == (reason, message)
+    # Still counted as stuck (the ReconcilerRolloutStuck alert).
+    assert KIND.health(seen, actions).stalled
+
+
+def test_past_the_deadline_a_redis_not_degraded_becomes_degraded_by_it():
+    r = redis(num=2)
+    pods = [pod(r, 0), pod(r, 1, ready=False)]
+    st = status_of(plan_redis(stored(r, pods, NOW), pods, CONFIG, NOW + PAST_DEADLINE)).status
+    assert conds(st)["Degraded"] == ("True", DEADLINE_EXCEEDED)
+    assert cond(st, "Degraded")["message"] == cond(st, "Progressing")["message"]
+
+
+# ------------------------------------------------------ status.backoff
+
+
+def test_no_backoff_field_is_written_when_nothing_failed():
+    r = redis()
+    for pods in ([], [pod(r, i) for i in range(3)], [pod(r, 0, ready=False)]):
+        st = status_of(plan_redis(r, pods, CONFIG, NOW)).status
+        assert STATUS_FIELD not in st
+
+
+def test_the_backoff_field_is_written_after_a_failed_write_and_while_backing_off():
+    r = redis()
+    pods = [pod(r, i) for i in range(3)]
+    first = Failure(1, "500 InternalError: etcd", "ReconcileError", 0.0)
+    assert status_of(held(r, first, pods)).status[STATUS_FIELD] == to_status(first)
+    third = Failure(3, "500 InternalError: etcd", "ReconcileError", NOW.timestamp() + 60)
+    st = status_of(plan_redis(r, pods, CONFIG, NOW, third)).status
+    assert st[STATUS_FIELD] == to_status(third)
+    assert st[STATUS_FIELD]["retryAfter"] == "2026-11-22T12:01:00Z"
+
+
+def test_a_stored_backoff_is_cleared_once_writes_are_planned_again():
+    """Past its retry time (or below the threshold) the record is removed
+    by a null in the merge patch, not left as it was."""
+    r = redis()
+    pods = [pod(r, i) for i in range(3)]
+    third = Failure(3, "boom", "ReconcileError", NOW.timestamp() + 60)
+    st = status_of(plan_redis(r, pods, CONFIG, NOW + timedelta(minutes=2), third)).status
+    assert STATUS_FIELD in st and st[STATUS_FIELD] is None
+    once = Failure(1, "boom", "ReconcileError", 0.0)
+    st = status_of(plan_redis(r, pods, CONFIG, NOW, once)).status
+    assert STATUS_FIELD in st and st[STATUS_FIELD] is None
+
+
+# -------------------------------------------------------- "and N more"
+
+
+def _pulling(r, n):
+    return [image_pull_backoff(pod(r, i, ready=False)) for i in range(n)]
+
+
+def _note(i):
+    return f'r-{i} not Ready: ImagePullBackOff: Back-off pulling image "redis:does-not-exist"'
+
+
+@pytest.mark.parametrize("over", [-1, 0, 1, 2])
+def test_the_message_names_at_most_the_limit_and_counts_the_rest(over):
+    n = NAMED_MAX + over
+    r = redis(num=n)
+    message = status_of(plan_redis(r, _pulling(r, n), CONFIG, NOW)).status["message"]
+    named = [_note(i) for i in range(min(n, NAMED_MAX))]
+    more = [f"and {over} more"] if over > 0 else []
+    assert message == "; ".join([f"waiting for {n} of {n} pods to be Ready", *named, *more])
+
+
+# ------------------------------------------------------------- ages
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(60, "60s"), (119, "119s"), (120, "2m"), (121, "2m"), (7199, "119m"), (7200, "2h")],
+)
+def test_an_age_is_in_seconds_under_two_minutes_then_minutes_then_hours(seconds, shown):
+    """A pod terminating since ``seconds`` (its deletion, with 30 s of grace,
+    was 10 s before NOW); it is named from 60 s on (grace and margin)."""
+    r = redis(num=2)
+    stuck = dataclasses.replace(pod(r, 0, terminating=True), finalizers=("example.com/hold",))
+    at = NOW + timedelta(seconds=seconds - 10)
+    st = status_of(plan_redis(r, [stuck, pod(r, 1)], CONFIG, at)).status
+    assert st["message"] == (
+        f"1/2 pods exist; r-0 terminating for {shown}: held by finalizer example.com/hold"
+    )

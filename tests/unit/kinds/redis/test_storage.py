@@ -73,3 +73,8 @@ def test_a_good_storage_is_read_with_statefulsets_defaults():
     found = {"size": 10, "storageClassName": "fast", "persistentVolumeClaimRetentionPolicy": policy}
     spec = validate_spec({"num": 1, "storage": found}, "redis:5-alpine").spec
     assert spec.storage == Storage("10", 10, "fast", DELETE, DELETE)
+
+
+@pytest.mark.parametrize("size", ["1", 1, "1k"])
+def test_the_smallest_sizes_above_zero_are_taken(size):
+    assert validate_spec({"num": 1, "storage": {"size": size}}, "redis:5-alpine").errors == ()
