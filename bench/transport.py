@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from bench.run import STATE_DIR
 from hack.cluster import cluster as launcher
-from reconciler.client import kube, pykube_session
+from reconciler.client import kube, pykube_session, transport
 from reconciler.config import Config
 
 PATH = "/api/v1/namespaces/default"
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opts = Config(kubeconfig=str(cluster.kubeconfig), qps=1e6, burst=1_000_000)
         direct = kube.Kube(opts)
-        assert isinstance(direct.transport, kube.Direct), (
+        assert isinstance(direct.transport, transport.Direct), (
             "the bench cluster's credentials are static"
         )
         session = kube.Kube(opts)

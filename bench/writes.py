@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.kubeapi import MERGE_PATCH, Api, Request, parallel
 from reconciler.actions import Plan
-from reconciler.client.kube import Kube
+from reconciler.client.request_head import path_of
 from reconciler.config import Config
 from reconciler.engine.apply import Executor
 from reconciler.engine.events import EventSink
@@ -60,19 +60,19 @@ def _unguarded(body: Mapping[str, Any]) -> dict[str, Any]:
 class Recorder:
     """Stands in for ``reconciler.client.kube.Kube``: records writes, answers success."""
 
-    path = staticmethod(Kube.path)
+    path = staticmethod(path_of)
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
 
     def create(self, res: ResourceType, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        self.requests.append(Request("POST", Kube.path(res, namespace), dict(body)))
+        self.requests.append(Request("POST", path_of(res, namespace), dict(body)))
         return {}
 
     def merge_patch(
         self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
     ) -> dict[str, Any]:
-        path = Kube.path(res, namespace, name, sub)
+        path = path_of(res, namespace, name, sub)
         self.requests.append(Request("PATCH", path, _unguarded(body), MERGE_PATCH))
         return {}
 

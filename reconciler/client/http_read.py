@@ -83,7 +83,7 @@ class UnsafeRequest(ValueError):
     """A request whose line or a header holds what would end that line (a
     CR, an LF, another control character) or a byte past ASCII: refused
     before a byte is sent. The client checks names and credentials before
-    they get here (kube.request_target); this is the last look."""
+    they get here (request_head.request_target); this is the last look."""
 
 
 # A request target: visible ASCII. A header's name: that, but no ":"; its

@@ -8,9 +8,9 @@ http.client: it reads every answer's headers with the email package. A
 request here, on a kept-alive socket, costs about a sixth of requests' and
 three fifths of http.client's (docs/performance/transport.md).
 
-Only reconciler.client.kube uses this module, for every kubeconfig but one
-naming an auth provider or an https proxy, which go through pykube's
-requests session. Credentials come from reconciler.client.credentials: the
+reconciler.client.connection picks it for every kubeconfig but one naming
+an auth provider or an https proxy, which go through pykube's requests
+session. Credentials come from reconciler.client.credentials: the
 TLS context is asked for at each new connection, so a renewed client
 certificate is used without a restart. An http proxy is asked to CONNECT,
 and ``tls-server-name`` names the server inside the tunnel as outside it.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import errors, kube
+from reconciler.client import errors, kube, paging
 from reconciler.client.http_read import MAX_HELD
 from reconciler.client.json_wire import pod_page
 from reconciler.client.protowire import META_ACCEPT_JSON
@@ -86,8 +86,8 @@ def test_more_pages_than_a_list_can_have_fail_it(
 ) -> None:
     """Tokens each new, without end: at LIST_OBJECTS_MAX / limit pages,
     and SHORT_PAGES more, the LIST fails."""
-    monkeypatch.setattr(kube, "LIST_OBJECTS_MAX", 10, raising=False)
-    monkeypatch.setattr(kube, "SHORT_PAGES", 3, raising=False)
+    monkeypatch.setattr(paging, "LIST_OBJECTS_MAX", 10)
+    monkeypatch.setattr(paging, "SHORT_PAGES", 3)
     api.answer("GET", PODS_PATH, _paging(f"t{n}" for n in itertools.count()))
     with pytest.raises(errors.NotAList, match="pages do not end"):
         _client(api, tmp_path).list(PODS, "ns", page_size=5)
@@ -97,8 +97,8 @@ def test_more_pages_than_a_list_can_have_fail_it(
 def test_the_page_bound_is_past_the_largest_list() -> None:
     """At the 100,000 pods of the scale measured, in JSON pages of 500, the
     bound is far off; a LIST asked in one page has a few pages of slack."""
-    assert kube.pages_max(500) >= 10 * 100_000 // 500
-    assert kube.pages_max(0) == kube.SHORT_PAGES
+    assert paging.pages_max(500) >= 10 * 100_000 // 500
+    assert paging.pages_max(0) == paging.SHORT_PAGES
 
 
 def test_a_list_whose_pages_go_round_is_that_kinds_failed_list_not_a_crash(

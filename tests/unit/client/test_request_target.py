@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.client import errors, kube
+from reconciler.client import api_error, errors, kube, request_head
 from reconciler.client.http_read import Response
 from reconciler.client.transport import Direct
 from reconciler.config import Config
@@ -94,30 +94,30 @@ def test_what_is_not_a_name_is_refused_as_a_name_namespace_or_subresource(name: 
     """An empty name is refused too (it was left out: a GET of the whole
     collection); an empty namespace is none, a cluster-scoped path."""
     with pytest.raises(errors.BadRequestTarget):
-        kube.Kube.path(REDIS, "ns", name)
+        request_head.path_of(REDIS, "ns", name)
     if name:
         with pytest.raises(errors.BadRequestTarget):
-            kube.Kube.path(REDIS, name, "r")
+            request_head.path_of(REDIS, name, "r")
         with pytest.raises(errors.BadRequestTarget):
-            kube.Kube.path(PODS, "ns", "p", name)
+            request_head.path_of(PODS, "ns", "p", name)
 
 
 @pytest.mark.parametrize("name", ["r", "redis-0", "a.b.c", "0", "Upper_case:ok", "a" * 253])
 def test_a_name_goes_in_as_it_is(name: str) -> None:
     """A name is its own percent-encoding: the path is what the apiserver expects."""
-    path = kube.Kube.path(REDIS, "ns-1", name, "status")
+    path = request_head.path_of(REDIS, "ns-1", name, "status")
     assert path == f"/apis/myapp.demo.kubebuilder.io/v1/namespaces/ns-1/redis/{name}/status"
-    assert kube.Kube.path(PODS, None) == "/api/v1/pods"
+    assert request_head.path_of(PODS, None) == "/api/v1/pods"
 
 
 def test_every_request_target_is_one_line_of_visible_ascii() -> None:
     """The query is encoded (a selector or continue token from an answer
-    cannot end the line); a path not made by Kube.path is checked too."""
-    target = kube.request_target("/api/v1/pods", {"continue": "a b\r\nX: é", "limit": 5})
+    cannot end the line); a path not made by request_head.path_of is checked too."""
+    target = request_head.request_target("/api/v1/pods", {"continue": "a b\r\nX: é", "limit": 5})
     assert target == "/api/v1/pods?continue=a+b%0D%0AX%3A+%C3%A9&limit=5"
     for path in ("/api/v1/pods/a b", "/x\r\nDELETE /y", "/é", "relative"):
         with pytest.raises(errors.BadRequestTarget):
-            kube.request_target(path, None)
+            request_head.request_target(path, None)
 
 
 @pytest.fixture
@@ -206,12 +206,12 @@ def test_a_token_that_would_end_its_header_is_no_credentials_and_not_sent(
         ("0", 0.0),
         (" 2 ", 2.0),
         ("1.5", 1.5),
-        ("3600", kube.MAX_RETRY_AFTER),
+        ("3600", api_error.MAX_RETRY_AFTER),
         ("99999999999999999999", None),
     ],
 )
 def test_retry_after_is_whole_seconds_finite_and_capped(said: str, read: float | None) -> None:
-    assert kube._retry_after(Response(503, "", b"", said)) == read
+    assert api_error.retry_after(Response(503, "", b"", said)) == read
 
 
 class _InfThenOk(BaseHTTPRequestHandler):
