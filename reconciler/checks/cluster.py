@@ -144,8 +144,10 @@ def _span(seconds: float) -> str:
     return f"{hours}h" if hours < 48 else f"{hours // 24}d"
 
 
-def crds(kube: Kube) -> list[Check]:
-    """Each kind's CRD is installed and labelled with this release."""
+def crds(kube: Kube, grant: str) -> list[Check]:
+    """Each kind's CRD is installed and labelled with this release. A CRD
+    we may not read is fixed by ``grant``, the binding the permissions line
+    below names too: every ✗ has its fix line."""
     checks = []
     for kind in registry.KINDS:
         name = kind.resource.crd_name
@@ -155,8 +157,7 @@ def crds(kube: Kube) -> list[Check]:
             checks.append(failed(CRD, f"{name} is not installed", CRD_FIX))
             continue
         except KubeError as exc:
-            # Refused: the permissions line below names the rule and its fix.
-            checks.append(failed(CRD, f"{name} cannot be read: {exc}", ""))
+            checks.append(failed(CRD, f"{name} cannot be read: {exc}", grant))
             continue
         checks.append(crd_of_release(name, release_of(crd)))
     return checks

@@ -21,7 +21,7 @@ def _cluster(kube: Kube, config: Config, now: float) -> Iterator[Check]:
     yield cluster.reachable(kube)
     checked, who = cluster.identity(kube)
     yield checked
-    yield from cluster.crds(kube)
+    yield from cluster.crds(kube, access.grant(who, config.namespaces))
     yield from access.permissions(kube, config, who)
     yield from _present([access.leases(kube, config, who)])
 

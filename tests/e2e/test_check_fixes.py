@@ -141,8 +141,10 @@ def paste_fixes_and_pass(bastion: Bastion, tmp_path: Path, *args: str) -> list[s
     """Run every fix line of a failing `check` as it is, then the same
     `check` passes; the lines, for the case to look at."""
     before = fails(bastion, *args)
-    lines = fixes(before.stdout)
-    assert lines, before.stdout
+    printed = fixes(before.stdout)
+    refused = [line for line in before.stdout.splitlines() if line.startswith("✗ ")]
+    assert printed and len(printed) == len(refused), before.stdout  # a fix under each ✗
+    lines = list(dict.fromkeys(printed))  # a line printed twice is pasted once
     for line in lines:
         assert line.endswith("  # as a cluster admin"), line
         bastion.paste(line, tmp_path)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.checks import cluster
+from reconciler.client.errors import ApiError
 from reconciler.client.presented import Presented
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -70,3 +71,16 @@ def test_a_credential_nobody_renews_is_warned_of_a_week_before_it_expires(
     assert shown == mark, check
     if mark != "✓":
         assert check.fix
+
+
+class _Refuses:
+    """A client that may not read CRDs."""
+
+    def get(self, *_: object) -> dict[str, object]:
+        raise ApiError(403, "Forbidden", "customresourcedefinitions is forbidden")
+
+
+def test_a_crd_that_cannot_be_read_has_the_grant_as_its_fix():
+    checks = cluster.crds(_Refuses(), "the grant")  # type: ignore[arg-type]
+    assert checks and all(not c.ok and c.fix == "the grant" for c in checks)
+    assert "cannot be read" in checks[0].detail
