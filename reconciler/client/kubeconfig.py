@@ -5,7 +5,7 @@ Why not pykube's KubeConfig: importing pykube imports requests, about 6 MB
 of resident memory and a fifth of a second of start-up that a daemon or a
 cron job with static credentials never uses. pykube is imported only for
 what it alone knows (exec plugins, auth providers, proxies); see
-``reconciler.client.kube``. Only reconciler.client.kube imports this module.
+``reconciler.client.kube``.
 """
 
 from __future__ import annotations
