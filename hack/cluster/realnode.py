@@ -1,0 +1,526 @@
+"""One real node, `real-0`, beside kwok's: a kubelet built from the control
+plane's tag (build.sh kubelet) on Debian's containerd, runc and CNI plugins
+(node-deps.sh), running images built here (node-images.sh). How to use it
+and debug its pods: CONTRIBUTING.md, "The real node". What it changes on the
+host and how that is undone: realnode_host.py.
+
+cluster.py calls `prepare` before the apiserver starts (the certificates it
+presents to the kubelet), `start` once the control plane is up, and `stop`
+before it stops the control plane. `start` never fails the cluster: where
+the machine cannot run a node it returns the reason, recorded in the state.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__:
+    from . import realnode_host as host
+else:
+    import realnode_host as host  # type: ignore[no-redef]
+
+HERE = Path(__file__).resolve().parent
+NAME = "real-0"
+LABEL = ("real", "true")  # the node's label and taint: only pods that ask land there
+TAINT = {"key": LABEL[0], "value": LABEL[1], "effect": "NoSchedule"}
+KUBELET_PORT = 10250
+APISERVER_CLIENT = "kube-apiserver-kubelet-client"  # who the apiserver is to the kubelet
+# What the apiserver's client certificate may do on the kubelet (logs, exec,
+# port-forward, metrics): the built-in role made for it.
+KUBELET_API_ROLE = "system:kubelet-api-admin"
+RBAC = "rbac.authorization.k8s.io"
+TIMEOUT = 60.0
+# `REAL_NODE=1 cluster.py up` (or `up --real-node`) asks for the node; the
+# request is kept in the node's directory, and the apiserver's and the
+# controller-manager's flags follow it (`requested`).
+ENV_VAR = "REAL_NODE"
+
+Api = Callable[..., tuple[int, dict]]
+
+
+@dataclass(frozen=True)
+class Node:
+    """The node's directories for one cluster state dir."""
+
+    root: Path  # kept across down/up: certificates, configs, containerd's images
+    run: Path  # thrown away at down: sockets, kubelet root, netns, logs of pods
+
+    @classmethod
+    def of(cls, state_dir: Path) -> Node:
+        digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
+        return cls(root=state_dir / "node", run=Path(f"/run/reconciler-node-{digest}"))
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def socket(self) -> Path:
+        return self.run / "containerd.sock"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    def footprint(self) -> host.Footprint:
+        return host.Footprint(
+            dirs=(self.run, self.root / "containerd"),
+            markers=(f"{self.run}/", f"{self.root}/containerd.toml"),
+            sysctls_saved=self.root / "sysctls.json",
+        )
+
+
+# ---------------------------------------------------------------- requested or not
+
+
+def requested(node: Node) -> bool:
+    return (node.root / "requested").exists()
+
+
+def request(node: Node, wanted: bool) -> None:
+    node.root.mkdir(parents=True, exist_ok=True)
+    marker = node.root / "requested"
+    if wanted:
+        marker.touch()
+    else:
+        marker.unlink(missing_ok=True)
+
+
+def cannot_run(bin_dir: Path | None = None) -> str | None:
+    """Why this machine cannot run the node, or None."""
+    if os.geteuid() != 0:
+        return "not root (the kubelet needs root)"
+    if (
+        not (host.CGROUP_ROOT / "memory").is_dir()
+        and not (host.CGROUP_ROOT / "cgroup.controllers").exists()
+    ):
+        return f"no cgroup hierarchy under {host.CGROUP_ROOT}"
+    for tool in ("containerd", "runc", "iptables", "ip", "ctr"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed (make cluster-up REAL_NODE=1 installs it as root)"
+    if not Path("/usr/lib/cni/bridge").exists():
+        return "the CNI plugins are not installed (containernetworking-plugins)"
+    if bin_dir is not None and not (bin_dir / "kubelet").exists():
+        return f"no kubelet in {bin_dir} (hack/cluster/build.sh kubelet)"
+    return None
+
+
+# ---------------------------------------------------------------- certificates
+
+
+def prepare(node: Node, ca: Path, openssl: Callable[..., None]) -> None:
+    """The kubelet's CA and the three certificates, made once: the apiserver's
+    client certificate to the kubelet and the kubelet's serving one (both of
+    the kubelet CA), and the kubelet's client certificate to the apiserver (of
+    the cluster CA, as system:node:real-0 in system:nodes)."""
+    pki = node.pki
+    if (pki / "node-client.crt").exists():
+        return
+    pki.mkdir(parents=True, exist_ok=True, mode=0o700)
+    cnf = pki / "openssl.cnf"
+    cnf.write_text(
+        "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = real-node\n"
+        "[ca]\nbasicConstraints = critical, CA:TRUE\n"
+        "keyUsage = critical, keyCertSign, cRLSign, digitalSignature\n"
+        "[client]\nbasicConstraints = critical, CA:FALSE\n"
+        "keyUsage = critical, digitalSignature, keyEncipherment\nextendedKeyUsage = clientAuth\n"
+        "[serving]\nbasicConstraints = critical, CA:FALSE\n"
+        "keyUsage = critical, digitalSignature, keyEncipherment\nextendedKeyUsage = serverAuth\n"
+        f"subjectAltName = IP:{host.GATEWAY}, DNS:{NAME}\n"
+    )
+    rsa = ("-newkey", "rsa:2048", "-nodes")
+    openssl("req", "-x509", "-config", cnf, "-extensions", "ca", *rsa, "-days", "3650",
+            "-subj", "/CN=reconciler-local-kubelet-ca",
+            "-keyout", pki / "kubelet-ca.key", "-out", pki / "kubelet-ca.crt")  # fmt: skip
+    signed = (
+        ("apiserver-kubelet-client", f"/CN={APISERVER_CLIENT}", "client", "kubelet-ca"),
+        ("kubelet-serving", f"/CN={NAME}", "serving", "kubelet-ca"),
+        ("node-client", f"/O=system:nodes/CN=system:node:{NAME}", "client", None),
+    )  # fmt: skip
+    for name, subject, ext, issuer in signed:
+        ca_crt = pki / f"{issuer}.crt" if issuer else ca
+        ca_key = pki / f"{issuer}.key" if issuer else ca.with_suffix(".key")
+        openssl("req", "-new", "-config", cnf, *rsa, "-subj", subject,
+                "-keyout", pki / f"{name}.key", "-out", pki / f"{name}.csr")  # fmt: skip
+        openssl("x509", "-req", "-in", pki / f"{name}.csr", "-CA", ca_crt, "-CAkey", ca_key,
+                "-set_serial", f"0x{os.urandom(16).hex()}", "-days", "3650",
+                "-extfile", cnf, "-extensions", ext, "-out", pki / f"{name}.crt")  # fmt: skip
+    for key in pki.glob("*.key"):
+        key.chmod(0o600)
+
+
+def apiserver_flags(node: Node) -> list[str]:
+    """The apiserver's side: its client certificate to the kubelet, the CA the
+    kubelet's serving certificate is checked with, and the node's address."""
+    if not requested(node) or not (node.pki / "kubelet-ca.crt").exists():
+        return []
+    pki = node.pki
+    return [
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        f"--kubelet-certificate-authority={pki / 'kubelet-ca.crt'}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+    ]
+
+
+# The kubelet's pods need what kwok's never did: the kube-root-ca.crt
+# ConfigMap of their service-account volume, and Deployments that make pods.
+KCM_CONTROLLERS = (
+    "root-ca-certificate-publisher-controller,deployment-controller,replicaset-controller"
+)
+
+
+# ---------------------------------------------------------------- configs
+
+
+def _containerd_config(node: Node, pause: str) -> str:
+    cri = '[plugins."io.containerd.grpc.v1.cri"]'
+    return f"""\
+version = 2
+root = "{node.root / "containerd"}"
+state = "{node.run / "containerd"}"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+[grpc]
+  address = "{node.socket}"
+[ttrpc]
+  address = "{node.socket}.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{node.root / "containerd-opt"}"
+{cri}
+  sandbox_image = "{pause}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+{cri[:-1]}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+{cri[:-1]}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+{cri[:-1]}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  Root = "{node.run / "runc"}"
+{cri[:-1]}.cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "{node.root / "cni"}"
+"""
+
+
+def _cni_config(node: Node) -> dict[str, object]:
+    """A bridge on the node's /24, no masquerade, and one route: to the
+    Services' range through the bridge (the apiserver's DNAT); no default."""
+    return {
+        "cniVersion": "0.4.0",
+        "name": "reconciler-real-node",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": host.BRIDGE,
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": host.SUBNET, "gateway": host.GATEWAY}]],
+                    "routes": [{"dst": f"{host.SERVICE_IP.rsplit('.', 2)[0]}.0.0/16"}],
+                    "dataDir": str(node.run / "cni-ipam"),
+                },
+            }
+        ],
+    }
+
+
+def _kubelet_config(node: Node) -> dict[str, object]:
+    pki = node.pki
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": host.GATEWAY,  # not eth0: the kubelet's API stays on this machine
+        "port": KUBELET_PORT,
+        "readOnlyPort": 0,
+        "healthzPort": 0,
+        "tlsCertFile": str(pki / "kubelet-serving.crt"),
+        "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(pki / "kubelet-ca.crt")},
+        },
+        "authorization": {"mode": "Webhook"},
+        "containerRuntimeEndpoint": f"unix://{node.socket}",
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "oomScoreAdj": 0,  # no CAP_SYS_RESOURCE in a sandbox: no negative scores
+        "makeIPTablesUtilChains": False,
+        "registerWithTaints": [TAINT],
+        "podLogsDir": str(node.run / "pod-logs"),
+        "imageGCHighThresholdPercent": 100,  # no registry to pull a collected image from
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "100Mi"},
+        "clusterDomain": "cluster.local",
+    }
+
+
+def _kubeconfig(node: Node, server: str, ca: Path) -> str:
+    pki = node.pki
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {
+                "server": server, "certificate-authority": str(ca)}}],
+            "users": [{"name": NAME, "user": {
+                "client-certificate": str(pki / "node-client.crt"),
+                "client-key": str(pki / "node-client.key")}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": NAME}}],
+            "current-context": "local",
+        }
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- start
+
+
+def start(
+    node: Node, *, bin_dir: Path, server: str, ca: Path, api: Api, log: Callable[[str], None]
+) -> str | None:
+    """Start containerd and the kubelet and wait for real-0 Ready; returns
+    None, or why the node could not run (what was started is stopped)."""
+    reason = cannot_run(bin_dir)
+    if reason is None:
+        try:
+            _start(node, bin_dir, server, ca, api, log)
+        except (host.HostError, OSError, subprocess.SubprocessError, TimeoutError) as err:
+            reason = f"failed: {err}"
+            stop(node, api=api, log=log)
+    _save(node, {"ready": reason is None, "reason": reason or ""})
+    return reason
+
+
+def _start(
+    node: Node, bin_dir: Path, server: str, ca: Path, api: Api, log: Callable[[str], None]
+) -> None:
+    started = time.monotonic()
+    for d in (node.run / "kubelet", node.run / "pod-logs", node.root / "cni", node.root / "logs"):
+        d.mkdir(parents=True, exist_ok=True)
+    images = _images(bin_dir, log)
+    host.save_sysctls(node.footprint().sysctls_saved)
+    host.network_up(int(server.rsplit(":", 1)[1]))
+    (node.root / "cni" / "10-reconciler.conflist").write_text(
+        json.dumps(_cni_config(node), indent=2)
+    )
+    (node.root / "containerd.toml").write_text(_containerd_config(node, images[0][0]))
+    _spawn(node, "containerd", ["containerd", "--config", str(node.root / "containerd.toml")])
+    _until(lambda: _ctr(node, "version", check=False).returncode == 0, "containerd", node)
+    _import(node, images, log)
+    (node.root / "kubelet.yaml").write_text(json.dumps(_kubelet_config(node), indent=2))
+    (node.root / "kubelet.kubeconfig").write_text(_kubeconfig(node, server, ca))
+    _bind_apiserver_client(api)
+    _spawn(node, "kubelet", [
+        str(bin_dir / "kubelet"),
+        f"--config={node.root / 'kubelet.yaml'}",
+        f"--kubeconfig={node.root / 'kubelet.kubeconfig'}",
+        f"--root-dir={node.run / 'kubelet'}",
+        f"--hostname-override={NAME}",
+        f"--node-ip={host.GATEWAY}",
+        f"--node-labels={LABEL[0]}={LABEL[1]}",
+        "--v=1",
+    ])  # fmt: skip
+    _until(lambda: _ready(api), f"node {NAME} Ready", node)
+    took = time.monotonic() - started
+    log(f"real node {NAME} Ready in {took:.1f}s (kubelet on {host.GATEWAY}:{KUBELET_PORT})")
+
+
+def _images(bin_dir: Path, log: Callable[[str], None]) -> list[tuple[str, Path]]:
+    """(name, OCI archive) of each image, pause first, from node-images.sh."""
+    started = time.monotonic()
+    res = subprocess.run(["bash", str(HERE / "node-images.sh"), str(bin_dir / "pause")],
+                         stdout=subprocess.PIPE, text=True, timeout=1800)  # fmt: skip
+    if res.returncode != 0:
+        raise host.HostError(f"node-images.sh exited {res.returncode}")
+    images = [(n, Path(p)) for n, p in (line.split() for line in res.stdout.splitlines())]
+    log(f"images ready in {time.monotonic() - started:.1f}s: {', '.join(n for n, _ in images)}")
+    return images
+
+
+def images(node: Node) -> dict[str, str]:
+    """The images the node holds, by role (pause, redis, reconciler)."""
+    state = _load(node)
+    return dict(state.get("images", {}))
+
+
+def _import(node: Node, found: list[tuple[str, Path]], log: Callable[[str], None]) -> None:
+    have = set(_ctr(node, "images", "ls", "-q").stdout.split())
+    for name, archive in found:
+        if name not in have:
+            started = time.monotonic()
+            _ctr(node, "images", "import", str(archive))
+            log(f"imported {name} in {time.monotonic() - started:.1f}s")
+    roles = ("pause", "redis", "reconciler")
+    _save(node, {"images": dict(zip(roles, (n for n, _ in found), strict=True))})
+
+
+def _bind_apiserver_client(api: Api) -> None:
+    body = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": APISERVER_CLIENT},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": KUBELET_API_ROLE},
+        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": APISERVER_CLIENT}],
+    }  # fmt: skip
+    code, out = api("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body)
+    if code not in (201, 409):
+        raise host.HostError(f"binding {KUBELET_API_ROLE}: HTTP {code} {out}")
+
+
+def _ready(api: Api) -> bool:
+    code, node = api("GET", f"/api/v1/nodes/{NAME}")
+    conditions = node.get("status", {}).get("conditions", []) if code == 200 else []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+# ---------------------------------------------------------------- stop
+
+
+def stop(node: Node, *, api: Api | None, log: Callable[[str], None]) -> list[str]:
+    """Delete the node's pods (the kubelet tears their sandboxes down), stop
+    the kubelet and containerd, then undo the rest; returns the leftovers."""
+    fp = node.footprint()
+    if api is not None and _pid(node, "kubelet") is not None:
+        _drain(api, log)
+    if _pid(node, "containerd") is not None:
+        _remove_containers(node)
+    for name in ("kubelet", "containerd"):
+        pid = _pid(node, name)
+        if pid is not None:
+            _terminate(pid)
+        (node.run / f"{name}.pid").unlink(missing_ok=True)
+    host.kill_all(fp)
+    host.unmount_all(list(fp.dirs))
+    host.remove_cgroups()
+    host.network_down()
+    restored = host.restore_sysctls(fp.sysctls_saved)
+    if restored:
+        log(f"restored sysctls {' '.join(restored)}")
+    if api is not None:
+        api("DELETE", f"/api/v1/nodes/{NAME}")
+    _save(node, {"ready": False, "reason": "stopped (cluster down)"})
+    left = host.leftovers(fp)
+    if not any(line.startswith("mount ") for line in left):
+        shutil.rmtree(node.run, ignore_errors=True)
+    for line in left:
+        log(f"real node left: {line}")
+    return left
+
+
+def _drain(api: Api, log: Callable[[str], None]) -> None:
+    """Delete every pod bound to the node and wait until the kubelet has
+    stopped them (it deletes each once its containers and sandbox are gone)."""
+    selector = f"spec.nodeName={NAME}"
+    code, pods = api("GET", f"/api/v1/pods?fieldSelector={selector}")
+    items = pods.get("items", []) if code == 200 else []
+    for pod in items:
+        meta = pod["metadata"]
+        api("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+            {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 1})  # fmt: skip
+    deadline = time.monotonic() + TIMEOUT
+    while items and time.monotonic() < deadline:
+        code, pods = api("GET", f"/api/v1/pods?fieldSelector={selector}")
+        items = pods.get("items", []) if code == 200 else []
+        time.sleep(0.2)
+    if items:
+        log(f"{len(items)} pod(s) on {NAME} not stopped by the kubelet; removing their containers")
+
+
+def _remove_containers(node: Node) -> None:
+    """Whatever the kubelet left in containerd: tasks killed, containers deleted."""
+    for task in _ctr(node, "tasks", "ls", "-q", check=False).stdout.split():
+        _ctr(node, "tasks", "kill", "-s", "SIGKILL", task, check=False)
+        with contextlib.suppress(subprocess.SubprocessError):
+            _ctr(node, "tasks", "delete", "-f", task, check=False)
+    for container in _ctr(node, "containers", "ls", "-q", check=False).stdout.split():
+        _ctr(node, "containers", "delete", container, check=False)
+
+
+# ---------------------------------------------------------------- processes and state
+
+
+def _spawn(node: Node, name: str, args: list[str]) -> None:
+    with open(node.root / "logs" / f"{name}.log", "wb") as out:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            cwd=node.run, start_new_session=True,
+        )  # fmt: skip
+    (node.run / f"{name}.pid").write_text(f"{proc.pid}\n")
+
+
+def _pid(node: Node, name: str) -> int | None:
+    try:
+        pid = int((node.run / f"{name}.pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if any(m in cmdline for m in node.footprint().markers) else None
+
+
+def _terminate(pid: int) -> None:
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 3.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            if not Path(f"/proc/{pid}").exists():
+                return
+            time.sleep(0.05)
+
+
+def _until(check: Callable[[], bool], what: str, node: Node) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what} (logs in {node.root / 'logs'})")
+        time.sleep(0.1)
+
+
+def _ctr(node: Node, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return host.run("ctr", "--address", str(node.socket), "-n", "k8s.io", *args, check=check)
+
+
+def _load(node: Node) -> dict:
+    try:
+        return json.loads(node.state_file.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(node: Node, values: dict) -> None:
+    node.root.mkdir(parents=True, exist_ok=True)
+    node.state_file.write_text(json.dumps({**_load(node), **values}, indent=2) + "\n")
+
+
+def running(node: Node) -> bool:
+    """Started, and its kubelet and containerd alive."""
+    alive = all(_pid(node, n) is not None for n in ("kubelet", "containerd"))
+    return bool(_load(node).get("ready")) and alive
+
+
+def state(node: Node) -> dict:
+    """What the last `start` recorded: ready, reason (when not), images."""
+    return _load(node)
