@@ -292,8 +292,8 @@ class Layout:
 def up(state_dir: Path | str | None = None, real_node: bool | None = None) -> Cluster:
     """Start the cluster, or return at once if the one recorded in state_dir is
     healthy. real_node (default: REAL_NODE=1 in the environment) adds the real
-    node, where the machine can run it; a healthy cluster without it is
-    started afresh with it."""
+    node, where the machine can run it: a healthy cluster without it is
+    started afresh with it. A healthy cluster keeps a node it runs."""
     lay = _layout(state_dir)
     bin_dir = _bin_dir()
     kubectl = str(bin_dir / "kubectl")  # built with the apiserver: no version skew
@@ -302,21 +302,21 @@ def up(state_dir: Path | str | None = None, real_node: bool | None = None) -> Cl
     node = realnode.Node.of(lay.root)
     with _locked(lay):
         cluster = _healthy(lay)
-        if (
-            cluster is not None
-            and real_node
-            and not realnode.running(node)
-            and realnode.cannot_run() is None
-        ):
-            _log("restarting with the real node")
-            cluster = None
-        realnode.request(node, real_node)
+        if cluster is not None and real_node and not realnode.running(node):
+            reason = realnode.cannot_run(bin_dir)
+            if reason is None:
+                _log("restarting with the real node")
+                cluster = None
+            else:
+                realnode.record(node, reason)
+                _log(f"no real node: {reason}")
         if cluster is not None:
             _log(f"already up at {cluster.server}")
             _sync_crds(cluster, lay, kubectl)
             _create_storage_class(cluster)
             return cluster
         _stop(lay)  # whatever is left of a previous run is stale
+        realnode.request(node, real_node)
         try:
             return _start(lay, bin_dir, kubectl)
         except BaseException:
@@ -472,7 +472,7 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     # Before any claim can be made, so that admission gives it the class.
     _create_storage_class(cluster)
 
-    _log(f"starting kube-controller-manager on {HOST}:{ports['kcm']} ({KCM_CONTROLLERS})")
+    _log(f"starting kube-controller-manager on {HOST}:{ports['kcm']} ({_kcm_controllers(lay)})")
     _spawn(lay, "kube-controller-manager", _kcm_args(lay, bin_dir, ports))
     _log(f"starting kube-scheduler on {HOST}:{ports['scheduler']}")
     _spawn(lay, "kube-scheduler", _scheduler_args(lay, bin_dir, ports))

@@ -308,8 +308,13 @@ def start(
         except (host.HostError, OSError, subprocess.SubprocessError, TimeoutError) as err:
             reason = f"failed: {err}"
             stop(node, api=api, log=log)
-    _save(node, {"ready": reason is None, "reason": reason or ""})
+    record(node, reason)
     return reason
+
+
+def record(node: Node, reason: str | None) -> None:
+    """Whether the node runs, and if not why: what the real-node tests skip with."""
+    _save(node, {"ready": reason is None, "reason": reason or ""})
 
 
 def _start(
@@ -419,7 +424,7 @@ def stop(node: Node, *, api: Api | None, log: Callable[[str], None]) -> list[str
         log(f"restored sysctls {' '.join(restored)}")
     if api is not None:
         api("DELETE", f"/api/v1/nodes/{NAME}")
-    _save(node, {"ready": False, "reason": "stopped (cluster down)"})
+    record(node, "stopped by cluster down")
     left = host.leftovers(fp)
     if not any(line.startswith("mount ") for line in left):
         shutil.rmtree(node.run, ignore_errors=True)
