@@ -9,7 +9,7 @@ directory, so `up` and `down` can be separate commands. Binaries come from
 build.sh beside this file; their kubectl, of the same version, applies
 <repo>/crds/.
 
-CLI: python3 hack/cluster/cluster.py [--state-dir DIR] up|down|status|env
+CLI: python3 hack/cluster/cluster.py [--state-dir DIR] up [--real-node]|down|status|env|leftovers
 API: up(state_dir) -> Cluster, down(state_dir), status(state_dir) -> Cluster | None
 
 Standard library only (plus the openssl CLI), so it runs before any venv exists.
@@ -1250,7 +1250,9 @@ def main(argv: list[str] | None = None) -> int:
         help="state directory (default: %(default)s)",
     )
     parser.add_argument(
-        "command", choices=("up", "down", "status", "env", "fleet-up", "fleet-down")
+        "command",
+        choices=("up", "down", "status", "env", "fleet-up", "fleet-down", "leftovers"),
+        help="leftovers: what the real node left on the host (exit 1 if anything)",
     )
     parser.add_argument(
         "--real-node",
@@ -1276,6 +1278,10 @@ def main(argv: list[str] | None = None) -> int:
             down(lay.root)
         elif args.command == "status":
             return _print_status(lay)
+        elif args.command == "leftovers":
+            left = realnode.Node.of(lay.root).leftovers()
+            print("\n".join(left) or "nothing left by the real node")
+            return 1 if left else 0
         else:
             print(env_lines(lay))
     except ClusterError as err:

@@ -40,6 +40,7 @@ APISERVER_CLIENT = "kube-apiserver-kubelet-client"  # who the apiserver is to th
 # port-forward, metrics): the built-in role made for it.
 KUBELET_API_ROLE = "system:kubelet-api-admin"
 RBAC = "rbac.authorization.k8s.io"
+NETWORK = "reconciler-real-node"  # the CNI network's name
 TIMEOUT = 60.0
 # `REAL_NODE=1 cluster.py up` (or `up --real-node`) asks for the node; the
 # request is kept in the node's directory, and the apiserver's and the
@@ -73,11 +74,16 @@ class Node:
     def state_file(self) -> Path:
         return self.root / "state.json"
 
+    def leftovers(self) -> list[str]:
+        """What the node left on the host (realnode_host.leftovers)."""
+        return host.leftovers(self.footprint())
+
     def footprint(self) -> host.Footprint:
         return host.Footprint(
             dirs=(self.run, self.root / "containerd"),
             markers=(f"{self.run}/", f"{self.root}/containerd.toml"),
             sysctls_saved=self.root / "sysctls.json",
+            network=NETWORK,
         )
 
 
@@ -225,7 +231,7 @@ def _cni_config(node: Node) -> dict[str, object]:
     Services' range through the bridge (the apiserver's DNAT); no default."""
     return {
         "cniVersion": "0.4.0",
-        "name": "reconciler-real-node",
+        "name": NETWORK,
         "plugins": [
             {
                 "type": "bridge",
@@ -424,10 +430,11 @@ def stop(node: Node, *, api: Api | None, log: Callable[[str], None]) -> list[str
         log(f"restored sysctls {' '.join(restored)}")
     if api is not None:
         api("DELETE", f"/api/v1/nodes/{NAME}")
+    host.remove_files(fp.network, node.run)
     record(node, "stopped by cluster down")
-    left = host.leftovers(fp)
-    if not any(line.startswith("mount ") for line in left):
+    if not host.mounts_under(Path("/proc/self/mountinfo").read_text(), list(fp.dirs)):
         shutil.rmtree(node.run, ignore_errors=True)
+    left = host.leftovers(fp)
     for line in left:
         log(f"real node left: {line}")
     return left

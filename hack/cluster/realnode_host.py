@@ -221,9 +221,10 @@ def processes(markers: list[str], root: Path = CGROUP_ROOT) -> dict[int, str]:
 class Footprint:
     """Where the node's things are on this host."""
 
-    dirs: tuple[Path, ...]  # kubelet root, containerd root and state, the run dir
+    dirs: tuple[Path, ...]  # the run dir (kubelet root, containerd state), containerd root
     markers: tuple[str, ...]  # in the command line of each node process
     sysctls_saved: Path
+    network: str  # the CNI network's name
 
 
 def leftovers(fp: Footprint) -> list[str]:
@@ -235,6 +236,8 @@ def leftovers(fp: Footprint) -> list[str]:
     with contextlib.suppress(HostError, FileNotFoundError):
         left += chains_left(run("iptables-save").stdout)
     left += [f"cgroup {p}" for p in cgroups_left()]
+    left += [f"file {p}" for p in files_left(fp.network, fp.dirs[0])]
+    left += [f"directory {fp.dirs[0]}"] if fp.dirs[0].exists() else []
     if fp.sysctls_saved.exists():
         current = {n: _sysctl_path(n).read_text().strip() for n in SYSCTLS}
         left += changed_sysctls(fp.sysctls_saved.read_text(), current) or [
@@ -278,6 +281,39 @@ def unmount_all(dirs: list[Path]) -> None:
         for point in points:
             if run("umount", point, check=False).returncode != 0:
                 run("umount", "-l", point, check=False)
+
+
+# Paths outside the node's directories that the kubelet and containerd write
+# whatever they are told: the kubelet's device-plugin socket, its links to the
+# containers' logs, containerd's CNI result cache and its shims' sockets.
+DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
+CONTAINER_LOGS = Path("/var/log/containers")
+CNI_RESULTS = Path("/var/lib/cni/results")
+SHIM_SOCKETS = Path("/run/containerd/s")
+
+
+def files_left(network: str, run_dir: Path) -> list[Path]:
+    """The node's files in those places: nothing else's."""
+    found = [p for p in (DEVICE_PLUGINS / "kubelet.sock",) if p.exists() or p.is_symlink()]
+    with contextlib.suppress(OSError):
+        found += [
+            p for p in CONTAINER_LOGS.iterdir()
+            if p.is_symlink() and os.readlink(p).startswith(f"{run_dir}/")
+        ]  # fmt: skip
+    found += sorted(CNI_RESULTS.glob(f"{network}-*")) + sorted(CNI_RESULTS.glob("cni-loopback-*"))
+    found += sorted(SHIM_SOCKETS.glob("*"))
+    return found
+
+
+def remove_files(network: str, run_dir: Path) -> None:
+    """files_left, then the directories they leave empty (rmdir: only if empty)."""
+    for path in files_left(network, run_dir):
+        with contextlib.suppress(OSError):
+            path.unlink()
+    for empty in (DEVICE_PLUGINS, DEVICE_PLUGINS.parent, CONTAINER_LOGS, SHIM_SOCKETS,
+                  SHIM_SOCKETS.parent):  # fmt: skip
+        with contextlib.suppress(OSError):
+            empty.rmdir()
 
 
 def remove_cgroups() -> None:
