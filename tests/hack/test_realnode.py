@@ -1,0 +1,41 @@
+"""hack/cluster/realnode.py: the real node comes up beside kwok's in a
+cluster of its own and `down` leaves nothing on the host (the leftover
+lister of realnode_host.py, which is unit-tested in test_realnode_host.py,
+says so). Run only when asked (REAL_NODE=1), as root, on a host where no
+other real node runs: it changes the host while it runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hack.cluster import cluster as launcher
+from hack.cluster import realnode
+from hack.cluster import realnode_host as host
+
+
+def _another_node_runs() -> bool:
+    return subprocess.run(["ip", "link", "show", host.BRIDGE], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(os.environ.get(realnode.ENV_VAR) != "1", reason="REAL_NODE=1 not set")
+def test_up_adds_real_0_and_down_leaves_nothing_on_the_host(tmp_path: Path) -> None:
+    why = realnode.cannot_run()
+    if why is not None:
+        pytest.skip(f"no real node here: {why}")
+    if _another_node_runs():
+        pytest.skip(f"a real node runs on this host already (bridge {host.BRIDGE})")
+    node = realnode.Node.of(tmp_path.resolve())
+    try:
+        cluster = launcher.up(tmp_path, real_node=True)
+        assert realnode.state(node)["ready"], realnode.state(node)
+        code, found = launcher._api(cluster, "GET", f"/api/v1/nodes/{realnode.NAME}")
+        assert code == 200
+        assert found["spec"]["taints"] == [realnode.TAINT]
+        assert node.leftovers(), "a running node shows in the lister"
+    finally:
+        launcher.down(tmp_path)
+    assert node.leftovers() == []
