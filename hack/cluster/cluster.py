@@ -1238,6 +1238,8 @@ def _print_status(lay: Layout) -> int:
         print(
             f"  {'real node ' + realnode.NAME:<24} {'ready' if found.get('ready') else 'none'}{why}"
         )
+        for role, image in realnode.images(node).items():
+            print(f"    {role + ' image':<22} {image}")
     return 0 if cluster else 1
 
 
