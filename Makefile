@@ -36,7 +36,7 @@ REAL_NODE ?=
 
 .PHONY: cluster-up
 cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig; needs deps: Go, and root for apt-get). REAL_NODE=1 adds a real kubelet node, real-0 (root).
-	@if [[ "$(REAL_NODE)" == 1 ]]; then bash hack/cluster/node-deps.sh && bash hack/cluster/build.sh kubelet >/dev/null; fi
+	@if [[ "$(REAL_NODE)" == 1 && $$(id -u) == 0 ]]; then bash hack/cluster/node-deps.sh && bash hack/cluster/build.sh kubelet >/dev/null; fi
 	@REAL_NODE=$(REAL_NODE) $(CLUSTER) up
 
 .PHONY: cluster-fleet-up

@@ -39,3 +39,19 @@ def test_up_adds_real_0_and_down_leaves_nothing_on_the_host(tmp_path: Path) -> N
     finally:
         launcher.down(tmp_path)
     assert node.leftovers() == []
+
+
+def test_a_machine_without_root_gets_one_reason_and_a_cluster_without_the_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(realnode.os, "geteuid", lambda: 1000)
+    node = realnode.Node.of(tmp_path)
+    reason = realnode.start(
+        node, bin_dir=tmp_path, server="https://127.0.0.1:1", ca=tmp_path / "ca.crt",
+        api=lambda *a: (0, {}), log=said.append,
+    )  # fmt: skip
+    assert reason == "not root (the kubelet needs root)"
+    assert said == []  # cluster.py says it, once
+    assert realnode.state(node) == {"ready": False, "reason": reason}
+    assert not (tmp_path / "node" / "containerd.toml").exists()
