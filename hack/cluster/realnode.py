@@ -335,7 +335,8 @@ def _start(
     (node.root / "cni" / "10-reconciler.conflist").write_text(
         json.dumps(_cni_config(node), indent=2)
     )
-    (node.root / "containerd.toml").write_text(_containerd_config(node, images[0][0]))
+    pause = next(name for role, name, _ in images if role == "pause")
+    (node.root / "containerd.toml").write_text(_containerd_config(node, pause))
     _spawn(node, "containerd", ["containerd", "--config", str(node.root / "containerd.toml")])
     _until(lambda: _ctr(node, "version", check=False).returncode == 0, "containerd", node)
     _import(node, images, log)
@@ -357,33 +358,33 @@ def _start(
     log(f"real node {NAME} Ready in {took:.1f}s (kubelet on {host.GATEWAY}:{KUBELET_PORT})")
 
 
-def _images(bin_dir: Path, log: Callable[[str], None]) -> list[tuple[str, Path]]:
-    """(name, OCI archive) of each image, pause first, from node-images.sh."""
+def _images(bin_dir: Path, log: Callable[[str], None]) -> list[tuple[str, str, Path]]:
+    """(role, name, OCI archive) of each image, pause first, from node-images.sh."""
     started = time.monotonic()
-    res = subprocess.run(["bash", str(HERE / "node-images.sh"), str(bin_dir / "pause")],
+    res = subprocess.run(["bash", str(HERE / "node-images.sh"), str(bin_dir)],
                          stdout=subprocess.PIPE, text=True, timeout=1800)  # fmt: skip
     if res.returncode != 0:
         raise host.HostError(f"node-images.sh exited {res.returncode}")
-    images = [(n, Path(p)) for n, p in (line.split() for line in res.stdout.splitlines())]
-    log(f"images ready in {time.monotonic() - started:.1f}s: {', '.join(n for n, _ in images)}")
+    images = [(r, n, Path(p)) for r, n, p in (line.split() for line in res.stdout.splitlines())]
+    names = ", ".join(n for _, n, _ in images)
+    log(f"images ready in {time.monotonic() - started:.1f}s: {names}")
     return images
 
 
 def images(node: Node) -> dict[str, str]:
-    """The images the node holds, by role (pause, redis, reconciler)."""
+    """The images the node holds, by role (pause, exporter, redis, reconciler)."""
     state = _load(node)
     return dict(state.get("images", {}))
 
 
-def _import(node: Node, found: list[tuple[str, Path]], log: Callable[[str], None]) -> None:
+def _import(node: Node, found: list[tuple[str, str, Path]], log: Callable[[str], None]) -> None:
     have = set(_ctr(node, "images", "ls", "-q").stdout.split())
-    for name, archive in found:
+    for _, name, archive in found:
         if name not in have:
             started = time.monotonic()
             _ctr(node, "images", "import", str(archive))
             log(f"imported {name} in {time.monotonic() - started:.1f}s")
-    roles = ("pause", "redis", "reconciler")
-    _save(node, {"images": dict(zip(roles, (n for n, _ in found), strict=True))})
+    _save(node, {"images": {role: name for role, name, _ in found}})
 
 
 def _bind_apiserver_client(api: Api) -> None:
@@ -417,7 +418,7 @@ def stop(node: Node, *, api: Api | None, log: Callable[[str], None]) -> list[str
     if _pid(node, "containerd") is not None:
         _remove_containers(node)
     for name in ("kubelet", "containerd"):
-        pid = _pid(node, name)
+        pid = _pid(node, name)  # the kubelet first: it would start the pods again
         if pid is not None:
             _terminate(pid)
         (node.run / f"{name}.pid").unlink(missing_ok=True)
