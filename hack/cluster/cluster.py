@@ -303,7 +303,7 @@ def up(state_dir: Path | str | None = None, real_node: bool | None = None) -> Cl
     with _locked(lay):
         cluster = _healthy(lay)
         if cluster is not None and real_node and not realnode.running(node):
-            reason = realnode.cannot_run(bin_dir)
+            reason = realnode.blocked(node, bin_dir)
             if reason is None:
                 _log("restarting with the real node")
                 cluster = None
@@ -1267,7 +1267,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "fleet-up":
             path = fleet_kubeconfig(
-                {name: up(state_dir) for name, state_dir in FLEET.items()}, FLEET_KUBECONFIG
+                # The real node, if asked for, joins the first only: one per host.
+                {
+                    name: up(state_dir, real_node=None if state_dir == DEFAULT_STATE_DIR else False)
+                    for name, state_dir in FLEET.items()
+                },
+                FLEET_KUBECONFIG,
             )
             print(f"export KUBECONFIG={shlex.quote(str(path))}")
         elif args.command == "fleet-down":

@@ -307,7 +307,7 @@ def start(
 ) -> str | None:
     """Start containerd and the kubelet and wait for real-0 Ready; returns
     None, or why the node could not run (what was started is stopped)."""
-    reason = cannot_run(bin_dir)
+    reason = blocked(node, bin_dir)
     if reason is None:
         try:
             _start(node, bin_dir, server, ca, api, log)
@@ -321,6 +321,22 @@ def start(
 def record(node: Node, reason: str | None) -> None:
     """Whether the node runs, and if not why: what the real-node tests skip with."""
     _save(node, {"ready": reason is None, "reason": reason or ""})
+
+
+def blocked(node: Node, bin_dir: Path | None = None) -> str | None:
+    """Why this node cannot start here now, or None."""
+    return cannot_run(bin_dir) or _another_node(node)
+
+
+def _another_node(node: Node) -> str | None:
+    """One real node per host: the bridge and the kubelet's port are the host's.
+    A bridge without this node's run directory is another cluster's (whose
+    `down` removes it): this one must not start on it, nor undo it."""
+    if node.run.exists() or not host.bridge_links(host.run("ip", "-o", "link").stdout):
+        return None
+    return (
+        f"another real node runs on this host (bridge {host.BRIDGE}; its cluster-down removes it)"
+    )
 
 
 def _start(

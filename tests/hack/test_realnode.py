@@ -21,7 +21,10 @@ def _another_node_runs() -> bool:
     return subprocess.run(["ip", "link", "show", host.BRIDGE], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(os.environ.get(realnode.ENV_VAR) != "1", reason="REAL_NODE=1 not set")
+asked = pytest.mark.skipif(os.environ.get(realnode.ENV_VAR) != "1", reason="REAL_NODE=1 not set")
+
+
+@asked
 def test_up_adds_real_0_and_down_leaves_nothing_on_the_host(tmp_path: Path) -> None:
     why = realnode.cannot_run()
     if why is not None:
@@ -55,3 +58,19 @@ def test_a_machine_without_root_gets_one_reason_and_a_cluster_without_the_node(
     assert said == []  # cluster.py says it, once
     assert realnode.state(node) == {"ready": False, "reason": reason}
     assert not (tmp_path / "node" / "containerd.toml").exists()
+
+
+@asked
+def test_a_second_cluster_gets_no_node_and_leaves_the_running_one_alone(tmp_path: Path) -> None:
+    """One real node per host: a second cluster asking for one says why it
+    has none, and neither its start nor its down touches the node that runs."""
+    if not _another_node_runs():
+        pytest.skip("no real node runs on this host to be left alone")
+    before = sorted(host.bridge_links(host.run("ip", "-o", "link").stdout))
+    node = realnode.Node.of(tmp_path.resolve())
+    try:
+        launcher.up(tmp_path, real_node=True)
+        assert realnode.state(node)["reason"].startswith("another real node runs on this host")
+    finally:
+        launcher.down(tmp_path)
+    assert sorted(host.bridge_links(host.run("ip", "-o", "link").stdout)) == before
