@@ -458,8 +458,10 @@ def stop(node: Node, *, api: Api | None, log: Callable[[str], None]) -> list[str
 
 
 def _drain(api: Api, log: Callable[[str], None]) -> None:
-    """Delete every pod bound to the node and wait until the kubelet has
-    stopped them (it deletes each once its containers and sandbox are gone)."""
+    """Cordon the node, delete every pod bound to it and wait until the
+    kubelet has stopped them (it deletes each once its containers and sandbox
+    are gone)."""
+    api("PATCH", f"/api/v1/nodes/{NAME}", {"spec": {"unschedulable": True}})  # no replacements
     selector = f"spec.nodeName={NAME}"
     code, pods = api("GET", f"/api/v1/pods?fieldSelector={selector}")
     items = pods.get("items", []) if code == 200 else []
