@@ -74,3 +74,27 @@ def test_a_second_cluster_gets_no_node_and_leaves_the_running_one_alone(tmp_path
     finally:
         launcher.down(tmp_path)
     assert sorted(host.bridge_links(host.run("ip", "-o", "link").stdout)) == before
+
+
+def test_the_apiserver_calls_the_kubelet_with_a_client_certificate_only_with_the_node(
+    tmp_path: Path,
+) -> None:
+    lay = launcher._layout(tmp_path)
+    node = realnode.Node.of(lay.root)
+    node.pki.mkdir(parents=True)
+    (node.pki / "kubelet-ca.crt").touch()
+    ports = dict.fromkeys(launcher.PORTS, 1)
+
+    def kubelet_flags() -> list[str]:
+        args = launcher._apiserver_args(lay, tmp_path, ports)
+        return sorted(a.split("=")[0] for a in args if a.startswith("--kubelet-"))
+
+    assert kubelet_flags() == []
+    realnode.request(node, True)
+    assert kubelet_flags() == [
+        "--kubelet-certificate-authority",
+        "--kubelet-client-certificate",
+        "--kubelet-client-key",
+        "--kubelet-preferred-address-types",
+    ]
+    assert "root-ca-certificate-publisher" in launcher._kcm_controllers(lay)
