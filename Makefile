@@ -32,16 +32,19 @@ tools: deps ## Build promtool and prometheus (cached) into .venv/bin, for the al
 helm: deps ## Build helm (cached) into .venv/bin, for the chart in dist/chart (needs deps: Go, and root for apt-get).
 	@bin="$$(bash hack/tools/helm.sh)" && ln -sfn "$$bin/helm" $(BIN)/
 
+REAL_NODE ?=
+
 .PHONY: cluster-up
-cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig; needs deps: Go, and root for apt-get).
-	@$(CLUSTER) up
+cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig; needs deps: Go, and root for apt-get). REAL_NODE=1 adds a real kubelet node, real-0 (root).
+	@if [[ "$(REAL_NODE)" == 1 && $$(id -u) == 0 ]]; then bash hack/cluster/node-deps.sh && bash hack/cluster/build.sh kubelet >/dev/null; fi
+	@REAL_NODE=$(REAL_NODE) $(CLUSTER) up
 
 .PHONY: cluster-fleet-up
 cluster-fleet-up: deps cluster-build ## Two control planes side by side, one kubeconfig with contexts local and local-2 (.cluster-fleet/kubeconfig; needs deps: Go, and root for apt-get).
 	@$(CLUSTER) fleet-up
 
 .PHONY: cluster-down
-cluster-down: ## Stop the local control planes (both of cluster-fleet-up); leaves no process behind.
+cluster-down: ## Stop the local control planes (both of cluster-fleet-up) and the real node; leaves no process behind.
 	@$(CLUSTER) fleet-down
 
 .PHONY: docker-build docker-push

@@ -5,7 +5,10 @@
 # client never leaves kubectl's supported version skew.
 #
 # `build.sh kubectl` builds (or finds) kubectl alone, for `make deps` on a
-# machine that talks to a cluster of its own.
+# machine that talks to a cluster of its own. `build.sh kubelet` builds the
+# kubelet of the same tag, for the real node (`make cluster-up REAL_NODE=1`),
+# the pause binary its pods' sandboxes run (hack/cluster/pause/) and the Redis
+# exporter of EXPORTER_VERSION.
 #
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod maps the staging
 # modules to local paths), so each component is built inside a small wrapper
@@ -23,6 +26,7 @@ cache="${CLUSTER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/reconciler/cluster}/
 bin="$cache/bin"
 want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl)
 [[ "${1:-}" == kubectl ]] && want=(kubectl)
+[[ "${1:-}" == kubelet ]] && want=(kubelet pause redis_exporter)
 
 have_all() {
   local b
@@ -91,8 +95,21 @@ build_simple() {  # name module-version package output
   go build -trimpath -ldflags "-s -w" -o "$bin/$out" "$pkg"
 }
 
+build_pause() {  # a static pause from this repository's source, for the sandbox image
+  [[ -x "$bin/pause" ]] && return 0
+  log "pause (hack/cluster/pause)"
+  (cd "$here/pause" && go build -trimpath -ldflags "-s -w" -o "$bin/pause" .)
+}
+
 if [[ "${want[*]}" == kubectl ]]; then
   build_k8s kubectl
+elif [[ "${want[*]}" == "kubelet pause redis_exporter" ]]; then
+  build_k8s kubelet
+  build_pause
+  # The checksum database answers 404 for this module (its dependencies are
+  # checked as usual): it comes from the module proxy unverified by it.
+  GONOSUMDB=github.com/oliver006/redis_exporter build_simple redis_exporter \
+    "github.com/oliver006/redis_exporter ${EXPORTER_VERSION}" github.com/oliver006/redis_exporter redis_exporter
 else
   build_simple etcd "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}" go.etcd.io/etcd/server/v3 etcd
   build_simple kwok "sigs.k8s.io/kwok ${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok kwok

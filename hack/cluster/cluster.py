@@ -9,7 +9,7 @@ directory, so `up` and `down` can be separate commands. Binaries come from
 build.sh beside this file; their kubectl, of the same version, applies
 <repo>/crds/.
 
-CLI: python3 hack/cluster/cluster.py [--state-dir DIR] up|down|status|env
+CLI: python3 hack/cluster/cluster.py [--state-dir DIR] up [--real-node]|down|status|env|leftovers
 API: up(state_dir) -> Cluster, down(state_dir), status(state_dir) -> Cluster | None
 
 Standard library only (plus the openssl CLI), so it runs before any venv exists.
@@ -39,6 +39,11 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+if __package__:
+    from . import realnode
+else:  # run as a script, or imported with hack/cluster on sys.path
+    import realnode  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -284,19 +289,34 @@ class Layout:
 # ---------------------------------------------------------------- public API
 
 
-def up(state_dir: Path | str | None = None) -> Cluster:
-    """Start the cluster, or return at once if the one recorded in state_dir is healthy."""
+def up(state_dir: Path | str | None = None, real_node: bool | None = None) -> Cluster:
+    """Start the cluster, or return at once if the one recorded in state_dir is
+    healthy. real_node (default: REAL_NODE=1 in the environment) adds the real
+    node, where the machine can run it: a healthy cluster without it is
+    started afresh with it. A healthy cluster keeps a node it runs."""
     lay = _layout(state_dir)
     bin_dir = _bin_dir()
     kubectl = str(bin_dir / "kubectl")  # built with the apiserver: no version skew
+    if real_node is None:
+        real_node = os.environ.get(realnode.ENV_VAR) == "1"
+    node = realnode.Node.of(lay.root)
     with _locked(lay):
         cluster = _healthy(lay)
+        if cluster is not None and real_node and not realnode.running(node):
+            reason = realnode.blocked(node, bin_dir)
+            if reason is None:
+                _log("restarting with the real node")
+                cluster = None
+            else:
+                realnode.record(node, reason)
+                _log(f"no real node: {reason}")
         if cluster is not None:
             _log(f"already up at {cluster.server}")
             _sync_crds(cluster, lay, kubectl)
             _create_storage_class(cluster)
             return cluster
         _stop(lay)  # whatever is left of a previous run is stale
+        realnode.request(node, real_node)
         try:
             return _start(lay, bin_dir, kubectl)
         except BaseException:
@@ -418,6 +438,9 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     for d in (lay.logs, lay.pids, lay.scratch):
         d.mkdir(parents=True, exist_ok=True)
     token = _ensure_credentials(lay)
+    node = realnode.Node.of(lay.root)
+    if realnode.requested(node):
+        realnode.prepare(node, lay.pki / "ca.crt", _openssl)
     ports = dict(zip(PORTS, _free_ports(len(PORTS)), strict=True))
     cluster = Cluster(
         kubeconfig=lay.kubeconfig,
@@ -449,7 +472,7 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     # Before any claim can be made, so that admission gives it the class.
     _create_storage_class(cluster)
 
-    _log(f"starting kube-controller-manager on {HOST}:{ports['kcm']} ({KCM_CONTROLLERS})")
+    _log(f"starting kube-controller-manager on {HOST}:{ports['kcm']} ({_kcm_controllers(lay)})")
     _spawn(lay, "kube-controller-manager", _kcm_args(lay, bin_dir, ports))
     _log(f"starting kube-scheduler on {HOST}:{ports['scheduler']}")
     _spawn(lay, "kube-scheduler", _scheduler_args(lay, bin_dir, ports))
@@ -487,8 +510,36 @@ def _start(lay: Layout, bin_dir: Path, kubectl: str) -> Cluster:
     _save_state(
         lay, {"server": cluster.server, "bin_dir": str(bin_dir), "ports": ports, "crds": crds}
     )
+    if realnode.requested(node):
+        _start_real_node(cluster, node, bin_dir)
     _log(f"up in {time.monotonic() - started:.1f}s; export KUBECONFIG={lay.kubeconfig}")
     return cluster
+
+
+def _start_real_node(cluster: Cluster, node: realnode.Node, bin_dir: Path) -> None:
+    """The real node, or one line saying why not: the cluster runs on without it."""
+    reason = realnode.start(
+        node,
+        bin_dir=bin_dir,
+        server=cluster.server,
+        ca=cluster.ca_file,
+        api=lambda *a: _api(cluster, *a),
+        log=_log,
+    )
+    if reason is not None:
+        _log(f"no real node: {reason}")
+
+
+def _stop_real_node(lay: Layout) -> None:
+    """Before the control plane stops: the kubelet deletes its pods through it."""
+    node = realnode.Node.of(lay.root)
+    if not (node.run.exists() or node.footprint().sysctls_saved.exists()):
+        return
+    cluster = _recorded(lay)
+    api = None
+    if cluster is not None and _apiserver_ready(cluster):
+        api = lambda *a: _api(cluster, *a)  # noqa: E731
+    realnode.stop(node, api=api, log=_log)
 
 
 def _etcd_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
@@ -543,6 +594,7 @@ def _apiserver_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[s
         # some measured windows and not in others. It is the cluster's own
         # periodic work, the same whoever runs against it; nothing here uses it.
         "--feature-gates=DetectCacheInconsistency=false",
+        *realnode.apiserver_flags(realnode.Node.of(lay.root)),
     ]
 
 
@@ -554,7 +606,7 @@ def _kcm_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
         f"--kubeconfig={lay.kubeconfig}",
         f"--bind-address={HOST}",
         f"--secure-port={ports['kcm']}",
-        f"--controllers={KCM_CONTROLLERS}",
+        f"--controllers={_kcm_controllers(lay)}",
         # The garbage collector's deletes are throttled at 20 QPS by default.
         "--kube-api-qps=200",
         "--kube-api-burst=400",
@@ -563,6 +615,12 @@ def _kcm_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
         "--leader-elect=false",
         "--profiling=false",
     ]
+
+
+def _kcm_controllers(lay: Layout) -> str:
+    if realnode.requested(realnode.Node.of(lay.root)):
+        return f"{KCM_CONTROLLERS},{realnode.KCM_CONTROLLERS}"
+    return KCM_CONTROLLERS
 
 
 def _scheduler_args(lay: Layout, bin_dir: Path, ports: dict[str, int]) -> list[str]:
@@ -1046,6 +1104,7 @@ def _await_reaped(pids: set[int], timeout: float = 3.0) -> None:
 
 def _stop(lay: Layout) -> None:
     """Kill everything started for lay and remove runtime state (logs and PKI are kept)."""
+    _stop_real_node(lay)
     pids = {p for c in COMPONENTS if (p := _pid_of(lay, c)) is not None} | _strays(lay)
     if pids:
         _log(f"stopping {len(pids)} process(es): {' '.join(map(str, sorted(pids)))}")
@@ -1172,6 +1231,15 @@ def _print_status(lay: Layout) -> int:
         pid = _pid_of(lay, c)
         if pid is not None or lay.pid_file(c).exists():
             print(f"  {c:<24} {f'pid {pid}' if pid else 'not running'}")
+    node = realnode.Node.of(lay.root)
+    if realnode.requested(node):
+        found = realnode.state(node)
+        why = "" if found.get("ready") else f" ({found.get('reason') or 'not started'})"
+        print(
+            f"  {'real node ' + realnode.NAME:<24} {'ready' if found.get('ready') else 'none'}{why}"
+        )
+        for role, image in realnode.images(node).items():
+            print(f"    {role + ' image':<22} {image}")
     return 0 if cluster else 1
 
 
@@ -1184,26 +1252,43 @@ def main(argv: list[str] | None = None) -> int:
         help="state directory (default: %(default)s)",
     )
     parser.add_argument(
-        "command", choices=("up", "down", "status", "env", "fleet-up", "fleet-down")
+        "command",
+        choices=("up", "down", "status", "env", "fleet-up", "fleet-down", "leftovers"),
+        help="leftovers: what the real node left on the host (exit 1 if anything)",
+    )
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        default=None,
+        help=f"up: add the real node {realnode.NAME} (also {realnode.ENV_VAR}=1)",
     )
     args = parser.parse_args(argv)
     lay = _layout(args.state_dir)
     try:
         if args.command == "fleet-up":
             path = fleet_kubeconfig(
-                {name: up(state_dir) for name, state_dir in FLEET.items()}, FLEET_KUBECONFIG
+                # The real node, if asked for, joins the first only: one per host.
+                {
+                    name: up(state_dir, real_node=None if state_dir == DEFAULT_STATE_DIR else False)
+                    for name, state_dir in FLEET.items()
+                },
+                FLEET_KUBECONFIG,
             )
             print(f"export KUBECONFIG={shlex.quote(str(path))}")
         elif args.command == "fleet-down":
             for state_dir in FLEET.values():
                 down(state_dir)
         elif args.command == "up":
-            cluster = up(lay.root)
+            cluster = up(lay.root, real_node=args.real_node)
             print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
         elif args.command == "down":
             down(lay.root)
         elif args.command == "status":
             return _print_status(lay)
+        elif args.command == "leftovers":
+            left = realnode.Node.of(lay.root).leftovers()
+            print("\n".join(left) or "nothing left by the real node")
+            return 1 if left else 0
         else:
             print(env_lines(lay))
     except ClusterError as err:

@@ -1,0 +1,3 @@
+module reconciler.local/cluster-build/pause
+
+go 1.24.0
