@@ -11,8 +11,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import pytest
 import yaml
 
 from .conftest import Identities, Kubectl, Reconciler, free_port, kubeconfig_for, wait_for
+from .test_lease_access import readyz
 from .test_ship import Notifications
 
 AFTER = 3  # RECONCILER_UNREADY_AFTER in these tests
@@ -32,16 +31,6 @@ def notes() -> Iterator[Notifications]:
     n = Notifications()
     yield n
     n.close()
-
-
-def readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
 
 
 def heard(
