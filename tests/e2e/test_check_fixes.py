@@ -87,17 +87,7 @@ class Bastion:
         return self.reconciler.cli("check", *args, expect=None)
 
     def paste(self, line: str, where: Path) -> None:
-        """A fix line, as a cluster admin pastes it into a shell."""
-        bin_dir = str(Path(sys.executable).parent)  # reconciler and kubectl
-        env = {
-            **os.environ,
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "KUBECONFIG": str(self.kubectl.kubeconfig),
-        }
-        proc = subprocess.run(
-            ["bash", "-c", line], cwd=where, env=env, capture_output=True, text=True, timeout=60
-        )
-        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+        paste(self.kubectl, line, where)
 
     def close(self) -> None:
         self.unbind()
@@ -116,6 +106,21 @@ def bastion(
     account = Bastion(kubectl, reconciler, tmp_path_factory.mktemp("bastion"))
     yield account
     account.close()
+
+
+def paste(admin: Kubectl, line: str, where: Path) -> None:
+    """A fix line, as a cluster admin pastes it into a shell in ``where``
+    (not a checkout), with `reconciler` and `kubectl` on PATH."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "KUBECONFIG": str(admin.kubeconfig),
+    }
+    proc = subprocess.run(
+        ["bash", "-c", line], cwd=where, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
 
 
 def fixes(output: str) -> list[str]:

@@ -16,9 +16,11 @@ import pytest
 import yaml
 
 from reconciler import __version__
+from reconciler.checks.cluster import CRD_FIX
 from reconciler.engine.crd_release import APPLY_CRDS
 
 from .conftest import Kubectl, Reconciler, free_port, passes_done, wait_for
+from .test_check_fixes import paste
 from .test_disruption import allowed, evict
 from .test_redis import redis, redis_yaml, settled
 
@@ -128,6 +130,23 @@ def test_plan_names_a_crd_another_release_shipped(
         f"warning: the installed CRD {NAME} is release 0.0.9's; this is {__version__}: "
         f"apply the CRDs of this release ({APPLY_CRDS})"
     ]
+
+
+def test_check_s_fix_for_an_older_crd_works_as_printed(
+    kubectl: Kubectl, reconciler: Reconciler, ns: str, older_crd: Any, tmp_path: Path
+):
+    """The fix line under an older CRD's ✗, pasted by an admin in a directory
+    with no checkout, puts this release's CRD in, and check passes it."""
+    older_crd(lambda _version: None, release="0.0.9")
+    before = reconciler.cli("check", "-n", ns, expect=1).stdout.splitlines()
+    at = before.index(
+        f"✗ CRDs: {NAME} is release 0.0.9's; this is {__version__}:"
+        " the fields it does not know are pruned"
+    )
+    assert before[at + 1] == f"    fix: {CRD_FIX}"
+    paste(kubectl, CRD_FIX, tmp_path)
+    after = reconciler.cli("check", "-n", ns).stdout
+    assert f"✓ CRDs: {NAME} of release {__version__}\n" in after, after
 
 
 def test_a_crd_without_its_scale_subresource_still_has_its_budgets_counted(

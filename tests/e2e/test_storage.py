@@ -177,7 +177,9 @@ def test_a_larger_size_grows_every_claim_and_the_status_says_so_until_it_has(
     assert condition(st, "Progressing") == ("True", "ResizingClaims")
     (progressing,) = [c for c in st["conditions"] if c["type"] == "Progressing"]
     assert progressing["message"] == f"claims growing to 2Gi: data-{NAME}-0, data-{NAME}-1"
-    assert st["state"] == "Ready"  # its pods serve all along
+    # Its pods serve all along (Ready), and the Status column names the step.
+    assert condition(st, "Ready") == ("True", "AllReplicasReady")
+    assert st["state"] == "ResizingClaims"
     wait_for(lambda: bound(kubectl, ns, "2Gi"), what="claims at 2Gi")
     converged(kubectl, reconciler, ns)
     assert status(kubectl, ns)["state"] == "Ready"
