@@ -1009,7 +1009,13 @@ def _wait(lay: Layout, component: str, what: str, check: Callable[[], bool]) -> 
         time.sleep(0.1)
 
 
-_alive = realnode.host.alive  # True for a running (non-zombie) process
+def _alive(pid: int) -> bool:
+    """True for a running (non-zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def _is_ours(pid: int, lay: Layout) -> bool:
