@@ -94,6 +94,23 @@ def cluster() -> Any:
     return _ensure_cluster()
 
 
+@pytest.fixture(scope="session")
+def real_node(cluster: Any) -> dict[str, str]:
+    """The images on the real node real-0, by role (redis, exporter,
+    reconciler, pause). Skipped, with the cluster's reason, where there is no
+    node; a failure where the run needs every system tool (CI, `make test`)."""
+    from hack.cluster import realnode
+
+    node = realnode.Node.of(cluster.state_dir)
+    found = realnode.state(node)
+    if not (realnode.requested(node) and found.get("ready")):
+        why = found.get("reason") or "not asked for (make cluster-up REAL_NODE=1)"
+        if os.environ.get("REQUIRE_SYSTEM_TOOLS"):
+            pytest.fail(f"no real node: {why}")
+        pytest.skip(f"no real node: {why}")
+    return realnode.images(node)
+
+
 @dataclass
 class Kubectl:
     kubeconfig: Path

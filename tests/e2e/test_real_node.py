@@ -27,15 +27,10 @@ PASSWORD = "s3cret-real-node"
 
 
 @pytest.fixture(scope="module")
-def node_images(cluster: Any) -> dict[str, str]:
-    node = realnode.Node.of(cluster.state_dir)
-    found = realnode.state(node)
-    if not (realnode.requested(node) and found.get("ready")):
-        why = found.get("reason") or "not asked for (make cluster-up REAL_NODE=1)"
-        pytest.skip(f"no real node: {why}")
+def node_images(real_node: dict[str, str]) -> dict[str, str]:
     if shutil.which("redis-cli") is None:
         pytest.skip("redis-cli not installed (make deps installs redis-server)")
-    return realnode.images(node)
+    return real_node
 
 
 def _redis(name: str, image: str, exporter: str) -> dict[str, Any]:
