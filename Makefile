@@ -34,9 +34,12 @@ helm: deps ## Build helm (cached) into .venv/bin, for the chart in dist/chart (n
 
 REAL_NODE ?=
 
+.PHONY: node-build
+node-build: ## What the real node runs: containerd, runc and the CNI plugins from Debian (root), and the kubelet built to match (cached; needs Go).
+	@if [[ $$(id -u) == 0 ]]; then bash hack/cluster/node-deps.sh && bash hack/cluster/build.sh kubelet >/dev/null; fi
+
 .PHONY: cluster-up
-cluster-up: deps cluster-build ## Start the local control plane on loopback (.cluster/kubeconfig; needs deps: Go, and root for apt-get). REAL_NODE=1 adds a real kubelet node, real-0 (root).
-	@if [[ "$(REAL_NODE)" == 1 && $$(id -u) == 0 ]]; then bash hack/cluster/node-deps.sh && bash hack/cluster/build.sh kubelet >/dev/null; fi
+cluster-up: deps cluster-build $(if $(filter 1,$(REAL_NODE)),node-build) ## Start the local control plane on loopback (.cluster/kubeconfig; needs deps: Go, and root for apt-get). REAL_NODE=1 adds a real kubelet node, real-0 (root).
 	@REAL_NODE=$(REAL_NODE) $(CLUSTER) up
 
 .PHONY: cluster-fleet-up
@@ -110,14 +113,14 @@ test-unit: venv ## Unit tests only (no cluster, no Go, no apt-get).
 	python -m pytest tests/unit tests/bench tests/hack -q -n 2 --durations=10
 
 .PHONY: test-e2e
-test-e2e: deps cluster-build tools image-deps helm ## End-to-end tests: side by side on E2E_WORKERS, then the serial ones; the 20 slowest (needs deps: Go, and root for apt-get).
-	python -m hack.e2e $(E2E_ARGS)
+test-e2e: deps cluster-build node-build tools image-deps helm ## End-to-end tests on a cluster with the real node: side by side on E2E_WORKERS, then the serial ones; the 20 slowest (needs deps: Go, and root for apt-get).
+	REAL_NODE=1 python -m hack.e2e $(E2E_ARGS)
 
 .PHONY: test
-test: deps cluster-build tools image-deps helm ## Lint, then unit tests, then e2e (builds or reuses the local cluster; needs deps: Go, and root for apt-get).
+test: deps cluster-build node-build tools image-deps helm ## Lint, then unit tests, then e2e (builds or reuses the local cluster, with the real node; needs deps: Go, and root for apt-get).
 	$(MAKE) --no-print-directory lint
 	REQUIRE_SYSTEM_TOOLS=1 python -m pytest tests/unit tests/bench tests/hack -q -n 2 --durations=10
-	REQUIRE_SYSTEM_TOOLS=1 python -m hack.e2e
+	REQUIRE_SYSTEM_TOOLS=1 REAL_NODE=1 python -m hack.e2e
 
 # mutmut >= 3.6's mypy filter stops on its own wrappers (hack/mutate.py says why).
 MUTATE_ARGS ?= --no-type-check
