@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hack.cluster import cluster as launcher
+from hack.cluster import realnode
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 3  # measured on the 2-core machine: CONTRIBUTING.md, "How long the tests take"
@@ -79,6 +80,15 @@ def outcome(codes: list[int]) -> int:
     return 0 if any(code == 0 for code in codes) else NO_TESTS
 
 
+def _nothing_left(node: realnode.Node) -> int:
+    """0 if the real node, once down, left nothing on the host; else 1, each
+    leftover printed: a run that leaves mounts or processes behind fails."""
+    left = node.leftovers()
+    for line in left:
+        print(f"== left on the host by the real node: {line}")
+    return 1 if left else 0
+
+
 def main(argv: list[str]) -> int:
     workers = int(os.environ.get("E2E_WORKERS", WORKERS))
     was_up = launcher.status() is not None
@@ -96,7 +106,11 @@ def main(argv: list[str]) -> int:
                 codes.append(subprocess.run(cmd, cwd=ROOT).returncode)
         finally:
             if not was_up and not os.environ.get("KEEP_E2E_CLUSTER"):
+                node = realnode.Node.of(launcher.DEFAULT_STATE_DIR)
+                asked = realnode.requested(node)
                 launcher.down()
+                if asked:
+                    codes.append(_nothing_left(node))
         print(f"== the {SLOWEST} slowest e2e tests (setup, call and teardown)")
         for t in slowest(reports):
             print(f"{t.seconds:8.1f}s  {t.test}")
