@@ -6,7 +6,8 @@
    A module is the unit a worker takes (``--dist loadscope``): several hold
    a module-scoped fixture that must exist once (test_faults' and test_fleet's
    own clusters, test_image's build), and a second worker tearing it down
-   would pull it from under the first.
+   would pull it from under the first. Workers take the modules longest
+   first, by their times in the last run (kept in the cache).
 2. The tests marked ``serial`` (they stop or throttle an apiserver, change
    CRDs or webhooks, run cluster-wide daemons...) then run alone.
 
@@ -18,6 +19,7 @@ e.g. ``python hack/e2e.py tests/e2e/test_redis.py -x``.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,6 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 3  # measured on the 2-core machine: CONTRIBUTING.md, "How long the tests take"
 SLOWEST = 20
 NO_TESTS = 5  # pytest's exit code when the selection is empty
+# Each module's time in the last run, so the next gives the longest out first.
+DURATIONS = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    / "reconciler"
+    / "e2e-durations.json"
+)
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,9 @@ class Step:
 
 
 def steps(workers: int) -> tuple[Step, ...]:
-    side = ("-n", str(workers), "--dist", "loadscope") if workers > 1 else ()
+    side = (
+        ("-n", str(workers), "--dist", "loadscope", "--no-loadscope-reorder") if workers > 1 else ()
+    )
     return (
         Step("side by side", "e2e and not serial", side),
         Step("serial", "e2e and serial", ()),
@@ -89,6 +99,45 @@ def _nothing_left(node: realnode.Node) -> int:
     return 1 if left else 0
 
 
+def module_seconds(reports: list[Path]) -> dict[str, float]:
+    """Each module's whole time, by its path (tests/e2e/test_x.py)."""
+    seconds: dict[str, float] = {}
+    for t in (t for report in reports for t in timings(report)):
+        module = "/".join(t.test.split("::")[0].split(".")[:3]) + ".py"
+        seconds[module] = seconds.get(module, 0.0) + t.seconds
+    return seconds
+
+
+def longest_first(modules: list[str], known: dict[str, float]) -> list[str]:
+    """The modules in the order workers should take them: a module of unknown
+    time first, then the longest. A long module taken last would run on alone
+    while the other workers sit idle; taken first, the short ones fill in
+    around it."""
+    return sorted(modules, key=lambda m: (-known.get(m, float("inf")), m))
+
+
+def remembered() -> dict[str, float]:
+    try:
+        found = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def remember(reports: list[Path]) -> None:
+    DURATIONS.parent.mkdir(parents=True, exist_ok=True)
+    DURATIONS.write_text(json.dumps({**remembered(), **module_seconds(reports)}, indent=1))
+
+
+def targets(argv: list[str]) -> list[str]:
+    """What both steps run: the arguments given, else every module, the
+    longest of the last run first."""
+    if argv:
+        return argv
+    modules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "e2e").glob("test_*.py"))
+    return longest_first(modules, remembered())
+
+
 def main(argv: list[str]) -> int:
     workers = int(os.environ.get("E2E_WORKERS", WORKERS))
     was_up = launcher.status() is not None
@@ -102,7 +151,7 @@ def main(argv: list[str]) -> int:
                 reports.append(report)
                 print(f"== e2e, {step.name}: pytest -m '{step.marker}' {' '.join(step.xdist)}")
                 cmd = [sys.executable, "-m", "pytest", "-q", "-m", step.marker, *step.xdist]
-                cmd += [f"--junitxml={report}", *(argv or ["tests/e2e"])]
+                cmd += [f"--junitxml={report}", *targets(argv)]
                 codes.append(subprocess.run(cmd, cwd=ROOT).returncode)
         finally:
             if not was_up and not os.environ.get("KEEP_E2E_CLUSTER"):
@@ -111,6 +160,7 @@ def main(argv: list[str]) -> int:
                 launcher.down()
                 if asked:
                     codes.append(_nothing_left(node))
+        remember(reports[:1])  # the order matters to the side-by-side step only
         print(f"== the {SLOWEST} slowest e2e tests (setup, call and teardown)")
         for t in slowest(reports):
             print(f"{t.seconds:8.1f}s  {t.test}")
