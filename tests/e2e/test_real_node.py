@@ -130,7 +130,7 @@ def test_a_real_redis_server_asks_its_password_and_runs_its_directives(
     assert inside.stdout.strip() == "PONG"
 
     degraded = _condition(kubectl, ns, "hostile", "Degraded")
-    assert degraded["status"] == "True", degraded
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec"), degraded
     assert "spec.config[1]" in degraded["message"], degraded
     assert HOSTILE[HOSTILE_DIRECTIVE] in degraded["message"], degraded
     pods = kubectl.json("get", "pods", "-n", ns)["items"]

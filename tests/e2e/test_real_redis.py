@@ -73,11 +73,10 @@ def _serving(kubectl: Kubectl, ns: str, image: str) -> Callable[[], Any]:
     """Every pod Ready on real-0 with ``image``, and no other pod."""
 
     def check() -> dict[str, dict[str, Any]] | None:
-        found = {n: ready_pod(kubectl, ns, n) for n in PODS}
         if set(_pods(kubectl, ns)) != set(PODS):
             return None
-        ok = all(p and _image(p) == image for p in found.values())
-        return found if ok else None  # type: ignore[return-value]
+        found = {n: p for n in PODS if (p := ready_pod(kubectl, ns, n)) and _image(p) == image}
+        return found if len(found) == NUM else None
 
     return check
 
