@@ -142,9 +142,12 @@ def apiserver_flags(node: Node) -> list[str]:
 
 
 # The kubelet's pods need what kwok's never did: the kube-root-ca.crt
-# ConfigMap of their service-account volume, and Deployments that make pods.
+# ConfigMap of their service-account volume, and Deployments and Jobs (a Job
+# made from the shipped CronJob) that make pods. No cronjob-controller: no
+# applied CronJob fires on its own.
 KCM_CONTROLLERS = (
-    "root-ca-certificate-publisher-controller,deployment-controller,replicaset-controller"
+    "root-ca-certificate-publisher-controller,deployment-controller,replicaset-controller,"
+    "job-controller"
 )
 
 
