@@ -137,14 +137,14 @@ def test_keys_stay_on_their_claims_and_a_rollout_waits_for_a_server_that_answers
 
     # A server that never answers: the node's pause image runs, serves nothing.
     before = {n: p["metadata"]["uid"] for n, p in pods.items()}
-    _patch(kubectl, ns, {"image": node_images["pause"]})
-    first = _passes_until(
+    pause = node_images["pause"]
+    _patch(kubectl, ns, {"image": pause})
+    _passes_until(
         reconciler,
         ns,
-        lambda: (p := _pods(kubectl, ns).get(PODS[0])) and _running(p) and p,
+        lambda: (p := _pods(kubectl, ns).get(PODS[0])) and _image(p) == pause and _running(p),
         f"{PODS[0]} running the pause image",
     )
-    assert _image(first) == node_images["pause"]
     deadline = time.monotonic() + WATCHED
     while time.monotonic() < deadline:
         reconciler.sync(ns)
