@@ -7,6 +7,7 @@ read-only root, dropped capabilities, /tmp as a tmpfs, environment, limits),
 the host's network (the apiserver is on loopback), and a service account
 mount with a TokenRequest token of the overlay's ServiceAccount, so the
 in-cluster configuration is the one that runs.
+The overlays' pods themselves run under a kubelet: test_real_daemon.py, test_real_cronjob.py.
 """
 
 from __future__ import annotations
@@ -68,77 +69,6 @@ def in_cluster(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> li
 
 def run(engine: podman.Engine, *args: str) -> subprocess.CompletedProcess[str]:
     return engine.run("run", *args, check=False, timeout=120)
-
-
-def test_cronjob_container_converges_the_samples_as_its_pod_would(
-    engine: podman.Engine, image: str, kubectl: Kubectl, ns: str, in_cluster: list[str]
-) -> None:
-    pod, container = podman.overlay_pod("config/cronjob")
-    flags = podman.container_args(pod, container, SYSTEM_NS)
-    assert {"--read-only", "--user", "--cap-drop", "--tmpfs"} <= set(flags), flags
-    kubectl.run("apply", "-k", str(ROOT / "config" / "samples"), "-n", ns)
-    scope = ["-e", f"RECONCILER_NAMESPACES={ns}"]
-    cmd = ["--rm", *flags, *podman.limits(container), *in_cluster, *scope]
-
-    first = run(engine, *cmd, image, *container["args"])
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert "0 errors" in first.stdout and "Pod/create/ok=3" in first.stdout, first.stdout
-    assert '"level": "info"' in first.stderr  # RECONCILER_LOG_FORMAT=json, from the overlay
-
-    def ready() -> bool:
-        done = run(engine, *cmd, image, *container["args"])
-        assert done.returncode == 0, done.stderr[-3000:]
-        status = kubectl.json("get", "redis", "redis-sample", "-n", ns).get("status", {})
-        return status.get("state") == "Ready"
-
-    wait_for(ready, what="redis-sample Ready through the image", timeout=60, interval=1)
-    again = run(engine, *cmd, image, *container["args"])
-    assert again.returncode == 0 and "no changes" in again.stdout, again.stdout
-    xca = kubectl.json("get", "xca", "xca-sample", "-n", ns)
-    assert xca["status"]["active"] is True
-
-
-def test_daemon_container_takes_the_lease_and_answers_its_probes(
-    engine: podman.Engine, image: str, kubectl: Kubectl, ns: str, in_cluster: list[str]
-) -> None:
-    pod, container = podman.overlay_pod("config/daemon")
-    args = list(container["args"])
-    assert "--leader-elect" in args
-    port = free_port()  # the host's network: the overlay's :8080 may be taken here
-    args[args.index("--metrics-address") + 1] = f"127.0.0.1:{port}"
-    name = f"reconciler-e2e-{uuid.uuid4().hex[:6]}"
-    flags = podman.container_args(pod, container, SYSTEM_NS)
-    started = run(
-        engine,
-        "-d",
-        "--name",
-        name,
-        *flags,
-        *podman.limits(container),
-        *in_cluster,
-        "-e",
-        f"RECONCILER_NAMESPACES={ns}",
-        image,
-        *args,
-    )
-    assert started.returncode == 0, started.stderr
-    try:
-        for check in (container["readinessProbe"], container["livenessProbe"]):
-            path = check["httpGet"]["path"]
-            wait_for(lambda p=path: probe(port, p) == 200, what=f"{path} in the image", timeout=60)
-        lease = kubectl.json("get", "lease", "reconciler", "-n", SYSTEM_NS)["spec"]
-        assert lease["holderIdentity"]
-    finally:
-        engine.run("stop", "--time", "30", name, check=False)
-        code = engine.run("inspect", name, "--format", "{{.State.ExitCode}}").stdout.strip()
-        logs = engine.run("logs", name).stderr
-        engine.run("rm", "--force", name, check=False)
-    assert code == "0", logs[-3000:]
-    assert "released lease reconciler-system/reconciler" in logs, logs[-3000:]
-    assert "forbidden" not in logs.lower(), logs[-3000:]
-    assert not kubectl.json("get", "lease", "reconciler", "-n", SYSTEM_NS)["spec"].get(
-        "holderIdentity"
-    )
 
 
 def diff(engine: podman.Engine, name: str) -> set[str]:

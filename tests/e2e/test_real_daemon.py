@@ -134,17 +134,19 @@ def run_deployment(
     spec = pod_spec(deploy)
     (container,) = spec["containers"]
     port = container["ports"][0]["containerPort"]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    probes = [container[kind]["httpGet"] for kind in ("readinessProbe", "livenessProbe")]
+    assert [p["path"] for p in probes] == ["/readyz", "/healthz"], probes  # as shipped
     sharded = "--shard" in container["args"]
     redis(kubectl, ns)
     place.apply(docs)
 
     def all_ready() -> list[dict[str, Any]] | NotYet:
         found = pods(kubectl, wns, SELECTOR)
+        for pod in found:
+            exited(kubectl, pod)
         up = [p for p in found if ready(p)]  # by the kubelet's own readiness probe
-        return (
-            up if len(up) == deploy["spec"]["replicas"] else NotYet(f"{len(up)} Ready of {found}")
-        )
+        phases = [p.get("status", {}).get("phase") for p in found]
+        return up if len(up) == deploy["spec"]["replicas"] else NotYet(f"{len(up)} of {phases}")
 
     running = wait_for(all_ready, what="the reconciler's pods Ready", timeout=90)
     names = {p["metadata"]["name"] for p in running}
@@ -181,6 +183,15 @@ def run_deployment(
         assert (released in own) is (name in holders), own[-3000:]
     assert '"level": "info"' in logs  # RECONCILER_LOG_FORMAT=json, as shipped
     assert "forbidden" not in logs.lower(), logs[-3000:]
+
+
+def exited(kubectl: Kubectl, pod: dict[str, Any]) -> None:
+    """Fail at once, with its log, if the pod's container has exited."""
+    for status in pod.get("status", {}).get("containerStatuses", []):
+        if ended := status.get("lastState", {}).get("terminated"):
+            meta = pod["metadata"]
+            logs = kubectl.run("logs", "-n", meta["namespace"], meta["name"], "--previous")
+            raise AssertionError(f"{meta['name']} exited {ended['exitCode']}: {logs.stdout}")
 
 
 def lease_holders(kubectl: Kubectl, wns: str, sharded: bool) -> list[str]:
