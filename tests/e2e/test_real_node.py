@@ -110,6 +110,8 @@ def test_a_real_redis_server_asks_its_password_and_runs_its_directives(
     kubectl.run("apply", "-n", ns, "-f", "-", stdin=json.dumps(doc))
     hostile = {"image": node_images["redis"], "config": ["maxmemory 1mb", HOSTILE_DIRECTIVE]}
     _stored_past_admission(kubectl, cluster, ns, placed("hostile", hostile))
+    open_ = placed("open", {"image": node_images["redis"]})  # no spec.auth
+    kubectl.run("apply", "-n", ns, "-f", "-", stdin=json.dumps(open_))
     reconciler.sync(ns)
 
     pod = wait_for(lambda: ready_pod(kubectl, ns, "r-0"), what="r-0 Ready", timeout=90)
@@ -134,7 +136,13 @@ def test_a_real_redis_server_asks_its_password_and_runs_its_directives(
     assert "spec.config[1]" in degraded["message"], degraded
     assert HOSTILE[HOSTILE_DIRECTIVE] in degraded["message"], degraded
     pods = kubectl.json("get", "pods", "-n", ns)["items"]
-    assert [p["metadata"]["name"] for p in pods] == ["r-0"]
+    assert sorted(p["metadata"]["name"] for p in pods) == ["open-0", "r-0"]
+
+    # Without spec.auth, who may connect is spec.networkPolicy's to say: the
+    # server's protected mode, on in Debian's build, would refuse every client
+    # but loopback.
+    opened = wait_for(lambda: ready_pod(kubectl, ns, "open-0"), what="open-0 Ready", timeout=60)
+    assert cli(opened["status"]["podIP"], "PING") == "PONG"
 
     config = [d for d in DIRECTIVES if not d.startswith("maxmemory ")] + [CHANGED[0]]
     kubectl.run("patch", "redis", "r", "-n", ns, "--type=merge",

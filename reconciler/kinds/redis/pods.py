@@ -104,6 +104,8 @@ def pod_spec(redis: Redis, spec: RedisSpec) -> dict[str, Any]:
     own claim: `claims_of` gives it to each create."""
     shared = _pod_spec(desired_container(spec))
     container = {**shared["containers"][0], **placement.container_fields(spec.placement)}
+    if opened := server.open_args(spec.server):
+        container["args"] = [*container["args"], *opened]
     variables = server.env(spec.server)
     if variables:
         container["env"] = variables
@@ -181,15 +183,16 @@ def admitted_image(pod: Pod, spec: RedisSpec) -> str:
 
 
 def made_for(pod: Pod, have: Container | None, spec: RedisSpec) -> bool:
-    """Its container is what this spec asks for, and it was made with this
-    spec's placement fields (the template-hash annotation aside)."""
+    """Its container is what this spec asks for (with `open_args` or, made
+    before them, without), and it was made with this spec's placement
+    fields (the template-hash annotation aside)."""
     want = desired_container(spec)
     return (
         have is not None
         and pod.annotations.get(FIELDS_HASH_ANNOTATION) == pod_fields_hash(spec)
         and have.image == admitted_image(pod, spec)
         and have.ports == want.ports
-        and have.args == want.args
+        and have.args in (want.args, want.args + server.open_args(spec.server))
     )
 
 

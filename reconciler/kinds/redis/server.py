@@ -16,8 +16,8 @@ kubelet read as written); others are refused, naming the field that sets
 them or why.
 
 A Redis that sets none of this makes exactly the pods it made before
-(`pod_fields` is empty and no argument is added), so an upgrade rolls
-nothing.
+(`pod_fields` is empty and no argument is added but `open_args`, which the
+template hash leaves out), so an upgrade rolls nothing.
 """
 
 from __future__ import annotations
@@ -207,6 +207,19 @@ def args(server: Server) -> tuple[str, ...]:
     if server.password is not None:
         found += ["--requirepass", f"$({PASSWORD_ENV})"]
     return tuple(found)
+
+
+# A server with no password answers only loopback clients while its protected
+# mode is on, as Debian's build and redis.conf's default have it (the official
+# image's build has it off): without spec.auth, spec.networkPolicy says who may
+# connect. Outside the template hash, so pods made before are not rolled.
+OPEN_ARGS = ("--protected-mode", "no")
+
+
+def open_args(server: Server) -> tuple[str, ...]:
+    """The arguments after `args` that let a server without a password serve
+    clients other than loopback."""
+    return () if server.password is not None else OPEN_ARGS
 
 
 def _password_env(ref: SecretRef) -> dict[str, Any]:

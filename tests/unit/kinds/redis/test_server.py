@@ -14,7 +14,7 @@ from reconciler.actions import CreatePod, EvictPod, PatchChild
 from reconciler.kinds.redis import directives, server, service
 from reconciler.kinds.redis.identity import FIELDS_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION
 from reconciler.kinds.redis.identity import owner_of as owner
-from reconciler.kinds.redis.pods import pod_fields_hash, pod_manifest, template_hash
+from reconciler.kinds.redis.pods import pod_fields_hash, pod_manifest, spec_drift, template_hash
 from reconciler.kinds.redis.spec import RedisSpec, validate_spec
 from reconciler.model import Container, ContainerState
 from tests.unit.builders import plan_redis, pod, redis, service_of
@@ -49,7 +49,27 @@ def test_a_spec_without_these_fields_makes_the_pods_it_made_before():
     made = pod_manifest(redis(num=1), spec, 0)
     assert len(made["spec"]["containers"]) == 1
     assert "env" not in container(made)
-    assert container(made)["args"] == ["--port", "6379"]
+    # With no password, protected mode off: spec.networkPolicy says who may connect.
+    assert container(made)["args"] == ["--port", "6379", "--protected-mode", "no"]
+
+
+@pytest.mark.parametrize("hash_", ["f89818275d", "an-older-template"])
+def test_a_pod_made_before_protected_mode_was_turned_off_is_not_rolled_for_it(hash_):
+    """Made by 0.2.0 without ``--protected-mode no``, under this template's hash
+    or an older one: neither the hash nor the container comparison rolls it."""
+    spec = spec_of(port=6379)
+    before = pod(redis(num=1), 0, hash_=hash_)
+    assert before.containers[0].args == ("--port", "6379")
+    assert spec_drift(before, spec) is None
+    now = dataclasses.replace(
+        before,
+        containers=(Container("redis", IMAGE, (6379,), ("--port", "6379", *server.OPEN_ARGS)),),
+    )
+    assert spec_drift(now, spec) is None
+    other = dataclasses.replace(
+        before, containers=(Container("redis", IMAGE, (6379,), ("--port", "7000")),)
+    )
+    assert spec_drift(other, spec) == ("spec changed" if hash_ != "f89818275d" else None)
 
 
 def test_the_password_comes_from_the_secret_and_no_argument_holds_it():
@@ -100,6 +120,7 @@ def test_directives_reach_the_server_as_its_options():
         "",
         "--appendonly",
         "yes",
+        *server.OPEN_ARGS,
     ]
 
 
