@@ -137,10 +137,13 @@ def redis_ready(kubectl: Kubectl, ns: str, name: str) -> bool | NotYet:
 
 
 def http(ip: str, port: int, path: str) -> tuple[int, str]:
-    """A GET from the host to a pod on real-0, by its IP."""
+    """A GET from the host to a pod on real-0, by its IP; 0 while nothing
+    listens there."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(f"http://{ip}:{port}{path}", timeout=5) as resp:
             return int(resp.status), resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)

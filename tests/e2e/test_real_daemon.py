@@ -16,7 +16,7 @@ import json
 import re
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -140,21 +140,24 @@ def run_deployment(
     redis(kubectl, ns)
     place.apply(docs)
 
-    def all_ready() -> list[dict[str, Any]] | NotYet:
+    def each(check: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]] | NotYet:
         found = pods(kubectl, wns, SELECTOR)
         for pod in found:
             exited(kubectl, pod)
-        up = [p for p in found if ready(p)]  # by the kubelet's own readiness probe
+        good = [p for p in found if check(p)]
         phases = [p.get("status", {}).get("phase") for p in found]
-        return up if len(up) == deploy["spec"]["replicas"] else NotYet(f"{len(up)} of {phases}")
+        return good if len(good) == deploy["spec"]["replicas"] else NotYet(f"{phases}")
 
-    running = wait_for(all_ready, what="the reconciler's pods Ready", timeout=90)
+    def answers(pod: dict[str, Any]) -> bool:
+        ip = pod.get("status", {}).get("podIP")
+        return bool(ip) and http(ip, port, "/readyz") == (200, "ok\n")
+
+    # From the host first: the kubelet probes every 10 s, its verdict is awaited last.
+    running = wait_for(lambda: each(answers), what="/readyz 200 from each pod", timeout=90)
     names = {p["metadata"]["name"] for p in running}
     for pod in running:
         assert pod["spec"]["nodeName"] == realnode.NAME
-        ip = pod["status"]["podIP"]
-        assert http(ip, port, "/readyz") == (200, "ok\n")
-        assert http(ip, port, "/healthz")[0] == 200
+        assert http(pod["status"]["podIP"], port, "/healthz")[0] == 200
 
     wait_for(lambda: redis_ready(kubectl, ns, "r"), what="the Redis converged", timeout=60)
     holders = {h.split("_")[0] for h in lease_holders(kubectl, wns, sharded)}  # pod_suffix
@@ -170,6 +173,8 @@ def run_deployment(
     assert ("RECONCILER_METRICS_SERVICE_HOST" in seen["env"]) is links, seen["env"]
     for pod in running:
         assert refused(pod["status"]["podIP"], port) == []
+
+    wait_for(lambda: each(ready), what="each pod Ready by the kubelet's probe", timeout=30)
 
     follow = Follow(kubectl, wns, names)
     kubectl.run("scale", "deployment", deploy["metadata"]["name"], "-n", wns, "--replicas=0")
