@@ -185,7 +185,9 @@ def run_deployment(
     for name in names:
         own = "\n".join(line for line in logs.splitlines() if line.startswith(f"[pod/{name}/"))
         assert "stopped after" in own, own[-3000:]
-        assert (released in own) is (name in holders), own[-3000:]
+        # The holder gives the Lease up. A standby stopped at the same moment
+        # may take it in the instant it is free and give it up in turn.
+        assert released in own or name not in holders, own[-3000:]
     assert '"level": "info"' in logs  # RECONCILER_LOG_FORMAT=json, as shipped
     assert "forbidden" not in logs.lower(), logs[-3000:]
 
