@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.kinds.redis.server import OPEN_ARGS
+
 from . import kubelet
 from .conftest import Kubectl, NotYet, Reconciler, wait_for
 from .test_real_clusters import condition, events, status, stays_converged, uids
@@ -126,7 +128,7 @@ def test_directives_roll_the_pods_and_those_we_set_are_refused_at_admission(
     kubectl.apply(redis_doc(ns, config=["maxmemory 100mb"]))
     converged(kubectl, reconciler, ns)
     assert all(
-        container(p)["args"] == ["--port", "6379", "--maxmemory", "100mb"]
+        container(p)["args"] == ["--port", "6379", "--maxmemory", "100mb", *OPEN_ARGS]
         for p in pods(kubectl, ns).values()
     )
     before = uids(kubectl, ns)
@@ -135,7 +137,8 @@ def test_directives_roll_the_pods_and_those_we_set_are_refused_at_admission(
     after = pods(kubectl, ns)
     assert not {p["metadata"]["uid"] for p in after.values()} & set(before.values())
     assert all(
-        container(p)["args"][2:] == ["--maxmemory", "200mb", "--maxmemory-policy", "allkeys-lru"]
+        container(p)["args"][2:]
+        == ["--maxmemory", "200mb", "--maxmemory-policy", "allkeys-lru", *OPEN_ARGS]
         for p in after.values()
     )
     assert any("spec changed" in m for m in events(kubectl, ns, "CreatePod"))
