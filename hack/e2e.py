@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 3  # measured on the 2-core machine: CONTRIBUTING.md, "How long the tests take"
 SLOWEST = 20
 NO_TESTS = 5  # pytest's exit code when the selection is empty
+TEST_NAMESPACE_PREFIX = "e2e-"  # the e2e tests' namespaces (tests/e2e/conftest.py, ns)
+SETTLE = 180.0  # seconds to wait for them to be gone before the serial step
 # Each module's time in the last run, so the next gives the longest out first.
 DURATIONS = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -138,15 +141,37 @@ def targets(argv: list[str]) -> list[str]:
     return longest_first(modules, remembered())
 
 
+def test_namespaces(kubeconfig: Path) -> list[str]:
+    """The e2e tests' namespaces still in the cluster (terminating, mostly)."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    cmd = ["kubectl", "get", "namespaces", "-o", "name"]
+    found = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    names = [line.removeprefix("namespace/") for line in found.stdout.split()]
+    return [n for n in names if n.startswith(TEST_NAMESPACE_PREFIX)]
+
+
+def settle(kubeconfig: Path) -> None:
+    """Before the serial step: the side-by-side tests left their namespaces
+    to the namespace controller, and a serial test may pass over every
+    namespace, where their pods would be another test's leftovers."""
+    deadline = time.monotonic() + SETTLE
+    while (left := test_namespaces(kubeconfig)) and time.monotonic() < deadline:
+        time.sleep(1)
+    if left:
+        print(f"== still deleting after {SETTLE:.0f}s: {' '.join(left)}")
+
+
 def main(argv: list[str]) -> int:
     workers = int(os.environ.get("E2E_WORKERS", WORKERS))
     was_up = launcher.status() is not None
-    launcher.up()
+    cluster = launcher.up()
     codes = []
     with tempfile.TemporaryDirectory(prefix="e2e-reports-") as tmp:
         reports = []
         try:
-            for step in steps(workers):
+            for i, step in enumerate(steps(workers)):
+                if i:
+                    settle(cluster.kubeconfig)
                 report = Path(tmp) / f"{step.name.replace(' ', '-')}.xml"
                 reports.append(report)
                 print(f"== e2e, {step.name}: pytest -m '{step.marker}' {' '.join(step.xdist)}")
