@@ -179,7 +179,9 @@ def test_a_pod_held_terminating_is_not_a_replica_and_is_named(
 def test_a_rollout_that_cannot_pull_its_image_is_named_then_flagged(
     kubectl: Kubectl, reconciler: Reconciler, ns: str
 ):
-    deadline = ("--progress-deadline", "3")
+    # Long enough that the three passes before the first check fit in it on a
+    # loaded machine: with 3 s, a CI run once saw the deadline pass before it.
+    deadline = ("--progress-deadline", "10")
     kubectl.apply(redis_yaml(ns, num=2))
     reconciler.converge(ns, settle=lambda: settled(kubectl, ns))
     patch = {"spec": {"image": "redis:does-not-exist"}}
