@@ -1,8 +1,8 @@
 """`make demo` as a user runs it (hack/demo.sh, on the cluster already up):
 the samples converge, and where the real node runs, its last step is a real
 `redis-cli PING` with the sample's password, answered PONG by a pod the demo
-made on real-0. It works in the namespace `default`, which no other test
-uses, and leaves it as it found it."""
+made on real-0. Its objects are in the namespace `default`, which no other
+test uses, and it leaves it as it found it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from typing import Any
 import pytest
 
 from .conftest import ROOT, Kubectl, Reconciler, wait_for
+
+# The demo's passes, as a user types them, have no -n: they cover every
+# namespace, so beside other tests they would write to theirs.
+pytestmark = pytest.mark.serial("make demo's passes cover every namespace")
 
 DEFAULT = "default"
 MADE = [("redis", "redis-sample"), ("redis", "redis-real"), ("xca", "xca-sample")]
