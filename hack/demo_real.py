@@ -13,11 +13,10 @@ import json
 import sys
 from typing import Any
 
-from hack.cluster import cluster, realnode
+from hack.cluster import cluster, realnode, realnode_config
 
 
 def manifest(name: str, secret: str, images: dict[str, str]) -> dict[str, Any]:
-    key, value = realnode.LABEL
     return {
         "apiVersion": "myapp.demo.kubebuilder.io/v1",
         "kind": "Redis",
@@ -27,10 +26,7 @@ def manifest(name: str, secret: str, images: dict[str, str]) -> dict[str, Any]:
             "image": images["redis"],
             "auth": {"passwordSecret": {"name": secret}},
             "exporter": {"image": images["exporter"]},
-            "nodeSelector": {key: value},
-            "tolerations": [
-                {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
-            ],
+            **realnode_config.placement(),
         },
     }
 

@@ -21,6 +21,13 @@ else:
 NAME = "real-0"
 LABEL = ("real", "true")  # the node's label and taint: only pods that ask land there
 TAINT = {"key": LABEL[0], "value": LABEL[1], "effect": "NoSchedule"}
+
+
+def placement() -> dict:
+    """The pod spec fields (a Redis's spec takes the same) that put a pod on the node."""
+    return {"nodeSelector": dict([LABEL]), "tolerations": [{**TAINT, "operator": "Equal"}]}
+
+
 KUBELET_PORT = 10250
 APISERVER_CLIENT = "kube-apiserver-kubelet-client"  # who the apiserver is to the kubelet
 NETWORK = "reconciler-real-node"  # the CNI network's name

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from hack.cluster import realnode
+from hack.cluster import realnode_config
 
 from .conftest import ROOT, Kubectl, NotYet
 
@@ -69,7 +69,6 @@ def assert_shipped(spec: dict[str, Any]) -> None:
 def adapt(docs: list[dict[str, Any]], wns: str, ns: str, image: str) -> list[dict[str, Any]]:
     """The rendered objects moved to ``wns``, their pod on real-0 running
     ``image`` and reconciling ``ns`` only (the module's docstring says why)."""
-    key, value = realnode.LABEL
     out = []
     for doc in docs:
         kind, meta = doc["kind"], doc["metadata"]
@@ -86,8 +85,7 @@ def adapt(docs: list[dict[str, Any]], wns: str, ns: str, image: str) -> list[dic
         if kind in ("Deployment", "CronJob"):
             spec = pod_spec(doc)
             assert_shipped(spec)
-            spec["nodeSelector"] = {key: value}
-            spec["tolerations"] = [{**realnode.TAINT, "operator": "Equal"}]
+            spec.update(realnode_config.placement())
             (container,) = spec["containers"]
             container["image"] = image
             container["env"].append({"name": "RECONCILER_NAMESPACES", "value": ns})

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from hack.cluster import realnode
+from hack.cluster import realnode, realnode_config
 from reconciler.kinds.redis.server import METRICS_PORT
 from tests.unit.kinds.redis.test_server_real import ACCEPTED, HOSTILE
 
@@ -62,13 +62,11 @@ def node_images(real_node: dict[str, str]) -> dict[str, str]:
 
 def placed(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     """A Redis of ``spec`` put on real-0 by its label and taint."""
-    key, value = realnode.LABEL
-    toleration = {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
     return {
         "apiVersion": "myapp.demo.kubebuilder.io/v1",
         "kind": "Redis",
         "metadata": {"name": name},
-        "spec": {"num": 1, **spec, "nodeSelector": {key: value}, "tolerations": [toleration]},
+        "spec": {"num": 1, **spec, **realnode_config.placement()},
     }
 
 
