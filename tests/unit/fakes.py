@@ -1,7 +1,15 @@
-"""A scripted stand-in for reconciler.client.kube.Kube, for tests of code above it.
+"""The apiserver as the code above the client meets it, in memory, for the
+unit tests: one store of objects that every call reads and writes, answering
+as the apiserver does. tests/client_contract.py holds it to the real one
+(tests/unit/client/test_contract.py here, tests/e2e/test_client_contract.py
+there), as controller-runtime tests its fake client.
 
-It records calls and answers from a table of canned errors; it is not a model
-of the API server (the e2e suite uses a real one).
+What no apiserver does is asked for under a name that says so:
+``scripted_errors`` (a verb on a name fails), ``scripted_patch_answer`` (a
+patch answered otherwise than stored, as by a CRD that prunes a field) and
+``scripted_metadata_bodies`` (a LIST's bytes, byte for byte). It runs no
+controller: no kubelet (a pod deleted is gone at once, unless a finalizer
+holds it), no garbage collector, no disruption controller.
 """
 
 from __future__ import annotations
@@ -10,42 +18,65 @@ import builtins
 import copy
 import itertools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from reconciler.client.accounting import Stats
-from reconciler.client.errors import ApiError, EvictionRefused
+from reconciler.client.errors import ApiError
 from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.model import Incremental, Page, ResourceType
+from tests.unit.fake_rules import budgets_allow, in_namespace, matches, merge, preconditions
+
+__all__ = ["FakeKube", "conflict", "matches"]
 
 T = TypeVar("T")
+Key = tuple[str, str, str]  # (kind, namespace, name); namespace "" when cluster-scoped
+DELETED_AT = "2026-11-22T12:00:00Z"  # the deletionTimestamp a held delete sets
+
+
+class Held:
+    """``kube.held[kind] = objects``: the cluster holds exactly these of the
+    kind (copies, as the apiserver stores what it is sent); read back, the
+    stored objects themselves, for a test to change one in place."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self._kube = kube
+
+    def __setitem__(self, kind: str, objs: Iterable[dict[str, Any]]) -> None:
+        if isinstance(objs, Exception):
+            raise TypeError(f"a failed LIST is scripted: scripted_errors[('LIST', {kind!r})]")
+        store = self._kube.objects
+        for key in [k for k in store if k[0] == kind]:
+            del store[key]
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            store[(kind, meta.get("namespace") or "", meta["name"])] = copy.deepcopy(obj)
+
+    def __getitem__(self, kind: str) -> builtins.list[dict[str, Any]]:
+        return [o for (k, _, _), o in self._kube.objects.items() if k == kind]
 
 
 class FakeKube:
-    def __init__(self, *, complete: bool = False) -> None:
-        """``complete``: every object there is, is stored in ``objects`` (or in
-        its kind's scripted LIST), so a write to any other is a 404, as the
-        apiserver answers. Off, the fake holds a partial view: most tests
-        script a snapshot, not the objects behind it, and their writes to
-        objects it does not store are taken as written."""
-        self.complete = complete
+    def __init__(self) -> None:
         self.calls: list[tuple[str, ...]] = []
-        self.errors: dict[tuple[str, str], ApiError | Exception] = {}
-        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.lists: dict[str, list[dict[str, Any]] | Exception] = {}
+        # Scripted: (verb, name) -> what that call raises, as no apiserver would by itself.
+        self.scripted_errors: dict[tuple[str, str], ApiError | Exception] = {}
+        self.objects: dict[Key, dict[str, Any]] = {}  # the store
+        self.held = Held(self)
         self.stats = Stats()
         self.patches: list[tuple[str, str, dict[str, Any], str]] = []
         self.on_call: Callable[[str, str], None] | None = None
         # Every write with all its arguments: (verb, kind, namespace, name, detail).
         self.writes: list[tuple[str, str, str | None, str, Any]] = []
-        self.patch_answer: dict[str, Any] | None = None  # None: a new resourceVersion
+        # Scripted: every patch answered with this instead of the object as stored.
+        self.scripted_patch_answer: dict[str, Any] | None = None
         self.accepts: list[tuple[str, str | None]] = []  # (kind, Accept) of each LIST
         # (kind, page size asked) of each LIST; None: the page_size setting.
         self.page_sizes: list[tuple[str, int | None]] = []
         self.selectors: list[tuple[str, str | None]] = []  # (kind, label selector) of each LIST
         self.scopes: list[tuple[str, str | None]] = []  # (kind, namespace or None) of each LIST
-        # The answer to a kind's LIST of metadata, byte for byte; else its objects as JSON.
-        self.metadata_bodies: dict[str, bytes] = {}
+        # Scripted: the answer to a kind's LIST of metadata, byte for byte.
+        self.scripted_metadata_bodies: dict[str, bytes] = {}
         self.streamed: list[str] = []  # the kind of each LIST read as it arrives
         self.user_agent = "reconciler/test"
         self.fence: WriteFence = UNFENCED
@@ -68,7 +99,7 @@ class FakeKube:
         self.stats.record(verb, "200", 0)
         if self.on_call is not None:
             self.on_call(verb, name)
-        err = self.errors.get((verb, name))
+        err = self.scripted_errors.get((verb, name))
         if err is not None:
             raise err
 
@@ -85,26 +116,18 @@ class FakeKube:
         self.selectors.append((res.kind, selector))
         self.scopes.append((res.kind, namespace))
         self._maybe_fail("LIST", res.kind)
-        value = self.lists[res.kind] if res.kind in self.lists else self._stored(res.kind)
-        if isinstance(value, Exception):
-            raise value
-        return [v for v in value if matches(v, selector) and _in(v, namespace)]
+        return [
+            copy.deepcopy(o)
+            for (k, _, _), o in self.objects.items()
+            if k == res.kind and matches(o, selector) and in_namespace(o, namespace)
+        ]
 
-    def _stored(self, kind: str) -> builtins.list[dict[str, Any]]:
-        """A kind with no scripted LIST answers with what it stores, as a server does."""
-        return [copy.deepcopy(o) for (k, _, _), o in self.objects.items() if k == kind]
-
-    def _missing(self, kind: str, namespace: str, name: str) -> bool:
-        """In a complete world, neither stored nor in the kind's scripted LIST:
-        not there (404)."""
-        if not self.complete or (kind, namespace, name) in self.objects:
-            return False
-        listed = self.lists.get(kind)
-        if isinstance(listed, builtins.list):
-            return not any(
-                (o.get("metadata") or {}).get("name") == name and _in(o, namespace) for o in listed
-            )
-        return True
+    def _stored(self, res: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        """The stored object, or the apiserver's 404."""
+        stored = self.objects.get((res.kind, namespace, name))
+        if stored is None:
+            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
+        return stored
 
     def list(
         self,
@@ -133,7 +156,8 @@ class FakeKube:
         """list, with the answer fed to the decoder a few bytes at a time."""
         items = self._listed(res, namespace, selector, accept, page_size)
         self.streamed.append(res.kind)
-        body = self.metadata_bodies.get(res.kind) if "PartialObjectMetadata" in accept else None
+        scripted = self.scripted_metadata_bodies.get(res.kind)
+        body = scripted if scripted is not None and "PartialObjectMetadata" in accept else None
         if body is None:
             body = json.dumps({"metadata": {}, "items": items}).encode()
         stream = start()
@@ -153,7 +177,7 @@ class FakeKube:
         self.writes.append(("POST", res.kind, namespace, name, None))
         stored = copy.deepcopy(dict(body))
         meta = stored.setdefault("metadata", {})
-        meta.setdefault("uid", f"uid-{next(self._serial)}")
+        meta["uid"] = f"uid-{next(self._serial)}"  # the apiserver's, whatever was sent
         meta["resourceVersion"] = str(next(self._serial))
         if namespace:
             meta["namespace"] = namespace
@@ -161,7 +185,7 @@ class FakeKube:
         return copy.deepcopy(stored)
 
     def review(self, res: ResourceType, body: Mapping[str, Any]) -> dict[str, Any]:
-        """A question: allowed, as the admin is (script ``errors`` to refuse)."""
+        """A question: allowed, as the admin is (script ``scripted_errors`` to refuse)."""
         self._maybe_fail("REVIEW", res.kind)
         return {**body, "status": {"allowed": True}}
 
@@ -169,9 +193,7 @@ class FakeKube:
         # A Service and a budget are named after their Redis: their GETs are told apart.
         children = {"Service": "service", "PodDisruptionBudget": "pdb"}
         self._maybe_fail("GET", f"{children[res.kind]}/{name}" if res.kind in children else name)
-        if (res.kind, namespace, name) not in self.objects:
-            raise ApiError(404, "NotFound", f"{name} not found")
-        return self.objects[(res.kind, namespace, name)]
+        return copy.deepcopy(self._stored(res, namespace, name))
 
     def delete(
         self,
@@ -183,58 +205,67 @@ class FakeKube:
         resource_version: str | None = None,
     ) -> None:
         self._maybe_fail("DELETE", name)
-        if self._missing(res.kind, namespace, name):
-            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
-        stored = self.objects.get((res.kind, namespace, name))
-        if stored is not None:
-            _preconditions(stored, uid, resource_version)
+        stored = self._stored(res, namespace, name)
+        preconditions(stored, uid, resource_version)
         self.writes.append(("DELETE", res.kind, namespace, name, uid))
-        self.objects.pop((res.kind, namespace, name), None)
+        self._delete((res.kind, namespace, name))
+
+    def _delete(self, key: Key) -> None:
+        """Gone, unless a finalizer holds it: then marked deleted, and gone
+        once a patch takes its last finalizer away."""
+        meta = self.objects[key]["metadata"]
+        if not meta.get("finalizers"):
+            del self.objects[key]
+        elif not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = DELETED_AT
+            meta["resourceVersion"] = str(next(self._serial))
 
     def evict(self, namespace: str, name: str, uid: str) -> None:
         self._maybe_fail("EVICT", name)
         pod = self.objects.get(("Pod", namespace, name))
-        if pod is not None:
-            _budgets_allow(
-                pod,
-                [
-                    o
-                    for (k, ns, _), o in self.objects.items()
-                    if (k, ns) == ("PodDisruptionBudget", namespace)
-                ],
-            )
-            _preconditions(pod, uid, None)  # after the budget, as the eviction API asks
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        budgets_allow(
+            pod,
+            [
+                o
+                for (k, ns, _), o in self.objects.items()
+                if (k, ns) == ("PodDisruptionBudget", namespace)
+            ],
+        )
+        preconditions(pod, uid, None)  # after the budget, as the eviction API asks
         self.writes.append(("EVICT", "Pod", namespace, name, uid))
-        self.objects.pop(("Pod", namespace, name), None)
+        self._delete(("Pod", namespace, name))
 
     def replace(
         self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any]
     ) -> dict[str, Any]:
         self._maybe_fail("PUT", name)
+        stored = self._stored(res, namespace, name)
+        preconditions(stored, None, (body.get("metadata") or {}).get("resourceVersion"))
         self.writes.append(("PUT", res.kind, namespace, name, None))
-        self.objects[(res.kind, namespace, name)] = dict(body)
-        return dict(body)
+        new = copy.deepcopy(dict(body))
+        meta = new.setdefault("metadata", {})
+        meta["uid"] = stored["metadata"].get("uid")
+        meta["resourceVersion"] = str(next(self._serial))
+        self.objects[(res.kind, namespace, name)] = new
+        return copy.deepcopy(new)
 
     def merge_patch(
         self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
     ) -> dict[str, Any]:
         self._maybe_fail("PATCH" + (f"/{sub}" if sub else ""), name)
-        if self._missing(res.kind, namespace, name):
-            raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
-        stored = self.objects.get((res.kind, namespace, name))
-        if stored is not None:
-            _preconditions(stored, None, (body.get("metadata") or {}).get("resourceVersion"))
+        stored = self._stored(res, namespace, name)
+        preconditions(stored, None, (body.get("metadata") or {}).get("resourceVersion"))
         self.patches.append((res.kind, name, dict(body), sub))
         self.writes.append(("PATCH", res.kind, namespace, name, sub))
-        if stored is not None:
-            return copy.deepcopy(self._patched(stored, body, sub))
-        if self.patch_answer is not None:
-            return self.patch_answer
-        rv = str(int(body.get("metadata", {}).get("resourceVersion", "0") or 0) + 1)
-        answer: dict[str, Any] = {"metadata": {"resourceVersion": rv}}
-        if sub == "status":  # the apiserver returns the object, its status as stored
-            answer["status"] = {k: v for k, v in body["status"].items() if v is not None}
-        return answer
+        patched = self._patched(stored, body, sub)
+        meta = patched["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self.objects[(res.kind, namespace, name)]  # its last finalizer gone
+        if self.scripted_patch_answer is not None:
+            return self.scripted_patch_answer
+        return copy.deepcopy(patched)
 
     def _patched(self, stored: dict[str, Any], body: Mapping[str, Any], sub: str) -> dict[str, Any]:
         """A JSON merge patch of a stored object, as the apiserver applies it:
@@ -243,57 +274,11 @@ class FakeKube:
             part = {"status": body.get("status")}
         else:
             part = {k: v for k, v in body.items() if k != "status"}
-        merged = _merge(stored, part)
+        merged = merge(stored, part)
         merged["metadata"]["resourceVersion"] = str(next(self._serial))
         stored.clear()
         stored.update(merged)
         return stored
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386: a mapping merges key by key, null removes, anything else replaces."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
-def _budgets_allow(pod: Mapping[str, Any], budgets: builtins.list[dict[str, Any]]) -> None:
-    """The eviction API's answer: 429 when the one budget selecting the pod
-    allows no disruption now, 500 when more than one selects it."""
-    selecting = [b for b in budgets if matches(pod, _selector(b))]
-    if len(selecting) > 1:
-        raise EvictionRefused(
-            500,
-            "InternalError",
-            "This pod has more than one PodDisruptionBudget, which the eviction subresource"
-            " does not support.",
-        )
-    if selecting and not (selecting[0].get("status") or {}).get("disruptionsAllowed"):
-        raise EvictionRefused(
-            429,
-            "TooManyRequests",
-            "Cannot evict pod as it would violate the pod's disruption budget.",
-        )
-
-
-def _selector(budget: Mapping[str, Any]) -> str:
-    wanted = ((budget.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-    return ",".join(f"{k}={v}" for k, v in wanted.items())  # empty: every pod, as policy/v1
-
-
-def _preconditions(stored: Mapping[str, Any], uid: str | None, rv: str | None) -> None:
-    """A uid or resourceVersion that is not the stored one: 409, as the apiserver answers."""
-    meta = stored.get("metadata") or {}
-    if uid is not None and meta.get("uid") not in (None, uid):
-        raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {uid}")
-    if rv is not None and meta.get("resourceVersion") not in (None, rv):
-        raise ApiError(409, "Conflict", "the object has been modified")
 
 
 if TYPE_CHECKING:
@@ -303,46 +288,3 @@ if TYPE_CHECKING:
 
 def conflict(msg: str = "the object has been modified") -> ApiError:
     return ApiError(409, "Conflict", msg)
-
-
-def _in(obj: Any, namespace: str | None) -> bool:
-    return namespace is None or (obj.get("metadata") or {}).get("namespace") == namespace
-
-
-def _terms(selector: str) -> list[str]:
-    """The selector's terms: split at the commas outside a set's parentheses."""
-    terms, depth, start = [], 0, 0
-    for i, ch in enumerate(selector):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            terms.append(selector[start:i])
-            start = i + 1
-    return [*terms, selector[start:]]
-
-
-def _term_matches(labels: dict[str, str], term: str) -> bool:
-    term = term.strip()
-    if term.startswith("!"):
-        return term[1:] not in labels
-    if " notin (" in term:  # true also where the label is missing, as on the apiserver
-        key, values = term.split(" notin (", 1)
-        return labels.get(key.strip()) not in {v.strip() for v in values.rstrip(")").split(",")}
-    if " in (" in term:
-        key, values = term.split(" in (", 1)
-        return labels.get(key.strip()) in {v.strip() for v in values.rstrip(")").split(",")}
-    if "!=" in term:  # true also where the label is missing
-        key, value = term.split("!=", 1)
-        return labels.get(key.strip()) != value.strip()
-    if "=" not in term:
-        return term in labels  # a bare key: the label is there
-    key, value = term.replace("==", "=").split("=", 1)
-    return labels.get(key.strip()) == value.strip()
-
-
-def matches(obj: Any, selector: str | None) -> bool:
-    """Label selectors (``a=b``, ``k in (x,y)``, ``k notin (x,y)``, ``!k``, joined by commas), as
-    the apiserver applies them."""
-    if not selector:
-        return True
-    labels = ((obj.get("metadata") or {}).get("labels")) or {}
-    return all(_term_matches(labels, t) for t in _terms(selector))

@@ -104,7 +104,7 @@ def degraded(r: Redis) -> tuple[str, str]:
 def test_failure_memory_across_passes_lives_in_the_status():
     r = redis(num=1)
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
     t, waits, reasons = NOW.timestamp(), [], []
     for _ in range(5):
         _, r = one_pass(r, kube, t)
@@ -132,7 +132,7 @@ def test_failure_memory_across_passes_lives_in_the_status():
         ("True", "BackingOff"),
     ]
     # The write succeeds again: the record goes, and Degraded with it.
-    kube.errors.clear()
+    kube.scripted_errors.clear()
     _, r = one_pass(r, kube, t)
     assert r.failure is None and "backoff" not in r.status
     assert degraded(r) == ("False", "AsExpected")
@@ -146,7 +146,7 @@ def test_the_status_after_a_failure_counts_pods_as_they_are():
         }
     )
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: pods")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: pods")
     p, after = one_pass(r, kube, NOW.timestamp())
     (status,) = [a for a in p.actions if isinstance(a, PatchStatus)]
     assert status.status["replicas"] == 2  # as planned, had the creates landed
@@ -157,7 +157,7 @@ def test_the_status_after_a_failure_counts_pods_as_they_are():
 def test_the_status_after_a_failure_counts_the_writes_that_landed_before_it():
     r = redis(num=3)
     kube = FakeKube()
-    kube.errors[("POST", "r-2")] = ApiError(403, "Forbidden", "exceeded quota: pods")
+    kube.scripted_errors[("POST", "r-2")] = ApiError(403, "Forbidden", "exceeded quota: pods")
     _, after = one_pass(r, kube, NOW.timestamp())
     assert (after.status["replicas"], after.status["updatedReplicas"]) == (2, 2)
     assert degraded(after) == ("True", "QuotaExceeded")
@@ -244,8 +244,8 @@ def test_a_failed_status_after_a_failure_is_reported_and_the_write_warned_about(
     r = redis(num=1)
     ref = ObjRef("v1", "Redis", "default", "r", r.uid)
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
-    kube.errors[("PATCH/status", "r")] = ApiError(403, "Forbidden", "no status for you")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("PATCH/status", "r")] = ApiError(403, "Forbidden", "no status for you")
     plain = PatchStatus(r.key, "10", {"replicas": 0})  # no event of its own
     report = executor(kube).run(plan_of(snap_actions(r), {r.key: ref}, lambda k, e, d: [plain]))
     last = report.outcomes[-1]

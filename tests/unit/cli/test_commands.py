@@ -30,7 +30,7 @@ REDIS = {
 @pytest.fixture
 def kube(monkeypatch):
     fake = FakeKube()
-    fake.lists = {"Pod": [], "Redis": [REDIS], "Xca": []}
+    fake.held["Redis"] = [REDIS]
     monkeypatch.setattr(cli_mod, "kube_of", lambda config: fake)
     return fake
 
@@ -66,14 +66,14 @@ def test_sync_dry_run_writes_nothing(kube):
 
 
 def test_sync_exits_1_when_an_object_fails(kube):
-    kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].ports: bad")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].ports: bad")
     result = invoke("sync")
     assert result.exit_code == 1
     assert "spec.containers[0].ports" in result.output
 
 
 def test_sync_exits_1_when_a_crd_is_missing(kube):
-    kube.lists["Xca"] = ApiError(404, "NotFound", "the server could not find the resource")
+    kube.scripted_errors[("LIST", "Xca")] = ApiError(404, "NotFound", "the server could not find the resource")
     result = invoke("sync")
     assert result.exit_code == 1
     assert "the Xca CRD is not installed" in result.output
@@ -82,7 +82,7 @@ def test_sync_exits_1_when_a_crd_is_missing(kube):
 
 def test_sync_exits_3_with_one_line_when_unreachable(kube):
     for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-        kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
+        kube.scripted_errors[("LIST", kind)] = Unreachable("https://127.0.0.1:1: connection refused")
     result = invoke("sync")
     assert result.exit_code == 3
     assert result.output.strip().splitlines()[-1] == (
@@ -99,7 +99,7 @@ def test_sync_exits_3_with_one_line_when_unreachable(kube):
 )
 def test_sync_exits_3_when_the_credentials_are_refused_and_says_so(kube, status, reason, says):
     for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-        kube.lists[kind] = ApiError(status, reason, reason)
+        kube.scripted_errors[("LIST", kind)] = ApiError(status, reason, reason)
     result = invoke("sync", "-o", "json")
     assert result.exit_code == 3
     assert "cannot reach" not in result.stderr
@@ -157,7 +157,7 @@ def test_plan_detailed_exitcode(kube):
     assert "+ create service default/r" in result.output
     assert "Plan: 2 to create, 0 to delete, 1 to patch." in result.output
     assert [c for c in kube.calls if c[0] not in ("LIST", "GET")] == []  # reads only
-    kube.lists["Redis"] = []
+    kube.held["Redis"] = []
     result = invoke("plan", "--detailed-exitcode")
     assert result.exit_code == 0 and "No changes" in result.output
 
@@ -169,7 +169,7 @@ def test_plan_detailed_exitcode_keeps_2_for_changes_only(tmp_path, kube):
     assert invoke("--config", str(bad), "plan").exit_code == 2
     assert invoke("--config", str(bad), "plan", "--detailed-exitcode").exit_code == 1
     for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-        kube.lists[kind] = Unreachable("https://127.0.0.1:1: connection refused")
+        kube.scripted_errors[("LIST", kind)] = Unreachable("https://127.0.0.1:1: connection refused")
     assert invoke("plan", "--detailed-exitcode").exit_code == 3
     helped = " ".join(invoke("plan", "--help").output.split())
     for words in ("0 when there are no changes", "2 when changes are pending", "1 on errors"):
@@ -209,7 +209,7 @@ def test_options_after_the_subcommand(kube, monkeypatch):
 
 def test_state_file_carries_the_pod_report_across_runs(kube, tmp_path, caplog):
     state = tmp_path / "state.json"
-    kube.lists["Pod"] = [
+    kube.held["Pod"] = [
         {
             "metadata": {
                 "name": "r-0",
@@ -221,7 +221,7 @@ def test_state_file_carries_the_pod_report_across_runs(kube, tmp_path, caplog):
     ]
     invoke("sync", "--state-file", str(state))
     assert json.loads(state.read_text())["pod_views"]["default/r-0"]["phase"] == "Pending"
-    kube.lists["Pod"][0]["status"]["phase"] = "Running"
+    kube.held["Pod"][0]["status"]["phase"] = "Running"
     caplog.clear()
     invoke("sync", "--state-file", str(state))
     assert "[default/r-0] pod phase Pending -> Running" in caplog.text
@@ -232,8 +232,7 @@ def test_an_unlabelled_foreign_pod_is_seen_in_one_shot_mode_and_never_overwritte
     up, so the conflict is known before any create is refused, and the status
     says so on the first pass."""
     foreign = {"metadata": {"name": "r-0", "namespace": "default", "uid": "other"}}
-    kube.lists["Pod"] = [foreign]
-    kube.objects[("Pod", "default", "r-0")] = foreign
+    kube.held["Pod"] = [foreign]
     first = invoke("sync", "-o", "json")
     assert first.exit_code == 0
     assert ("POST", "r-0") not in kube.calls
@@ -241,8 +240,7 @@ def test_an_unlabelled_foreign_pod_is_seen_in_one_shot_mode_and_never_overwritte
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert degraded["reason"] == "PodConflict" and "r-0" in degraded["message"]
     # Once the foreign pod is gone, the name is ours again.
-    kube.lists["Pod"] = []
-    del kube.objects[("Pod", "default", "r-0")]
+    kube.held["Pod"] = []
     kube.calls.clear()
     assert invoke("sync").exit_code == 0
     assert ("POST", "r-0") in kube.calls
@@ -296,7 +294,7 @@ def test_first_view_of_many_pods_is_one_info_line(kube, caplog, monkeypatch):
     from reconciler.engine import report
 
     monkeypatch.setattr(report, "FIRST_VIEW_INFO_LINES", 3)
-    kube.lists["Pod"] = _pods(4)
+    kube.held["Pod"] = _pods(4)
     caplog.set_level("DEBUG")
     assert invoke("sync", "--log-level", "DEBUG", env=SELECTOR).exit_code == 0
     added = [r for r in caplog.records if "pod added" in r.getMessage()]
@@ -310,7 +308,7 @@ def test_first_view_of_few_pods_and_later_changes_stay_at_info(kube, caplog, tmp
 
     monkeypatch.setattr(report, "FIRST_VIEW_INFO_LINES", 3)
     state = tmp_path / "state.json"
-    kube.lists["Pod"] = _pods(3)
+    kube.held["Pod"] = _pods(3)
     caplog.set_level("DEBUG")
     assert (
         invoke("sync", "--log-level", "DEBUG", "--state-file", str(state), env=SELECTOR).exit_code
@@ -320,7 +318,7 @@ def test_first_view_of_few_pods_and_later_changes_stay_at_info(kube, caplog, tmp
     assert len(added) == 3 and {r.levelname for r in added} == {"INFO"}
     assert "first view" not in caplog.text
     # With a previous view, even many new pods are each reported at INFO.
-    kube.lists["Pod"] = _pods(10)
+    kube.held["Pod"] = _pods(10)
     caplog.clear()
     assert (
         invoke("sync", "--log-level", "DEBUG", "--state-file", str(state), env=SELECTOR).exit_code
@@ -339,14 +337,14 @@ def test_an_unknown_reconciler_variable_exits_2_naming_it(kube):
 
 def test_sync_json_lists_what_is_not_ready_as_the_pass_left_it(kube):
     message = 'pods "r-0" is forbidden: exceeded quota: pods'
-    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", message)
+    kube.scripted_errors[("POST", "r-0")] = ApiError(403, "Forbidden", message)
     result = invoke("sync", "-o", "json")
     assert result.exit_code == 1
     (entry,) = json.loads(result.stdout)["not_ready"]
     assert (entry["object"], entry["state"]) == ("Redis default/r", "QuotaExceeded")
     assert message in entry["message"]
-    kube.errors.clear()
-    kube.lists["Redis"] = []
+    kube.scripted_errors.clear()
+    kube.held["Redis"] = []
     assert json.loads(invoke("sync", "-o", "json").stdout)["not_ready"] == []
 
 

@@ -17,10 +17,10 @@ class DownKube(FakeKube):
 
     def __init__(self, error: Exception) -> None:
         super().__init__()
-        self.lists = {kind: error for kind in ("Pod", "Redis", "Xca", "Service")}
+        self.error = error
 
     def _listed(self, res, namespace, selector, accept, page_size):  # type: ignore[no-untyped-def]
-        raise self.lists["Pod"]  # type: ignore[misc]
+        raise self.error
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def fleet(monkeypatch):
     """Context ``up`` reaches a cluster with one Redis; ``down`` none at all;
     ``refused`` answers 401."""
     up = FakeKube()
-    up.lists = {"Pod": [], "Redis": [REDIS], "Xca": []}
+    up.held["Redis"] = [REDIS]
     kubes = {
         "up": up,
         "down": DownKube(Unreachable("connect to 127.0.0.1:1: connection refused")),
@@ -67,7 +67,7 @@ def test_each_clusters_text_and_log_lines_name_it(fleet):
 
 
 def test_the_worst_code_wins_and_one_cluster_alone_prints_as_before(fleet):
-    fleet["up"].errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers: bad")
+    fleet["up"].scripted_errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers: bad")
     both = invoke("sync", "--context", "up", "--context", "down")
     assert both.exit_code == 3
     alone = invoke("sync", "--context", "up", "-o", "json")

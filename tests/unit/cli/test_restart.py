@@ -235,10 +235,15 @@ def test_help_has_an_example_and_the_exit_codes():
 # ----------------------------------------------------------------- with the fake client
 
 
+def cache(spec: dict) -> dict:
+    """The Redis the tests restart, as stored."""
+    return {"metadata": {"name": "cache", "namespace": "shop", "uid": "u"}, "spec": spec}
+
+
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
     fake = FakeKube()
-    fake.patch_answer = {"spec": {"num": 2, "restartedAt": STAMP}}
+    fake.held["Redis"] = [cache({"num": 2})]
     monkeypatch.setattr(cli_mod, "kube_of", lambda config: fake)
     return fake
 
@@ -254,7 +259,7 @@ def test_the_patch_is_one_field_as_utc_seconds(kube):
 
 
 def test_a_paused_redis_is_restarted_with_a_warning(kube):
-    kube.patch_answer = {"spec": {"paused": True, "restartedAt": STAMP}}
+    kube.held["Redis"] = [cache({"num": 2, "paused": True})]
     result = invoke("restart", "redis", "cache", "-n", "shop")
     assert result.exit_code == 0
     assert result.stdout == "redis.myapp.demo.kubebuilder.io/cache restarted\n"
@@ -265,7 +270,7 @@ def test_a_paused_redis_is_restarted_with_a_warning(kube):
 
 
 def test_a_crd_that_drops_the_field_is_an_error(kube):
-    kube.patch_answer = {"spec": {"num": 2}}  # an older CRD prunes restartedAt
+    kube.scripted_patch_answer = {"spec": {"num": 2}}  # an older CRD prunes restartedAt
     result = invoke("restart", "redis", "cache", "-n", "shop")
     assert result.exit_code == 1
     assert "Redis CRD dropped spec.restartedAt" in result.stderr

@@ -19,7 +19,7 @@ from tests.unit.fakes import FakeKube, matches
 class Modelled:
     """FakeKube, and what the kubelet and the disruption controller would do."""
 
-    client: FakeKube = field(default_factory=lambda: FakeKube(complete=True))
+    client: FakeKube = field(default_factory=lambda: FakeKube())
     namespace: str = "contract"
 
     def running_pod(self, name: str, labels: Mapping[str, str]) -> dict[str, Any]:

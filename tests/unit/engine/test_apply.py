@@ -59,7 +59,7 @@ def test_events_are_posted_after_successful_writes():
 
 def test_failure_stops_that_object_only():
     kube = FakeKube()
-    kube.errors[("POST", "a-1")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    kube.scripted_errors[("POST", "a-1")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
     actions = plan_redis(redis("a", num=2), [], CONFIG, NOW) + plan_redis(
         redis("b", num=1), [], CONFIG, NOW
     )
@@ -76,12 +76,12 @@ def test_failure_stops_that_object_only():
 def test_conflict_and_not_found_mean_next_pass():
     kube = FakeKube()
     r = redis(num=0, finalizers=())
-    kube.errors[("PATCH", "r")] = conflict()
+    kube.scripted_errors[("PATCH", "r")] = conflict()
     report = run(kube, plan_redis(r, [], CONFIG, NOW))
     assert results(report) == [("patch-finalizers", CONFLICT), ("patch-status", SKIPPED)]
     assert report.failed() == []
     kube = FakeKube()
-    kube.errors[("PATCH/status", "r")] = ApiError(404, "NotFound", "gone")
+    kube.scripted_errors[("PATCH/status", "r")] = ApiError(404, "NotFound", "gone")
     assert results(run(kube, plan_redis(redis(num=0), [], CONFIG, NOW))) == [("patch-status", GONE)]
 
 
@@ -91,14 +91,14 @@ def test_already_exists_is_fine_for_our_own_pod():
     actions = plan_redis(r, [], CONFIG, NOW)
     create = actions[0]
     kube.objects[("Pod", "default", "r-0")] = create.manifest
-    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
     assert results(run(kube, actions))[0] == ("create", OK)
 
 
 def test_already_exists_for_a_foreign_pod_is_a_conflict_failure():
     kube = FakeKube()
     kube.objects[("Pod", "default", "r-0")] = {"metadata": {"name": "r-0"}}
-    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
     report = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW))
     (failed,) = report.failed()
     assert failed.reason == "PodConflict" and "not owned" in failed.error
@@ -107,14 +107,14 @@ def test_already_exists_for_a_foreign_pod_is_a_conflict_failure():
 def test_delete_of_a_gone_pod_is_not_an_error():
     r = redis(num=0)
     kube = FakeKube()
-    kube.errors[("DELETE", "r-0")] = ApiError(404, "NotFound", "gone")
+    kube.scripted_errors[("DELETE", "r-0")] = ApiError(404, "NotFound", "gone")
     report = run(kube, plan_redis(r, [pod(r, 0, ready=False)], CONFIG, NOW))
     assert results(report)[0] == ("delete", GONE)
 
 
 def test_unreachable_is_a_failure():
     kube = FakeKube()
-    kube.errors[("PATCH/status", "x")] = Unreachable("connection refused")
+    kube.scripted_errors[("PATCH/status", "x")] = Unreachable("connection refused")
     report = run(kube, plan_pass(snap((), (xca(),), ()), CONFIG, NOW).actions)
     assert [o.result for o in report.outcomes] == [FAILED]
 
@@ -131,7 +131,7 @@ def test_failure_is_reported_as_a_warning_event_on_the_object():
 
     r = redis(num=1)
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
     refs = {r.key: ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", r.uid)}
     executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), refs))
     (event,) = [o for (k, _, _), o in kube.objects.items() if k == "Event"]
@@ -201,7 +201,7 @@ def test_merged_event_name_is_unchanged():
 
 def test_events_of_successful_writes_are_posted_even_when_a_later_write_fails():
     kube = FakeKube()
-    kube.errors[("POST", "r-2")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("POST", "r-2")] = ApiError(500, "InternalError", "etcd")
     run(kube, plan_redis(redis(num=3), [], CONFIG, NOW))
     events = [o["message"] for (k, _, _), o in kube.objects.items() if k == "Event"]
     assert events == ["Created pods r-0, r-1: scale up"]
@@ -245,7 +245,7 @@ def test_each_write_is_checked_so_a_bucket_lost_between_two_writes_stops_the_obj
 def test_a_delete_error_other_than_not_found_is_a_failure():
     r = redis(num=0)
     kube = FakeKube()
-    kube.errors[("DELETE", "r-0")] = ApiError(403, "Forbidden", "no")
+    kube.scripted_errors[("DELETE", "r-0")] = ApiError(403, "Forbidden", "no")
     report = run(kube, plan_redis(r, [pod(r, 0, ready=False)], CONFIG, NOW))
     assert results(report) == [("delete", FAILED), ("patch-status", SKIPPED)]
     (failed,) = report.failed()
@@ -278,14 +278,14 @@ def test_events_attached_to_a_status_patch_are_posted_once_it_lands():
     assert results(run(kube, [patch])) == [("patch-status", OK)]
     assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "PodConflict")]
     kube = FakeKube()
-    kube.errors[("PATCH/status", "r")] = conflict()
+    kube.scripted_errors[("PATCH/status", "r")] = conflict()
     assert results(run(kube, [patch])) == [("patch-status", CONFLICT)]
     assert events_in(kube) == []
 
 
 def test_already_exists_then_not_found_is_a_conflict_for_the_next_pass():
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
     report = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW))
     assert results(report) == [("create", CONFLICT), ("patch-status", SKIPPED)]
     assert report.failed() == []
@@ -293,8 +293,8 @@ def test_already_exists_then_not_found_is_a_conflict_for_the_next_pass():
 
 def test_already_exists_then_a_failed_get_is_a_failure():
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
-    kube.errors[("GET", "r-0")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    kube.scripted_errors[("GET", "r-0")] = ApiError(500, "InternalError", "etcd")
     report = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW))
     assert results(report)[0] == ("create", FAILED)
 
@@ -303,7 +303,7 @@ def test_failure_events_carry_the_kind_of_the_object():
     """The plan names the object its events are about (`Plan.owners`)."""
     x = xca()
     kube = FakeKube()
-    kube.errors[("PATCH/status", "x")] = ApiError(422, "Invalid", "status.active: bad")
+    kube.scripted_errors[("PATCH/status", "x")] = ApiError(422, "Invalid", "status.active: bad")
     report = executor(kube).run(plan_pass(snap((), (x,), ()), CONFIG, NOW))
     assert report.failed()[0].reason == "InvalidObject"
     (event,) = events_in(kube)
@@ -328,7 +328,7 @@ def test_failure_reason_per_verb():
 
     r = redis(num=0, finalizers=())
     kube = FakeKube()
-    kube.errors[("PATCH", "r")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("PATCH", "r")] = ApiError(500, "InternalError", "etcd")
     refs = {r.key: ObjRef("v1", "Redis", "default", "r", r.uid)}
     executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), refs))
     (event,) = events_in(kube)
@@ -376,7 +376,7 @@ def test_a_later_patch_of_the_same_object_uses_the_version_our_last_patch_made()
     assert [p[2]["metadata"]["resourceVersion"] for p in kube.patches] == ["10", "11"]
     # An answer without a resourceVersion: keep the one we sent.
     kube = FakeKube()
-    kube.patch_answer = {}
+    kube.scripted_patch_answer = {}
     run(kube, [status, release])
     assert [p[2]["metadata"]["resourceVersion"] for p in kube.patches] == ["10", "10"]
 
@@ -390,7 +390,7 @@ def test_a_patch_of_something_not_of_our_kinds_is_a_bug():
 
 def test_an_unreachable_apiserver_fails_the_object_with_its_message():
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = Unreachable("https://127.0.0.1:1: connection refused")
+    kube.scripted_errors[("POST", "r-0")] = Unreachable("https://127.0.0.1:1: connection refused")
     (failed,) = run(kube, plan_redis(redis(num=1), [], CONFIG, NOW)).failed()
     assert (failed.error, failed.reason) == (
         "https://127.0.0.1:1: connection refused",
@@ -405,7 +405,7 @@ def test_already_exists_under_another_controller_is_a_pod_conflict_event():
     kube = FakeKube()
     other = {"metadata": {"ownerReferences": [{"controller": True, "uid": "other"}]}}
     kube.objects[("Pod", "default", "r-0")] = other
-    kube.errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(409, "AlreadyExists", "exists")
     refs = {r.key: ObjRef("v1", "Redis", "default", "r", r.uid)}
     report = executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), refs))
     (failed,) = report.failed()
@@ -418,7 +418,7 @@ def test_already_exists_under_another_controller_is_a_pod_conflict_event():
 def test_each_action_is_logged_with_its_object_result_and_pass(caplog):
     caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
     kube = FakeKube()
-    kube.errors[("POST", "r-1")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("POST", "r-1")] = ApiError(500, "InternalError", "etcd")
     executor(kube, pass_id="p1").run(plan_of(plan_redis(redis(num=2), [], CONFIG, NOW)))
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert lines == [
@@ -518,12 +518,12 @@ def test_one_warning_per_failure_the_status_event_when_there_is_one():
         return [PatchStatus(key, "10", {"replicas": 0}, (degraded,))]
 
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
     executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: ref}, status_after))
     assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "QuotaExceeded")]
     # Without a status event, the executor's own Warning names the failed write.
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
     nothing = lambda k, e, d: []  # noqa: E731
     executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: ref}, nothing))
     assert [(e["type"], e["reason"]) for e in events_in(kube)] == [("Warning", "FailedCreatePod")]
@@ -538,7 +538,7 @@ def test_the_status_after_a_failure_runs_with_the_objects_latest_version():
         return [PatchStatus(key, r.resource_version, {"replicas": 0})]
 
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(403, "Forbidden", "exceeded quota: q")
     report = executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), None, status_after))
     assert seen == [(r.key, "QuotaExceeded", ["patch-finalizers"])]
     assert results(report) == [
@@ -571,7 +571,7 @@ def test_a_pod_metadata_repair_is_a_guarded_merge_patch_with_a_drift_event():
     assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [("Drift", "r")]
     # Someone wrote the pod meanwhile: next pass, and no event.
     kube = FakeKube()
-    kube.errors[("PATCH", "r-0")] = conflict()
+    kube.scripted_errors[("PATCH", "r-0")] = conflict()
     assert results(run(kube, [patch])) == [("patch-metadata", CONFLICT)]
     assert not [k for (k, _, _) in kube.objects if k == "Event"]
 
@@ -585,7 +585,7 @@ def test_a_pod_written_meanwhile_does_not_hold_back_the_status():
     bare = dataclasses.replace(pod(r, 0), labels={})
     actions = plan_redis(r, [bare], CONFIG, NOW)  # r has no status yet: a status patch too
     kube = FakeKube()
-    kube.errors[("PATCH", "r-0")] = conflict()
+    kube.scripted_errors[("PATCH", "r-0")] = conflict()
     report = run(kube, actions)
     assert sorted(results(report)) == [("patch-metadata", CONFLICT), ("patch-status", OK)]
 
@@ -603,7 +603,7 @@ def test_throttling_past_the_retries_is_not_the_objects_failure():
         return [PatchStatus(key, "10", {"replicas": 0})]
 
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = Throttled(429, "TooManyRequests", "too many requests")
+    kube.scripted_errors[("POST", "r-0")] = Throttled(429, "TooManyRequests", "too many requests")
     plan = plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: ref}, status_after)
     report = executor(kube).run(plan)
     assert results(report)[0] == ("create", Result.THROTTLED)
@@ -616,7 +616,7 @@ def test_a_throttled_write_stops_the_passes_other_writes():
     from reconciler.client.errors import Throttled
 
     kube = FakeKube()
-    kube.errors[("POST", "a-0")] = Throttled(429, "TooManyRequests", "too many requests")
+    kube.scripted_errors[("POST", "a-0")] = Throttled(429, "TooManyRequests", "too many requests")
     first = plan_redis(redis("a", num=1), [], CONFIG, NOW)
     later = plan_redis(redis("b", num=1), [], CONFIG, NOW)
     report = executor(kube).run(plan_of(first + later))
@@ -630,7 +630,7 @@ def test_a_throttled_write_stops_the_passes_other_writes():
 def test_a_status_field_the_apiserver_drops_is_reported_as_pruned():
     r = redis(num=1)
     kube = FakeKube()
-    kube.patch_answer = {"metadata": {"resourceVersion": "11"}, "status": {"replicas": 1}}
+    kube.scripted_patch_answer = {"metadata": {"resourceVersion": "11"}, "status": {"replicas": 1}}
     action = PatchStatus(r.key, "10", {"replicas": 1, "lastProgressTime": "t", "backoff": None})
     report = run(kube, [action])
     assert report.pruned == {"Redis": {"lastProgressTime": r.key}}
@@ -640,7 +640,7 @@ def test_a_status_write_refused_404_while_the_object_exists_names_the_crd():
     r = redis(num=1)
     kube = FakeKube()
     kube.objects[("Redis", "default", "r")] = {"metadata": {"name": "r", "namespace": "default"}}
-    kube.errors[("PATCH/status", "r")] = ApiError(404, "NotFound", 'redis "r" not found')
+    kube.scripted_errors[("PATCH/status", "r")] = ApiError(404, "NotFound", 'redis "r" not found')
     report = run(kube, [PatchStatus(r.key, "10", {"replicas": 1})])
     (failed,) = report.failed()
     assert failed.reason == "NoStatusSubresource"
@@ -649,7 +649,7 @@ def test_a_status_write_refused_404_while_the_object_exists_names_the_crd():
         "apply the CRDs of this release"
     )
     gone = FakeKube()
-    gone.errors[("PATCH/status", "r")] = ApiError(404, "NotFound", 'redis "r" not found')
+    gone.scripted_errors[("PATCH/status", "r")] = ApiError(404, "NotFound", 'redis "r" not found')
     assert results(run(gone, [PatchStatus(r.key, "10", {"replicas": 1})])) == [
         ("patch-status", GONE)
     ]
@@ -664,9 +664,9 @@ def failed_create(status_after=None, fence=None, **status_error):
     ``status_error`` (a 409) when given."""
     r = redis(num=1)
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
     if status_error:
-        kube.errors[("PATCH/status", "r")] = conflict()
+        kube.scripted_errors[("PATCH/status", "r")] = conflict()
     run = executor(kube, fence=fence) if fence else executor(kube)
     report = run.run(plan_of(plan_redis(r, [], CONFIG, NOW), {r.key: REDIS_REF}, status_after))
     return report, [e["reason"] for e in events_in(kube)]
@@ -714,7 +714,7 @@ def test_a_plan_that_names_no_owner_still_runs_and_reports_its_failure():
     """A plan built by hand (as the benches do) carries no owners: its
     failures are outcomes, with no event, since no object is named."""
     kube = FakeKube()
-    kube.errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(500, "InternalError", "etcd")
     report = executor(kube).run(Plan(tuple(plan_redis(redis(num=1), [], CONFIG, NOW))))
     assert [o.result for o in report.outcomes] == [FAILED, SKIPPED]
     assert events_in(kube) == []

@@ -65,7 +65,7 @@ def test_a_child_changed_or_gone_meanwhile_is_the_next_passs_and_says_nothing():
         (ApiError(404, "NotFound", "gone"), Result.GONE),
     ):
         kube = FakeKube()
-        kube.errors[("PATCH", "r")] = error
+        kube.scripted_errors[("PATCH", "r")] = error
         assert results(run(kube, patch_service())) == [want]
         assert events_in(kube) == []
 
@@ -84,7 +84,7 @@ def test_labels_are_merged_with_the_version_our_last_patch_of_the_object_made():
 
 def test_a_label_patch_refused_409_is_the_next_passs():
     kube = FakeKube()
-    kube.errors[("PATCH", "r")] = conflict()
+    kube.scripted_errors[("PATCH", "r")] = conflict()
     assert results(run(kube, PatchLabels(OWNER, "10", {"bucket": "3"}, "shard"))) == [
         Result.CONFLICT
     ]
@@ -99,12 +99,12 @@ def test_a_child_is_deleted_with_its_uid_as_precondition():
 def test_a_child_gone_or_replaced_before_its_delete_is_gone():
     for error in (ApiError(404, "NotFound", "gone"), conflict("uid precondition")):
         kube = FakeKube()
-        kube.errors[("DELETE", "r")] = error
+        kube.scripted_errors[("DELETE", "r")] = error
         assert results(run(kube, DeleteChild(OWNER, BUDGET, "uid-pdb", "x"))) == [Result.GONE]
 
 
 def test_any_other_refusal_of_a_child_delete_fails_the_object():
     kube = FakeKube()
-    kube.errors[("DELETE", "r")] = ApiError(403, "Forbidden", "no")
+    kube.scripted_errors[("DELETE", "r")] = ApiError(403, "Forbidden", "no")
     report = run(kube, DeleteChild(OWNER, BUDGET, "uid-pdb", "x"))
     assert results(report) == [Result.FAILED]

@@ -46,7 +46,7 @@ def test_a_refused_eviction_is_said_in_the_outcome_the_log_and_the_status(caplog
         return [PatchStatus(key, "10", {"state": "held"})]
 
     kube = FakeKube()
-    kube.errors[("EVICT", "r-1")] = EvictionRefused(429, "TooManyRequests", BUDGET_SAYS)
+    kube.scripted_errors[("EVICT", "r-1")] = EvictionRefused(429, "TooManyRequests", BUDGET_SAYS)
     later = evict("r-2")
     report = executor(kube, status_after).run(Plan((evict(), later)))
     refused, status, skipped = report.outcomes
@@ -68,7 +68,7 @@ def test_a_refused_eviction_is_said_in_the_outcome_the_log_and_the_status(caplog
 def test_throttling_stops_the_pass_with_one_warning_that_names_it(caplog):
     caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
     kube = FakeKube()
-    kube.errors[("EVICT", "r-1")] = Throttled(429, "TooManyRequests", "slow down")
+    kube.scripted_errors[("EVICT", "r-1")] = Throttled(429, "TooManyRequests", "slow down")
     report = executor(kube).run(Plan((evict(), evict("r-2"))))
     throttled, skipped = report.outcomes
     assert (throttled.result, throttled.error) == (
@@ -100,7 +100,7 @@ def test_a_pod_is_deleted_with_its_uid_as_precondition():
 
 def test_a_conflict_skips_exactly_the_objects_later_writes():
     kube = FakeKube()
-    kube.errors[("EVICT", "r-2")] = conflict("uid precondition")
+    kube.scripted_errors[("EVICT", "r-2")] = conflict("uid precondition")
     actions = (evict("r-1"), evict("r-2"), evict("r-3"), evict("r-4"))
     results = [o.result for o in executor(kube).run(Plan(actions)).outcomes]
     assert results == [Result.OK, Result.CONFLICT, Result.SKIPPED, Result.SKIPPED]
@@ -110,8 +110,8 @@ def test_the_status_after_a_failure_that_fails_too_is_logged_with_its_error(capl
     caplog.set_level(logging.INFO, logger="reconciler.engine.apply")
     status = PatchStatus(OWNER, "10", {"state": "failed"})
     kube = FakeKube()
-    kube.errors[("EVICT", "r-1")] = ApiError(500, "InternalError", "etcd")
-    kube.errors[("PATCH/status", "r")] = ApiError(500, "InternalError", "etcd again")
+    kube.scripted_errors[("EVICT", "r-1")] = ApiError(500, "InternalError", "etcd")
+    kube.scripted_errors[("PATCH/status", "r")] = ApiError(500, "InternalError", "etcd again")
     report = executor(kube, lambda key, error, landed: [status]).run(Plan((evict(),)))
     assert [(o.result, o.error) for o in report.outcomes] == [
         (Result.FAILED, "500 InternalError: etcd"),

@@ -20,7 +20,7 @@ def down() -> FakeKube:
     """A cluster no LIST reaches."""
     kube = FakeKube()
     for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-        kube.lists[kind] = Unreachable("connection refused")
+        kube.scripted_errors[("LIST", kind)] = Unreachable("connection refused")
     return kube
 
 
@@ -36,7 +36,7 @@ def test_the_state_file_is_written_after_a_pass_that_could_write(
 ):
     path = tmp_path / "state.json"
     kube = FakeKube()
-    kube.lists["Redis"] = [redis_obj("r0")]
+    kube.held["Redis"] = [redis_obj("r0")]
     passes = Passes(kube, Config(state_file=str(path)), mode)
     passes()
     assert written(path) is saved

@@ -25,14 +25,14 @@ def test_objects_the_pass_before_saw_and_this_one_did_not_reuse_are_freed_before
     """At scale, the last snapshot and the new one alive together while the
     plan is built set the peak memory of a converging pass."""
     kube, state, config = FakeKube(), State(), Config()
-    kube.lists["Redis"] = [redis_obj("r0")]
+    kube.held["Redis"] = [redis_obj("r0")]
     pass_once(kube, config, state, mode=Mode.DRY_RUN)  # type: ignore[arg-type]
     assert state.seen is not None
     # Objects have slots and no weak references: count the references to
     # it instead, ours and the call's being 2.
     old = state.seen.of("Redis")[0]
     assert sys.getrefcount(old) > 2
-    kube.lists["Redis"] = [redis_obj("r0", "2")]
+    kube.held["Redis"] = [redis_obj("r0", "2")]
     kube.objects[("Redis", "a", "r0")] = redis_obj("r0", "2")
     alive_while_planning: list[bool] = []
     make_plan = sync.plan_pass
@@ -55,7 +55,7 @@ def test_a_pass_says_what_looking_cost_apart_from_its_writes(
     writes: a pass whose writes are slow still looked for no longer than it
     took to plan."""
     kube, state, config = FakeKube(), State(), Config()
-    kube.lists["Redis"] = [redis_obj("r0")]
+    kube.held["Redis"] = [redis_obj("r0")]
     apply = sync._apply
 
     def slow_writes(*args: Any) -> Any:
@@ -76,7 +76,7 @@ def test_the_cyclic_collector_is_held_off_while_a_pass_looks_and_on_for_its_writ
     """At scale, collections inside observe and plan walk the whole snapshot
     again and again (`reconciler.engine.heap`)."""
     kube, state, config = FakeKube(), State(), Config()
-    kube.lists["Redis"] = [redis_obj("r0")]
+    kube.held["Redis"] = [redis_obj("r0")]
     seen: dict[str, bool] = {}
     make_plan, apply = sync.plan_pass, sync._apply
 
@@ -100,8 +100,8 @@ def test_a_kind_the_pass_wrote_past_fetch_max_is_listed_in_full_at_once_by_the_n
     """The pass that creates the pods knows the next one will find them all
     new: their LIST of metadata would only precede the full one."""
     kube, state, config = FakeKube(), State(), Config(protobuf=False)
-    kube.lists["Redis"] = [redis_obj("r", num=FETCH_MAX + 1)]
-    kube.lists["Pod"] = []
+    kube.held["Redis"] = [redis_obj("r", num=FETCH_MAX + 1)]
+    kube.held["Pod"] = []
     first = pass_once(kube, config, state)  # type: ignore[arg-type]
     assert first.applied.counts()[("Pod", "create", Result.OK)] == FETCH_MAX + 1
     assert state.seen is not None and state.seen.churn["Pod"] == FETCH_MAX + 1

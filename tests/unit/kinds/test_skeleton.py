@@ -59,7 +59,7 @@ def kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 def test_a_kind_made_from_the_skeleton_is_reconciled_and_then_left_alone(kind: ModuleType):
     kube, state, config = FakeKube(), State(), Config()
-    kube.lists["Memcached"] = [memcached("1", {})]
+    kube.held["Memcached"] = [memcached("1", {})]
     first = pass_once(kube, config, state)  # type: ignore[arg-type]
     assert first.errors == []
     assert [w[:3] for w in kube.writes] == [("PATCH", "Memcached", "a")]
@@ -77,7 +77,7 @@ def test_a_kind_made_from_the_skeleton_is_reconciled_and_then_left_alone(kind: M
 
     # The apiserver stores the patch; the next pass finds nothing to do.
     stored = memcached("2", merge_patch({}, status))
-    kube.lists["Memcached"] = [stored]
+    kube.held["Memcached"] = [stored]
     kube.objects[("Memcached", "a", "m")] = stored  # a later pass GETs what changed
     kube.writes.clear()
     second = pass_once(kube, config, state)  # type: ignore[arg-type]

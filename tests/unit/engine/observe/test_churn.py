@@ -20,17 +20,17 @@ def test_a_kind_that_moved_past_fetch_max_is_listed_in_full_at_once_until_it_set
     one; once a full LIST finds it quiet, the next pass lists metadata again."""
     many = [redis_obj(f"r{i}") for i in range(FETCH_MAX + 1)]
     kube = FakeKube()
-    kube.lists["Redis"] = many
+    kube.held["Redis"] = many
     first = one_pass(kube)
     assert first.snapshot.churn == {}  # no pass before: nothing to compare with
 
-    kube.lists["Redis"] = [redis_obj(r["metadata"]["name"], "2") for r in many]
+    kube.held["Redis"] = [redis_obj(r["metadata"]["name"], "2") for r in many]
     kube.accepts.clear()
     moved = one_pass(kube, first.snapshot)
     assert redis_lists(kube) == [META_ACCEPT_JSON, None]  # as before: metadata, then in full
     assert moved.snapshot.churn["Redis"] == FETCH_MAX + 1
 
-    kube.lists["Redis"] = [redis_obj(r["metadata"]["name"], "3") for r in many[:2]] + many[2:]
+    kube.held["Redis"] = [redis_obj(r["metadata"]["name"], "3") for r in many[:2]] + many[2:]
     kube.accepts.clear()
     at_once = one_pass(kube, moved.snapshot)
     assert redis_lists(kube) == [None]
@@ -52,9 +52,9 @@ def test_a_kind_that_moved_past_fetch_max_is_listed_in_full_at_once_until_it_set
 
 def test_a_kind_that_moved_a_little_keeps_its_list_of_metadata():
     kube = FakeKube()
-    kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(FETCH_MAX + 1)]
+    kube.held["Redis"] = [redis_obj(f"r{i}") for i in range(FETCH_MAX + 1)]
     first = one_pass(kube)
-    kube.lists["Redis"] = [redis_obj("r0", "2"), *kube.lists["Redis"][1:]]
+    kube.held["Redis"] = [redis_obj("r0", "2"), *kube.held["Redis"][1:]]
     kube.objects[("Redis", "a", "r0")] = redis_obj("r0", "2")
     second = one_pass(kube, first.snapshot)
     assert second.snapshot.churn["Redis"] == 1
@@ -72,7 +72,7 @@ def test_pods_that_moved_past_fetch_max_are_listed_in_full_at_once():
 
     kube = cluster(*pods("1"))
     first = one_pass(kube)
-    kube.lists["Pod"] = pods("2")
+    kube.held["Pod"] = pods("2")
     moved = one_pass(kube, first.snapshot)
     assert moved.snapshot.churn["Pod"] == FETCH_MAX + 1
     kube.accepts.clear()
@@ -87,7 +87,7 @@ def test_pods_listed_in_full_as_json_go_back_to_metadata_once_quiet():
     made = [pod_obj(f"p{i}", labelled=True) for i in range(FETCH_MAX + 1)]
     kube = cluster(*made)
     first = one_pass(kube)
-    kube.lists["Pod"] = [{**p, "metadata": {**p["metadata"], "resourceVersion": "2"}} for p in made]
+    kube.held["Pod"] = [{**p, "metadata": {**p["metadata"], "resourceVersion": "2"}} for p in made]
     moved = one_pass(kube, first.snapshot)
     at_once = one_pass(kube, moved.snapshot)
     assert at_once.snapshot.churn["Pod"] == 0

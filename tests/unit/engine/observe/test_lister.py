@@ -42,7 +42,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
     """By default everything read as it arrives comes in one page: metadata,
     and pods as protobuf. What is held whole (JSON) comes in pages."""
     kube = FakeKube()
-    kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
+    kube.held["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
     first = observe(
         kube, (), None, protobuf=protobuf, page_size=full_asked, metadata_page_size=asked
     )
@@ -78,7 +78,7 @@ def test_pods_as_protobuf_are_read_as_they_arrive_with_the_selector():
     seen = {}
     for protobuf in (True, False):
         kube = FakeKube()
-        kube.lists["Pod"] = [
+        kube.held["Pod"] = [
             pod,
             {**pod, "metadata": {**pod["metadata"], "name": "q", "labels": {}}},
         ]
@@ -96,7 +96,7 @@ def test_metadata_that_cannot_be_read_sends_the_kind_to_a_full_list(caplog):
     kube = FakeKube()
 
     def garble(k: FakeKube) -> None:
-        k.metadata_bodies["Redis"] = b"k8s\x00\x12\x05\x12\xff"  # an item longer than the list
+        k.scripted_metadata_bodies["Redis"] = b"k8s\x00\x12\x05\x12\xff"  # an item longer than the list
 
     _before, after = two_passes(kube, garble, protobuf=True)
     assert [r.name for r in after.snapshot.of("Redis")] == ["r0", "r1", "r2"]
@@ -108,9 +108,7 @@ def test_metadata_that_cannot_be_read_sends_the_kind_to_a_full_list(caplog):
 
 def test_a_changed_or_new_object_is_fetched_alone_and_a_deleted_one_is_gone():
     def change(k: FakeKube) -> None:
-        k.lists["Redis"] = [redis_obj("r0"), redis_obj("r1", "2"), redis_obj("r3")]
-        k.objects[("Redis", "a", "r1")] = redis_obj("r1", "2")
-        k.objects[("Redis", "a", "r3")] = redis_obj("r3")
+        k.held["Redis"] = [redis_obj("r0"), redis_obj("r1", "2"), redis_obj("r3")]
 
     kube = FakeKube()
     before, after = two_passes(kube, change)
@@ -123,17 +121,23 @@ def test_a_changed_or_new_object_is_fetched_alone_and_a_deleted_one_is_gone():
 
 def test_an_object_gone_before_its_get_is_left_out():
     def change(k: FakeKube) -> None:
-        k.lists["Redis"] = [redis_obj("r0"), redis_obj("r1"), redis_obj("r2"), redis_obj("r9")]
+        k.held["Redis"] = [redis_obj("r0"), redis_obj("r1"), redis_obj("r2"), redis_obj("r9")]
+
+        def deleted_meanwhile(verb: str, name: str) -> None:
+            if (verb, name) == ("GET", "r9"):
+                del k.objects[("Redis", "a", "r9")]
+
+        k.on_call = deleted_meanwhile
 
     kube = FakeKube()
-    _, after = two_passes(kube, change)  # r9 is listed, but its GET finds nothing
+    _, after = two_passes(kube, change)  # r9 is listed, then deleted before its GET
     assert [r.name for r in after.snapshot.of("Redis")] == ["r0", "r1", "r2"]
     assert after.errors == ()
 
 
 def test_past_fetch_max_changes_the_kind_is_listed_in_full():
     def change(k: FakeKube) -> None:
-        k.lists["Redis"] = [redis_obj(f"n{i}") for i in range(FETCH_MAX + 1)]
+        k.held["Redis"] = [redis_obj(f"n{i}") for i in range(FETCH_MAX + 1)]
 
     kube = FakeKube()
     _, after = two_passes(kube, change)
@@ -144,8 +148,8 @@ def test_past_fetch_max_changes_the_kind_is_listed_in_full():
 
 def test_a_failed_get_falls_back_to_the_full_list():
     def change(k: FakeKube) -> None:
-        k.lists["Redis"] = [redis_obj("r0", "2"), redis_obj("r1"), redis_obj("r2")]
-        k.errors[("GET", "r0")] = ApiError(500, "InternalError", "etcd is sad")
+        k.held["Redis"] = [redis_obj("r0", "2"), redis_obj("r1"), redis_obj("r2")]
+        k.scripted_errors[("GET", "r0")] = ApiError(500, "InternalError", "etcd is sad")
 
     kube = FakeKube()
     _, after = two_passes(kube, change)
@@ -162,7 +166,7 @@ def test_an_unreachable_cluster_is_asked_once_per_pass():
 
     def change(k: FakeKube) -> None:
         for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-            k.lists[kind] = Unreachable("timed out")
+            k.scripted_errors[("LIST", kind)] = Unreachable("timed out")
 
     kube = FakeKube()
     _, after = two_passes(kube, change)
@@ -179,7 +183,7 @@ def test_a_cluster_without_credentials_is_asked_once_per_pass():
 
     def change(k: FakeKube) -> None:
         for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-            k.lists[kind] = NoCredentials(said)
+            k.scripted_errors[("LIST", kind)] = NoCredentials(said)
 
     kube = FakeKube()
     _, after = two_passes(kube, change)
@@ -200,7 +204,7 @@ def test_an_unreadable_full_list_fails_that_kind_not_the_pass():
             return stream.close().items
 
     kube = Garbled()
-    kube.lists["Redis"] = [redis_obj("r0")]
+    kube.held["Redis"] = [redis_obj("r0")]
     obs = observe(kube, (), None, protobuf=True, page_size=FULL, metadata_page_size=PAGE)
     assert obs.snapshot.pods is None
     assert [r.name for r in obs.snapshot.of("Redis")] == ["r0"]
@@ -220,8 +224,8 @@ def test_an_unreadable_full_list_fails_that_kind_not_the_pass():
 )
 def test_only_a_pod_list_refusal_that_will_last_is_told_to_the_statuses(error, lasting):
     kube = FakeKube()
-    kube.lists["Pod"] = error
-    kube.lists["Redis"] = [redis_obj("r0")]
+    kube.scripted_errors[("LIST", "Pod")] = error
+    kube.held["Redis"] = [redis_obj("r0")]
     obs = observe(kube, (), None, protobuf=True, page_size=FULL, metadata_page_size=PAGE)
     assert obs.snapshot.pods is None and len(obs.errors) == 1
     want = f"LIST Pod: {error}" if lasting else None

@@ -64,7 +64,7 @@ def test_past_fetch_max_missing_names_one_list_of_every_pod_keeps_only_those_nam
 
 def test_a_failed_lookup_by_name_fails_the_pod_view_not_just_that_name():
     kube = cluster(redis=(redis_obj("r", num=1),))
-    kube.errors[("GET", "r-0")] = ApiError(500, "InternalError", "etcd timeout")
+    kube.scripted_errors[("GET", "r-0")] = ApiError(500, "InternalError", "etcd timeout")
     seen = one_pass(kube)
     assert seen.snapshot.pods is None
     assert any("etcd timeout" in e for e in seen.errors)
@@ -107,7 +107,7 @@ def test_the_pod_report_of_our_pods_reuses_the_labelled_list():
 
 def test_a_lookup_by_name_refused_for_good_is_told_to_the_statuses():
     kube = cluster(redis=(redis_obj("r", num=1),))
-    kube.errors[("GET", "r-0")] = ApiError(403, "Forbidden", "pods is forbidden: cannot get")
+    kube.scripted_errors[("GET", "r-0")] = ApiError(403, "Forbidden", "pods is forbidden: cannot get")
     seen = one_pass(kube)
     assert seen.snapshot.pods is None
     assert "cannot get" in (seen.snapshot.pods_error or "")
@@ -151,7 +151,7 @@ def test_past_fetch_max_missing_services_one_list_of_every_service_in_scope():
 
 def test_a_failed_service_lookup_leaves_the_services_unlisted():
     kube = cluster(redis=(redis_obj("r"),))
-    kube.errors[("GET", "service/r")] = ApiError(500, "InternalError", "etcd is sad")
+    kube.scripted_errors[("GET", "service/r")] = ApiError(500, "InternalError", "etcd is sad")
     seen = one_pass(kube)
     assert seen.snapshot.children["Service"] is None
     assert "Service" not in seen.snapshot.listed_children
@@ -181,8 +181,8 @@ def test_claims_are_listed_only_while_a_redis_has_storage_and_classes_once_one_e
         },
         "spec": {"storageClassName": "standard"},
     }
-    kube.lists["PersistentVolumeClaim"] = [claim]
-    kube.lists["StorageClass"] = [
+    kube.held["PersistentVolumeClaim"] = [claim]
+    kube.held["StorageClass"] = [
         {"metadata": {"name": "standard", "uid": "sc"}, "allowVolumeExpansion": True}
     ]
     seen = one_pass(kube)

@@ -21,7 +21,7 @@ from tests.unit.fakes import FakeKube
 
 def test_all_namespaces_one_list_finds_those_being_deleted():
     kube = FakeKube()
-    kube.lists["Namespace"] = [ns_obj("a"), ns_obj("b", "Terminating")]
+    kube.held["Namespace"] = [ns_obj("a"), ns_obj("b", "Terminating")]
     obs = observe(kube, (), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == {"b"}
     assert obs.warnings == ()
@@ -40,7 +40,7 @@ def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
 
 def test_namespaces_that_cannot_be_read_hold_nothing_back_and_say_so():
     kube = FakeKube()
-    kube.lists["Namespace"] = ApiError(403, "Forbidden", "namespaces is forbidden")
+    kube.scripted_errors[("LIST", "Namespace")] = ApiError(403, "Forbidden", "namespaces is forbidden")
     obs = observe(kube, (), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == frozenset()
     (warning,) = obs.warnings
@@ -71,10 +71,8 @@ def test_a_pod_in_a_namespace_new_since_the_last_pass_is_found_by_name():
     kube = cluster(pod_obj("r-0", labelled=True, owner="uid-r"), redis=(redis_obj("r", num=1),))
     first = one_pass(kube)
     new = {**redis_obj("s", num=1), "metadata": {**redis_obj("s")["metadata"], "namespace": "b"}}
-    kube.lists["Redis"].append(new)
     kube.objects[("Redis", "b", "s")] = new
     pod = pod_obj("s-0", labelled=True, owner="uid-s", ns="b")
-    kube.lists["Pod"].append(pod)
     kube.objects[("Pod", "b", "s-0")] = pod
     second = one_pass(kube, previous=first.snapshot)
     assert ("Pod", "b") not in kube.scopes

@@ -47,8 +47,8 @@ def observed(kube: FakeKube):
 )
 def test_only_a_child_list_refusal_that_will_last_is_told_to_the_statuses(kind, error, lasting):
     kube = FakeKube()
-    kube.lists["Redis"] = [wanting_every_kind()]
-    kube.lists[kind] = error
+    kube.held["Redis"] = [wanting_every_kind()]
+    kube.scripted_errors[("LIST", kind)] = error
     snapshot = observed(kube).snapshot
     assert snapshot.children[kind] is None
     assert snapshot.unlisted == ({kind: f"LIST {kind}: {error}"} if lasting else {})
@@ -58,10 +58,10 @@ def test_only_a_child_list_refusal_that_will_last_is_told_to_the_statuses(kind, 
 
 def test_storage_classes_refused_are_told_only_once_a_claim_is_seen():
     kube = FakeKube()
-    kube.lists["StorageClass"] = FORBIDDEN
-    kube.lists["Redis"] = [wanting_every_kind()]
+    kube.scripted_errors[("LIST", "StorageClass")] = FORBIDDEN
+    kube.held["Redis"] = [wanting_every_kind()]
     assert observed(kube).snapshot.unlisted == {}  # no claim of ours: not asked
-    kube.lists["PersistentVolumeClaim"] = [claim_obj("data-r0-0")]
+    kube.held["PersistentVolumeClaim"] = [claim_obj("data-r0-0")]
     assert observed(kube).snapshot.unlisted == {"StorageClass": f"LIST StorageClass: {FORBIDDEN}"}
 
 
@@ -69,8 +69,8 @@ def test_a_kind_no_object_wants_is_neither_listed_nor_told():
     """Claims are listed on demand: without a Redis with storage, a role
     without them meets no 403 and no status says anything."""
     kube = FakeKube()
-    kube.lists["Redis"] = [redis_obj("r0")]
-    kube.lists["PersistentVolumeClaim"] = FORBIDDEN
+    kube.held["Redis"] = [redis_obj("r0")]
+    kube.scripted_errors[("LIST", "PersistentVolumeClaim")] = FORBIDDEN
     snapshot = observed(kube).snapshot
     assert snapshot.children["PersistentVolumeClaim"] is None
     assert snapshot.unlisted == {}

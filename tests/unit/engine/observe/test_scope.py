@@ -66,7 +66,7 @@ def test_what_carries_the_label_of_a_held_bucket_not_its_own_is_reported_not_kep
 def test_a_pod_under_the_label_of_a_held_bucket_not_its_controllers_is_reported():
     kube, true = sharded_cluster()
     wrong = (true["r1"] + 1) % 4
-    kube.lists["Pod"] = [
+    kube.held["Pod"] = [
         bucketed(pod_obj("r1-0", labelled=True, owner="uid-r1"), wrong),
     ]
     seen = sharded_pass(kube, Scope(4, frozenset({wrong}), select=True))

@@ -34,7 +34,7 @@ def redis_obj(name: str, version: str = "1", num: int = 0) -> dict:
 
 
 def two_passes(kube: FakeKube, change, protobuf: bool = False) -> tuple:
-    kube.lists["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
+    kube.held["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
     first = observe(kube, (), None, protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE)
     kube.accepts.clear()
     kube.page_sizes.clear()
@@ -75,13 +75,10 @@ def pod_obj(name: str, *, labelled: bool, owner: str | None = None, ns: str = "a
 
 
 def cluster(*pods: dict, redis: tuple[dict, ...] = ()) -> FakeKube:
-    """Pods and Redis that a LIST shows and that a GET by name finds, as an apiserver does."""
+    """A cluster holding these pods and Redis."""
     kube = FakeKube()
-    kube.lists["Pod"] = list(pods)
-    kube.lists["Redis"] = list(redis)
-    for kind, objs in (("Pod", pods), ("Redis", redis)):
-        for obj in objs:
-            kube.objects[(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+    kube.held["Pod"] = pods
+    kube.held["Redis"] = redis
     return kube
 
 
@@ -135,9 +132,7 @@ def service_obj(name: str, *, labelled: bool, owner: str | None = None, ns: str 
 
 
 def services(kube: FakeKube, *objs: dict) -> None:
-    kube.lists["Service"] = list(objs)
-    for obj in objs:
-        kube.objects[("Service", obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+    kube.held["Service"] = objs
 
 
 def service_gets(kube: FakeKube) -> list[str]:
