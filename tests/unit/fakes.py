@@ -255,9 +255,9 @@ class FakeKube:
         self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
     ) -> dict[str, Any]:
         self._maybe_fail("PATCH" + (f"/{sub}" if sub else ""), name)
+        self.patches.append((res.kind, name, dict(body), sub))  # as sent, landed or not
         stored = self._stored(res, namespace, name)
         preconditions(stored, None, (body.get("metadata") or {}).get("resourceVersion"))
-        self.patches.append((res.kind, name, dict(body), sub))
         self.writes.append(("PATCH", res.kind, namespace, name, sub))
         patched = self._patched(stored, body, sub)
         meta = patched["metadata"]
