@@ -52,6 +52,11 @@ class Held:
             meta = obj.get("metadata") or {}
             store[(kind, meta.get("namespace") or "", meta["name"])] = copy.deepcopy(obj)
 
+    def add(self, kind: str, namespace: str, name: str, uid: str, version: str) -> None:
+        """One more object of ``kind``, of this uid and resourceVersion."""
+        meta = {"name": name, "namespace": namespace, "uid": uid, "resourceVersion": version}
+        self._kube.objects[(kind, namespace, name)] = {"metadata": meta}
+
     def __getitem__(self, kind: str) -> builtins.list[dict[str, Any]]:
         return [o for (k, _, _), o in self._kube.objects.items() if k == kind]
 
@@ -255,8 +260,8 @@ class FakeKube:
         self, res: ResourceType, namespace: str, name: str, body: Mapping[str, Any], sub: str = ""
     ) -> dict[str, Any]:
         self._maybe_fail("PATCH" + (f"/{sub}" if sub else ""), name)
-        self.patches.append((res.kind, name, dict(body), sub))  # as sent, landed or not
         stored = self._stored(res, namespace, name)
+        self.patches.append((res.kind, name, dict(body), sub))  # as sent, landed or not
         preconditions(stored, None, (body.get("metadata") or {}).get("resourceVersion"))
         self.writes.append(("PATCH", res.kind, namespace, name, sub))
         patched = self._patched(stored, body, sub)

@@ -23,6 +23,8 @@ def _meta(value: Value, labels: dict[str, str]) -> dict[str, Any]:
         "resourceVersion": value.resource_version,
         "labels": labels,
     }
+    if value.generation:
+        meta["generation"] = value.generation
     if value.deletion_timestamp:
         meta["deletionTimestamp"] = value.deletion_timestamp
     if isinstance(value, Redis | Pod) and value.finalizers:

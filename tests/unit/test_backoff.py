@@ -26,6 +26,7 @@ from reconciler.kinds.redis.identity import from_api as redis_from_api
 from .builders import CONFIG, NOW, redis, snap
 from .engine.executing import executor, plan_of
 from .fakes import FakeKube
+from .stored import holding
 
 POLICY = Policy(threshold=3, base=30, cap=600)
 
@@ -75,21 +76,14 @@ def test_after_a_failure_the_count_goes_up_and_the_retry_is_in_whole_seconds():
 
 
 def land(r: Redis, kube: FakeKube) -> Redis:
-    """What the next LIST returns: the status merge patches applied, in order."""
-    status = dict(r.status)
-    for kind, name, body, sub in kube.patches:
-        if (kind, name, sub) == ("Redis", r.name, "status"):
-            for key, value in body["status"].items():
-                if value is None:
-                    status.pop(key, None)
-                else:
-                    status[key] = value
-    kube.patches.clear()
-    return dataclasses.replace(r, status=status, failure=from_status(status))
+    """What the next LIST returns: r as the fake stores it after the pass."""
+    return redis_from_api(kube.objects[("Redis", r.namespace, r.name)])
 
 
 def one_pass(r: Redis, kube: FakeKube, t: float) -> tuple[Plan, Redis]:
     now = datetime.fromtimestamp(t, UTC)
+    if ("Redis", r.namespace, r.name) not in kube.objects:
+        holding(r, kube=kube)
     snapshot = snap((r,), (), ())
     p = plan_pass(snapshot, CONFIG, now)
     executor(kube, now=now).run(p)

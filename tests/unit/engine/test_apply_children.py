@@ -38,6 +38,7 @@ def patch_service(event: EventSpec | None = REPAIRED) -> PatchChild:
 
 def test_a_child_patch_carries_the_version_observed_beside_its_own_metadata():
     kube = FakeKube()
+    kube.held.add("Service", "team-a", "r", "uid-svc", "7")
     action = patch_service()
     assert results(run(kube, action)) == [Result.OK]
     ((kind, name, body, sub),) = kube.patches
@@ -72,14 +73,19 @@ def test_a_child_changed_or_gone_meanwhile_is_the_next_passs_and_says_nothing():
 
 def test_labels_are_merged_with_the_version_our_last_patch_of_the_object_made():
     kube = FakeKube()
+    kube.held.add("Redis", "team-a", "r", "uid-r", "10")
     first = PatchLabels(OWNER, "10", {"bucket": "3"}, "shard")
     second = PatchLabels(OWNER, "10", {"other": "x"}, "again")
-    assert results(run(kube, first, second)) == [Result.OK, Result.OK]
+    assert results(run(kube, first, second)) == [Result.OK, Result.OK]  # no 409
     bodies = [(kind, sub, body) for kind, _, body, sub in kube.patches]
+    after_first = bodies[1][2]["metadata"]["resourceVersion"]
+    assert after_first != "10"
     assert bodies == [
         ("Redis", "", {"metadata": {"labels": {"bucket": "3"}, "resourceVersion": "10"}}),
-        ("Redis", "", {"metadata": {"labels": {"other": "x"}, "resourceVersion": "11"}}),
+        ("Redis", "", {"metadata": {"labels": {"other": "x"}, "resourceVersion": after_first}}),
     ]
+    labels = kube.objects[("Redis", "team-a", "r")]["metadata"]["labels"]
+    assert labels == {"bucket": "3", "other": "x"}
 
 
 def test_a_label_patch_refused_409_is_the_next_passs():
@@ -92,6 +98,7 @@ def test_a_label_patch_refused_409_is_the_next_passs():
 
 def test_a_child_is_deleted_with_its_uid_as_precondition():
     kube = FakeKube()
+    kube.held.add("PodDisruptionBudget", "team-a", "r", "uid-pdb", "1")
     assert results(run(kube, DeleteChild(OWNER, BUDGET, "uid-pdb", "one pod"))) == [Result.OK]
     assert kube.writes == [("DELETE", "PodDisruptionBudget", "team-a", "r", "uid-pdb")]
 

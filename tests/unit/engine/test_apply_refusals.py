@@ -25,6 +25,14 @@ def evict(name: str = "r-1") -> EvictPod:
     return EvictPod(OWNER, "default", name, f"uid-{name}", "rolling update")
 
 
+def pods(*names: str) -> FakeKube:
+    """A cluster holding these pods of r (uid uid-NAME, as `evict` asks)."""
+    kube = FakeKube()
+    for name in names:
+        kube.held.add("Pod", "default", name, f"uid-{name}", "5")
+    return kube
+
+
 class executor:  # noqa: N801: called as the executor it wraps
     """The executor of pass p7, for plans of OWNER, whose status after a
     failed write is ``after_failure``'s."""
@@ -45,7 +53,8 @@ def test_a_refused_eviction_is_said_in_the_outcome_the_log_and_the_status(caplog
         asked.append((key, error.message, error.reason, error.pod))
         return [PatchStatus(key, "10", {"state": "held"})]
 
-    kube = FakeKube()
+    kube = pods("r-1", "r-2")
+    kube.held.add("Redis", "default", "r", "uid-r", "10")
     kube.scripted_errors[("EVICT", "r-1")] = EvictionRefused(429, "TooManyRequests", BUDGET_SAYS)
     later = evict("r-2")
     report = executor(kube, status_after).run(Plan((evict(), later)))
@@ -92,14 +101,14 @@ def test_throttling_stops_the_pass_with_one_warning_that_names_it(caplog):
 
 
 def test_a_pod_is_deleted_with_its_uid_as_precondition():
-    kube = FakeKube()
+    kube = pods("r-4")
     delete = DeletePod(OWNER, "default", "r-4", "uid-r-4", "scale down")
     assert [o.result for o in executor(kube).run(Plan((delete,))).outcomes] == [Result.OK]
     assert kube.writes == [("DELETE", "Pod", "default", "r-4", "uid-r-4")]
 
 
 def test_a_conflict_skips_exactly_the_objects_later_writes():
-    kube = FakeKube()
+    kube = pods("r-1", "r-2", "r-3", "r-4")
     kube.scripted_errors[("EVICT", "r-2")] = conflict("uid precondition")
     actions = (evict("r-1"), evict("r-2"), evict("r-3"), evict("r-4"))
     results = [o.result for o in executor(kube).run(Plan(actions)).outcomes]

@@ -13,6 +13,7 @@ from reconciler.model import rfc3339
 from tests.unit.builders import CONFIG, NOW, plan_redis, redis
 from tests.unit.engine.executing import plan_of
 from tests.unit.fakes import FakeKube
+from tests.unit.stored import holding
 
 REF = ObjRef("example.com/v1", "Redis", "ns", "r", "uid-r")
 
@@ -39,10 +40,11 @@ def posted(kube: FakeKube) -> list[dict[str, Any]]:
 
 
 def test_a_pass_ends_without_waiting_for_its_events() -> None:
-    kube = FakeKube()
+    r = redis(num=2)
+    kube = holding(r)
     gate = hanging_events(kube)
     queue = EventQueue(kube, clock=lambda: NOW)
-    actions = plan_redis(redis(num=2), [], CONFIG, NOW)
+    actions = plan_redis(r, [], CONFIG, NOW)
     sink = EventSink(kube, lambda: NOW, queue)
     Executor(kube, sink, ApplyOptions(concurrency=4)).run(plan_of(actions))
     # The pods and the status are written; the event still hangs in the queue.

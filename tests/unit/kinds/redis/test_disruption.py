@@ -30,7 +30,7 @@ from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.result import Result
 from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, snap
 from tests.unit.engine.executing import executor
-from tests.unit.fakes import FakeKube
+from tests.unit.stored import holding
 from tests.unit.kinds.redis.helpers import PAST_DEADLINE
 
 BUDGET_WHY = "The disruption budget r needs 2 healthy pods and has 2 currently"
@@ -149,18 +149,14 @@ def test_the_note_goes_once_the_pod_is_no_longer_evicted():
     assert patch.status[REFUSED_FIELD] is None
 
 
-class Refusing(FakeKube):
-    def evict(self, namespace, name, uid):
-        self.calls.append(("EVICT", name))
-        raise EvictionRefused(429, "TooManyRequests", REFUSAL.split("; ")[0], None, (BUDGET_WHY,))
-
-
 def test_the_executor_takes_a_refusal_for_the_next_pass_and_writes_the_status():
     r = redis(num=3, image="redis:6")
     pods = [pod(r, i, image="redis:5-alpine") for i in range(3)]
     snapshot = snap((r,), (), tuple(pods))
     the_plan = plan_pass(snapshot, CONFIG, NOW)
-    kube = Refusing()
+    kube = holding(r, *pods)
+    refusal = EvictionRefused(429, "TooManyRequests", REFUSAL.split("; ")[0], None, (BUDGET_WHY,))
+    kube.scripted_errors[("EVICT", "r-0")] = refusal
     report = executor(kube).run(the_plan)
     outcomes = [(o.action.verb, o.result) for o in report.outcomes]
     assert outcomes[0] == ("evict", Result.REFUSED)
