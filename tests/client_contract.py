@@ -24,6 +24,7 @@ from reconciler.kinds.redis.identity import RESOURCE as REDIS
 from reconciler.model import PODS, ResourceType
 
 CONFIGMAPS = ResourceType("", "v1", "ConfigMap", "configmaps")
+HOLD = "contract.example.com/hold"  # a finalizer that no controller removes
 
 
 class World(Protocol):
@@ -50,9 +51,12 @@ def configmap(name: str, labels: Mapping[str, str] | None = None) -> dict[str, A
 
 def case_create_then_get(w: World) -> None:
     name = _name("cm")
-    made = w.client.create(CONFIGMAPS, w.namespace, configmap(name))
+    sent = configmap(name)
+    sent["metadata"]["uid"] = "chosen-by-the-client"
+    made = w.client.create(CONFIGMAPS, w.namespace, sent)
     meta = made["metadata"]
     assert meta["uid"] and meta["resourceVersion"] and meta["namespace"] == w.namespace
+    assert meta["uid"] != "chosen-by-the-client"  # the apiserver's own
     got = w.client.get(CONFIGMAPS, w.namespace, name)
     assert got["metadata"]["uid"] == meta["uid"]
     assert got["metadata"]["resourceVersion"] == meta["resourceVersion"]
@@ -86,6 +90,21 @@ def case_list_with_labels(w: World) -> None:
     assert listed(f"tag={tag}", None) == [f"{tag}-a", f"{tag}-b"]  # every namespace
 
 
+def case_a_list_is_of_the_kind_asked(w: World) -> None:
+    name = _name("same")
+    w.client.create(CONFIGMAPS, w.namespace, configmap(name))
+    w.client.create(REDIS, w.namespace, redis(name))
+
+    def named(res: ResourceType) -> list[dict[str, Any]]:
+        found = w.client.list(res, w.namespace)
+        return [o for o in found if o["metadata"]["name"] == name]
+
+    (cm,) = named(CONFIGMAPS)
+    assert cm["data"] == {"k": "v"} and "spec" not in cm
+    (r,) = named(REDIS)
+    assert r["spec"]["num"] == 1 and "data" not in r
+
+
 def case_a_patch_with_a_stale_resource_version_is_a_conflict(w: World) -> None:
     name = _name("cm")
     made = w.client.create(CONFIGMAPS, w.namespace, configmap(name))
@@ -105,6 +124,15 @@ def case_a_patch_with_a_stale_resource_version_is_a_conflict(w: World) -> None:
     assert w.client.get(CONFIGMAPS, w.namespace, name)["data"] == {"k": "w"}
     unconditional = w.client.merge_patch(CONFIGMAPS, w.namespace, name, {"data": {"k": None}})
     assert "k" not in (unconditional.get("data") or {})  # null removes, as RFC 7386 says
+    stale = {**configmap(name), "data": {"k": "y"}}
+    stale["metadata"]["resourceVersion"] = first
+    with pytest.raises(Conflict):
+        w.client.replace(CONFIGMAPS, w.namespace, name, stale)
+    current = w.client.get(CONFIGMAPS, w.namespace, name)["metadata"]["resourceVersion"]
+    stale["metadata"]["resourceVersion"] = current
+    replaced = w.client.replace(CONFIGMAPS, w.namespace, name, stale)
+    assert replaced["data"] == {"k": "y"}
+    assert replaced["metadata"]["resourceVersion"] != current
 
 
 def case_what_is_not_there_is_not_found_not_gone(w: World) -> None:
@@ -112,7 +140,10 @@ def case_what_is_not_there_is_not_found_not_gone(w: World) -> None:
     calls: list[Callable[[], object]] = [
         lambda: w.client.get(CONFIGMAPS, w.namespace, name),
         lambda: w.client.merge_patch(CONFIGMAPS, w.namespace, name, {"data": {"k": "v"}}),
+        lambda: w.client.replace(CONFIGMAPS, w.namespace, name, configmap(name)),
         lambda: w.client.delete(CONFIGMAPS, w.namespace, name),
+        lambda: w.client.merge_patch(REDIS, w.namespace, name, {"status": {}}, sub="status"),
+        lambda: w.client.evict(w.namespace, name, "no-uid"),
     ]
     for call in calls:
         with pytest.raises(NotFound) as raised:
@@ -131,18 +162,44 @@ def redis(name: str) -> dict[str, Any]:
 
 def case_the_status_is_written_only_through_its_subresource(w: World) -> None:
     name = _name("redis")
-    w.client.create(REDIS, w.namespace, redis(name))
+    made = w.client.create(REDIS, w.namespace, redis(name))
+    assert made["metadata"]["generation"] == 1
     main = w.client.merge_patch(
         REDIS, w.namespace, name, {"spec": {"num": 2}, "status": {"message": "main"}}
     )
     assert main["spec"]["num"] == 2
     assert (main.get("status") or {}).get("message") is None  # the main resource drops status
+    assert main["metadata"]["generation"] == 2  # a spec changed is a new generation
     status = w.client.merge_patch(
-        REDIS, w.namespace, name, {"spec": {"num": 3}, "status": {"message": "sub"}}, sub="status"
+        REDIS,
+        w.namespace,
+        name,
+        {"metadata": {"labels": {"a": "b"}}, "spec": {"num": 3}, "status": {"message": "sub"}},
+        sub="status",
     )
     assert status["status"]["message"] == "sub"
     assert status["spec"]["num"] == 2  # the subresource drops everything else
+    assert "a" not in (status["metadata"].get("labels") or {})
+    assert status["metadata"]["generation"] == 2  # and a status is no new generation
     assert w.client.get(REDIS, w.namespace, name)["status"]["message"] == "sub"
+
+
+def case_a_finalizer_holds_a_delete(w: World) -> None:
+    name = _name("held")
+    body = configmap(name)
+    body["metadata"]["finalizers"] = [HOLD]
+    w.client.create(CONFIGMAPS, w.namespace, body)
+    w.client.delete(CONFIGMAPS, w.namespace, name)
+    held = w.client.get(CONFIGMAPS, w.namespace, name)
+    assert held["metadata"]["deletionTimestamp"] and held["metadata"]["finalizers"] == [HOLD]
+    listed = [o["metadata"]["name"] for o in w.client.list(CONFIGMAPS, w.namespace)]
+    assert name in listed  # still there for a LIST too
+    w.client.delete(CONFIGMAPS, w.namespace, name)  # again: still held, no error
+    again = w.client.get(CONFIGMAPS, w.namespace, name)
+    assert again["metadata"]["deletionTimestamp"] == held["metadata"]["deletionTimestamp"]
+    w.client.merge_patch(CONFIGMAPS, w.namespace, name, {"metadata": {"finalizers": None}})
+    with pytest.raises(NotFound):  # its last finalizer gone, so is it
+        w.client.get(CONFIGMAPS, w.namespace, name)
 
 
 def case_a_delete_whose_uid_is_not_the_objects_is_a_conflict(w: World) -> None:
@@ -189,7 +246,9 @@ CASES: list[Callable[[World], None]] = [
     case_list_with_labels,
     case_a_patch_with_a_stale_resource_version_is_a_conflict,
     case_what_is_not_there_is_not_found_not_gone,
+    case_a_list_is_of_the_kind_asked,
     case_the_status_is_written_only_through_its_subresource,
+    case_a_finalizer_holds_a_delete,
     case_a_delete_whose_uid_is_not_the_objects_is_a_conflict,
     case_an_eviction_a_budget_forbids_is_refused_and_the_pod_stays,
 ]

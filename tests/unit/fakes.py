@@ -184,6 +184,8 @@ class FakeKube:
         meta = stored.setdefault("metadata", {})
         meta["uid"] = f"uid-{next(self._serial)}"  # the apiserver's, whatever was sent
         meta["resourceVersion"] = str(next(self._serial))
+        if "spec" in stored:  # as for our CRDs: a spec has generations
+            meta["generation"] = 1
         if namespace:
             meta["namespace"] = namespace
         self.objects[(res.kind, namespace, name)] = stored
@@ -280,7 +282,10 @@ class FakeKube:
         else:
             part = {k: v for k, v in body.items() if k != "status"}
         merged = merge(stored, part)
-        merged["metadata"]["resourceVersion"] = str(next(self._serial))
+        meta = merged["metadata"]
+        meta["resourceVersion"] = str(next(self._serial))
+        if meta.get("generation") and merged.get("spec") != stored.get("spec"):
+            meta["generation"] += 1  # the spec changed: a new generation
         stored.clear()
         stored.update(merged)
         return stored
