@@ -52,9 +52,7 @@ def _redis(i: int) -> dict[str, Any]:
 
 def trace() -> dict[str, Route]:
     kube, config, state = FakeKube(), Config(), State()
-    kube.lists["Redis"] = [_redis(i) for i in range(3)]
-    for obj in kube.lists["Redis"]:
-        kube.objects[("Redis", "a", obj["metadata"]["name"])] = obj
+    kube.held["Redis"] = [_redis(i) for i in range(3)]
     pass_once(kube, config, state, mode=Mode.DRY_RUN)
     paths: dict[str, list[str]] = {"client": [], "config": []}
     followed = {"client": kube, "config": config}

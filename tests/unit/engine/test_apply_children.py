@@ -54,6 +54,7 @@ def test_a_child_patch_carries_the_version_observed_beside_its_own_metadata():
 
 def test_a_child_patch_without_metadata_of_its_own_still_sends_the_version():
     kube = FakeKube()
+    kube.held.add("Service", "team-a", "r", "uid-svc", "7")
     run(kube, PatchChild(OWNER, SERVICE, "7", {"spec": {"x": 1}}, "drift"))
     ((_, _, body, _),) = kube.patches
     assert body == {"metadata": {"resourceVersion": "7"}, "spec": {"x": 1}}
