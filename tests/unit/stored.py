@@ -29,9 +29,29 @@ def _meta(value: Value, labels: dict[str, str]) -> dict[str, Any]:
         meta["deletionTimestamp"] = value.deletion_timestamp
     if isinstance(value, Redis | Pod) and value.finalizers:
         meta["finalizers"] = list(value.finalizers)
-    if isinstance(value, Pod | Child) and value.owner_refs:
-        meta["ownerReferences"] = [r.to_dict() for r in value.owner_refs]
+    if isinstance(value, Pod | Child):
+        refs = _owner_refs(value)
+        if refs:
+            meta["ownerReferences"] = refs
     return meta
+
+
+def _owner_refs(value: Pod | Child) -> list[dict[str, Any]]:
+    """Its references, the controller one being ``controller_uid``'s (a
+    builder may set that alone, to say another controls it)."""
+    refs = [{**r.to_dict(), "controller": r.uid == value.controller_uid} for r in value.owner_refs]
+    if value.controller_uid is not None and value.controller_uid not in {r["uid"] for r in refs}:
+        kind = getattr(value, "controller_kind", None) or "Redis"
+        refs.append(
+            {
+                "apiVersion": "v1",
+                "kind": kind,
+                "name": "other",
+                "uid": value.controller_uid,
+                "controller": True,
+            }
+        )
+    return refs
 
 
 def api_of(value: Value) -> tuple[str, dict[str, Any]]:

@@ -4,7 +4,6 @@ the previous one wrote to the object (as a cron `sync` with no state file does).
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 
 from reconciler.actions import PatchStatus, Plan
@@ -98,7 +97,9 @@ def degraded(r: Redis) -> tuple[str, str]:
 def test_failure_memory_across_passes_lives_in_the_status():
     r = redis(num=1)
     kube = FakeKube()
-    kube.scripted_errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(
+        422, "Invalid", "spec.containers[0].image: bad"
+    )
     t, waits, reasons = NOW.timestamp(), [], []
     for _ in range(5):
         _, r = one_pass(r, kube, t)

@@ -66,14 +66,18 @@ def test_sync_dry_run_writes_nothing(kube):
 
 
 def test_sync_exits_1_when_an_object_fails(kube):
-    kube.scripted_errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].ports: bad")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(
+        422, "Invalid", "spec.containers[0].ports: bad"
+    )
     result = invoke("sync")
     assert result.exit_code == 1
     assert "spec.containers[0].ports" in result.output
 
 
 def test_sync_exits_1_when_a_crd_is_missing(kube):
-    kube.scripted_errors[("LIST", "Xca")] = ApiError(404, "NotFound", "the server could not find the resource")
+    kube.scripted_errors[("LIST", "Xca")] = ApiError(
+        404, "NotFound", "the server could not find the resource"
+    )
     result = invoke("sync")
     assert result.exit_code == 1
     assert "the Xca CRD is not installed" in result.output
@@ -82,7 +86,9 @@ def test_sync_exits_1_when_a_crd_is_missing(kube):
 
 def test_sync_exits_3_with_one_line_when_unreachable(kube):
     for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-        kube.scripted_errors[("LIST", kind)] = Unreachable("https://127.0.0.1:1: connection refused")
+        kube.scripted_errors[("LIST", kind)] = Unreachable(
+            "https://127.0.0.1:1: connection refused"
+        )
     result = invoke("sync")
     assert result.exit_code == 3
     assert result.output.strip().splitlines()[-1] == (
@@ -169,7 +175,9 @@ def test_plan_detailed_exitcode_keeps_2_for_changes_only(tmp_path, kube):
     assert invoke("--config", str(bad), "plan").exit_code == 2
     assert invoke("--config", str(bad), "plan", "--detailed-exitcode").exit_code == 1
     for kind in ("Pod", "Redis", "Xca", "Service", "PodDisruptionBudget"):
-        kube.scripted_errors[("LIST", kind)] = Unreachable("https://127.0.0.1:1: connection refused")
+        kube.scripted_errors[("LIST", kind)] = Unreachable(
+            "https://127.0.0.1:1: connection refused"
+        )
     assert invoke("plan", "--detailed-exitcode").exit_code == 3
     helped = " ".join(invoke("plan", "--help").output.split())
     for words in ("0 when there are no changes", "2 when changes are pending", "1 on errors"):

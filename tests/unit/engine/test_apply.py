@@ -63,7 +63,9 @@ def test_events_are_posted_after_successful_writes():
 def test_failure_stops_that_object_only():
     a, b = redis("a", num=2), redis("b", num=1)
     kube = holding(a, b)
-    kube.scripted_errors[("POST", "a-1")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    kube.scripted_errors[("POST", "a-1")] = ApiError(
+        422, "Invalid", "spec.containers[0].image: bad"
+    )
     actions = plan_redis(a, [], CONFIG, NOW) + plan_redis(b, [], CONFIG, NOW)
     report = run(kube, actions)
     by_owner = {}
@@ -133,7 +135,9 @@ def test_failure_is_reported_as_a_warning_event_on_the_object():
 
     r = redis(num=1)
     kube = FakeKube()
-    kube.scripted_errors[("POST", "r-0")] = ApiError(422, "Invalid", "spec.containers[0].image: bad")
+    kube.scripted_errors[("POST", "r-0")] = ApiError(
+        422, "Invalid", "spec.containers[0].image: bad"
+    )
     refs = {r.key: ObjRef("myapp.demo.kubebuilder.io/v1", "Redis", "default", "r", r.uid)}
     executor(kube).run(plan_of(plan_redis(r, [], CONFIG, NOW), refs))
     (event,) = [o for (k, _, _), o in kube.objects.items() if k == "Event"]

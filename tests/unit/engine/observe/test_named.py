@@ -107,7 +107,9 @@ def test_the_pod_report_of_our_pods_reuses_the_labelled_list():
 
 def test_a_lookup_by_name_refused_for_good_is_told_to_the_statuses():
     kube = cluster(redis=(redis_obj("r", num=1),))
-    kube.scripted_errors[("GET", "r-0")] = ApiError(403, "Forbidden", "pods is forbidden: cannot get")
+    kube.scripted_errors[("GET", "r-0")] = ApiError(
+        403, "Forbidden", "pods is forbidden: cannot get"
+    )
     seen = one_pass(kube)
     assert seen.snapshot.pods is None
     assert "cannot get" in (seen.snapshot.pods_error or "")

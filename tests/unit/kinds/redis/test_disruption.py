@@ -30,8 +30,8 @@ from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.result import Result
 from tests.unit.builders import CONFIG, NOW, budget_of, pod, redis, snap
 from tests.unit.engine.executing import executor
-from tests.unit.stored import holding
 from tests.unit.kinds.redis.helpers import PAST_DEADLINE
+from tests.unit.stored import holding
 
 BUDGET_WHY = "The disruption budget r needs 2 healthy pods and has 2 currently"
 REFUSAL = f"Cannot evict pod as it would violate the pod's disruption budget.; {BUDGET_WHY}"
