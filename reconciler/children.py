@@ -48,6 +48,9 @@ class ChildType:
     # is not kept.
     spec_read: tuple[str, ...]
     status_read: tuple[str, ...] = ()
+    # Of a type that keeps what it holds at its top level (a ConfigMap's
+    # data): those fields, read into its ``spec`` beside the spec's own.
+    top_read: tuple[str, ...] = ()
     # Listed only in a pass where some object wants one (`Kind.child_names`):
     # a cluster with no object that wants one pays no LIST of them, and a
     # role from before they existed meets no 403.
@@ -88,7 +91,7 @@ def child_from_api(child: ChildType, obj: Mapping[str, Any]) -> Child:
         labels={intern(str(k)): intern(str(v)) for k, v in labels.items()},
         controller_uid=controller_of(meta).uid,
         owner_refs=owner_refs_of(meta),
-        spec=_read(child.spec_read, mapping(obj.get("spec"))),
+        spec={**_read(child.spec_read, mapping(obj.get("spec"))), **_read(child.top_read, obj)},
         deletion_timestamp=meta.get("deletionTimestamp"),
         generation=_int(meta.get("generation")),
         status=_read(child.status_read, mapping(obj.get("status"))),

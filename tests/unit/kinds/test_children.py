@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.children import ChildType
 from reconciler.kinds.redis import disruption, service
 from reconciler.kinds.redis.disruption import drift as budget_drift
 from reconciler.kinds.redis.disruption import manifest as budget_manifest
 from reconciler.kinds.redis.identity import owner_of
 from reconciler.kinds.redis.service import drift as service_drift
 from reconciler.kinds.redis.service import manifest as service_manifest
+from reconciler.model import ResourceType
 from tests.unit.builders import redis
 
 
@@ -75,3 +77,15 @@ def test_a_budget_keeps_the_disruption_controller_s_count_and_its_generation() -
     obj["metadata"]["generation"] = True  # not a number: no generation known
     assert disruption.CHILD.decode(obj).generation == 0
     assert service.CHILD.decode(stored(service_manifest(owner, 6379))).status == {}
+
+
+def test_a_type_that_keeps_its_fields_at_the_top_reads_those_into_its_spec() -> None:
+    """A ConfigMap has no spec: its data is read from the top level."""
+    maps = ChildType(ResourceType("", "v1", "ConfigMap", "configmaps"), (), top_read=("data",))
+    obj = {
+        "metadata": {"name": "m", "namespace": "a", "uid": "u", "resourceVersion": "3"},
+        "data": {"k": "v"},
+        "binaryData": {"b": "AA=="},
+    }
+    assert maps.decode(obj).spec == {"data": {"k": "v"}}
+    assert ChildType(maps.resource, ()).decode(obj).spec == {}
