@@ -13,13 +13,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from reconciler.buckets import Holder
-from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.config import Config
 from reconciler.engine import crd_release
 from reconciler.engine import state as state_store
-from reconciler.engine.events import EventQueue
-from reconciler.engine.sync import Mode, pass_once
+from reconciler.engine.sync import Mode, PassSetup, pass_once
 from reconciler.result import PassResult
 
 log = logging.getLogger("reconciler")
@@ -32,47 +29,34 @@ def mode_of(config: Config) -> Mode:
 
 @dataclass
 class Passes:
-    """One cluster's passes, called once per pass. ``events``: a queue the
-    caller flushes before it exits (else each pass posts its own).
+    """One cluster's passes, called once per pass, each run with ``setup``.
     ``daemon``: the first pass warns of lagging CRDs, and an unreachable
     cluster is logged (a one-shot command prints it as its error)."""
 
-    kube: Client
-    config: Config
-    mode: Mode
-    fence: WriteFence = UNFENCED
-    shard: Holder | None = None
-    events: EventQueue | None = None
+    setup: PassSetup
     daemon: bool = False
     state: state_store.State = field(init=False)
     _first: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
-        self.state = state_store.load(self.config.state_file)
+        self.state = state_store.load(self.setup.config.state_file)
 
     def __call__(self) -> PassResult:
+        setup = self.setup
         if self._first and self.daemon:
             # In the cluster's own first pass, not before the loops start: a
             # cluster that hangs makes no other wait for its answer.
-            for line in crd_release.lagging(self.kube):
+            for line in crd_release.lagging(setup.kube):
                 log.warning("%s", line)
         self._first = False
-        result = pass_once(
-            self.kube,
-            self.config,
-            self.state,
-            mode=self.mode,
-            fence=self.fence,
-            events=self.events,
-            shard=self.shard,
-        )
+        result = pass_once(setup, self.state)
         if result.unreachable:
             if self.daemon:
                 log.error("%s", result.unreachable)
-        elif self.mode is Mode.APPLY:
-            state_store.save(self.config.state_file, self.state)
+        elif setup.mode is Mode.APPLY:
+            state_store.save(setup.config.state_file, self.state)
         return result
 
     def lagging_crds(self) -> list[str]:
         """The installed CRDs of another release (`plan` lists them)."""
-        return crd_release.lagging(self.kube)
+        return crd_release.lagging(self.setup.kube)

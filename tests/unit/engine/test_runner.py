@@ -11,7 +11,7 @@ import pytest
 from reconciler.client.errors import Unreachable
 from reconciler.config import Config
 from reconciler.engine.runner import Passes, mode_of
-from reconciler.engine.sync import Mode
+from reconciler.engine.sync import Mode, PassSetup
 from tests.unit.engine.observe.world import redis_obj
 from tests.unit.fakes import FakeKube
 
@@ -37,14 +37,15 @@ def test_the_state_file_is_written_after_a_pass_that_could_write(
     path = tmp_path / "state.json"
     kube = FakeKube()
     kube.lists["Redis"] = [redis_obj("r0")]
-    passes = Passes(kube, Config(state_file=str(path)), mode)
+    passes = Passes(PassSetup(kube=kube, config=Config(state_file=str(path)), mode=mode))
     passes()
     assert written(path) is saved
 
 
 def test_a_pass_that_did_not_reach_the_cluster_keeps_the_state_file_as_it_was(tmp_path: Path):
     path = tmp_path / "state.json"
-    assert Passes(down(), Config(state_file=str(path)), Mode.APPLY)().unreachable
+    setup = PassSetup(kube=down(), config=Config(state_file=str(path)))
+    assert Passes(setup)().unreachable
     assert not path.exists()
 
 
@@ -53,9 +54,9 @@ def test_the_daemon_logs_an_unreachable_cluster_and_a_one_shot_leaves_it_to_its_
 ):
     kube = down()
     with caplog.at_level(logging.ERROR, logger="reconciler"):
-        Passes(kube, Config(), Mode.APPLY)()
+        Passes(PassSetup(kube=kube, config=Config(), mode=Mode.APPLY))()
         assert not [r for r in caplog.records if "connection refused" in r.getMessage()]
-        Passes(kube, Config(), Mode.APPLY, daemon=True)()
+        Passes(PassSetup(kube=kube, config=Config(), mode=Mode.APPLY), daemon=True)()
     assert [r for r in caplog.records if "connection refused" in r.getMessage()]
 
 
@@ -64,7 +65,7 @@ def test_the_daemon_names_lagging_crds_in_its_first_pass_only(caplog: pytest.Log
     kube.objects[("CustomResourceDefinition", "", "redis.myapp.demo.kubebuilder.io")] = {
         "metadata": {"labels": {"app.kubernetes.io/version": "0.0.1"}}
     }
-    passes = Passes(kube, Config(), Mode.APPLY, daemon=True)
+    passes = Passes(PassSetup(kube=kube, config=Config(), mode=Mode.APPLY), daemon=True)
     with caplog.at_level(logging.WARNING, logger="reconciler"):
         passes()
         passes()
