@@ -1,11 +1,13 @@
 """What happens around a pass, the same for every command that runs one.
 
 `sync`, `plan` and `run` (and `check` or `restart` after them) differ in
-what they print and how often they pass, not in this: the state file is
-read once and written after a pass that reached the cluster and could write;
-the daemon's first pass in each cluster names the CRDs another release
-installed; a pass that could not reach the cluster is logged where no one
-else will say it. Before, each command wrote its own copy of these steps.
+what they print and how often they pass, not in this: each runs its passes
+through `Passes`, with the `PassSetup` built once for the cluster. The state
+file is read once and written after a pass that reached the cluster and
+could write; the daemon's first pass in each cluster names the CRDs another
+release installed; a pass that could not reach the cluster is logged where
+no one else will say it; and a replica whose fence lets it write nothing
+runs no pass (`Passes.standby`, which the daemon asks at each tick).
 """
 
 from __future__ import annotations
@@ -56,6 +58,16 @@ class Passes:
         elif setup.mode is Mode.APPLY:
             state_store.save(setup.config.state_file, self.state)
         return result
+
+    def standby(self) -> str | None:
+        """Why this replica runs no pass now: its fence lets it write nothing
+        at all (the leader's Lease is another's, or a shard member holds no
+        bucket), so the daemon ticks as a standby. None: it runs one (always,
+        for a pass no Lease fences)."""
+        setup = self.setup
+        if setup.fenced_by.may_write():
+            return None
+        return "sharded: no bucket held" if setup.holder is not None else "not the leader"
 
     def lagging_crds(self) -> list[str]:
         """The installed CRDs of another release (`plan` lists them)."""

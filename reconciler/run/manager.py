@@ -150,8 +150,10 @@ def _elector(leases: Client, config: Config) -> LeaderElector | None:
 
 def loop(parts: Parts, config: Config, name: str = "") -> Loop:
     """One cluster's passes, as the daemon schedules them."""
+    passes = Passes(parts.setup, daemon=True)
     return Loop(
-        Passes(parts.setup, daemon=True),
+        passes,
+        standby=passes.standby,
         schedule=Schedule.of(config),
         jitter=config.jitter,
         name=name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -77,3 +78,18 @@ def test_the_daemon_names_lagging_crds_in_its_first_pass_only(caplog: pytest.Log
 def test_a_dry_run_setting_makes_a_dry_run_pass():
     assert mode_of(Config(dry_run=True)) is Mode.DRY_RUN
     assert mode_of(Config()) is Mode.APPLY
+
+
+def test_a_replica_whose_fence_lets_it_write_nothing_stands_by():
+    """The daemon asks at each tick: the leader's fence, or the shard
+    member's (its holder), asked for any write at all."""
+    leads = SimpleNamespace(may_write=lambda owner_uid=None: True)
+    follows = SimpleNamespace(may_write=lambda owner_uid=None: False)
+    holds_none = SimpleNamespace(may_write=lambda owner_uid=None: False)
+
+    def standby(**kw: object) -> str | None:
+        return Passes(PassSetup(kube=FakeKube(), config=Config(), **kw)).standby()  # type: ignore[arg-type]
+
+    assert standby() is None and standby(fence=leads) is None
+    assert standby(fence=follows) == "not the leader"
+    assert standby(holder=holds_none) == "sharded: no bucket held"
