@@ -178,4 +178,4 @@ def _start(
     except manager.CannotStart as exc:
         raise manager.CannotStart(f"{where}{exc}") from None
     parts = manager.assemble(kube, config, metrics, cluster.name)
-    return manager.loop(parts, config, cluster.name), parts.setup.events
+    return manager.loop(parts, cluster.name), parts.setup.events

@@ -148,8 +148,9 @@ def _elector(leases: Client, config: Config) -> LeaderElector | None:
     return elector
 
 
-def loop(parts: Parts, config: Config, name: str = "") -> Loop:
+def loop(parts: Parts, name: str = "") -> Loop:
     """One cluster's passes, as the daemon schedules them."""
+    config = parts.setup.config
     passes = Passes(parts.setup, daemon=True)
     return Loop(
         passes,
