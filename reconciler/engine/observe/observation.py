@@ -17,12 +17,12 @@ are kept (`_named`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.buckets import Scope
-from reconciler.children import CHILD_TYPES, CLAIMS, STORAGE_CLASSES, storage_class_from_api
+from reconciler.children import STORAGE_CLASSES, ChildType, storage_class_from_api
 from reconciler.client.interface import Client
 from reconciler.client.json_wire import page_of
 from reconciler.client.pod_dict import pod_from_api
@@ -99,12 +99,17 @@ def list_kind(
     return lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
 
 
-def list_classes(
-    lister: Lister, full: FullList, claims: tuple[Child, ...] | None
-) -> tuple[Child, ...] | None:
+def _reading_classes(
+    types: Iterable[ChildType], children: Mapping[str, tuple[Child, ...] | None]
+) -> bool:
+    """Whether a child seen this pass is of a type that reads storage classes."""
+    return any(c.reads_classes and children.get(c.kind) for c in types)
+
+
+def list_classes(lister: Lister, full: FullList, wanted: bool) -> tuple[Child, ...] | None:
     """The storage classes, once a pass that sees a claim of ours: whether a
     claim may grow is its class's to say. None (not read) without claims."""
-    if not claims:
+    if not wanted:
         return None
     res = STORAGE_CLASSES
     list_in = full.held(lister.kube, res, None, page_of(storage_class_from_api))
@@ -155,11 +160,11 @@ def observe(
     del pod_reuse
     gone, refused = _owners_confirmed(lister, objects, pods)
     wanted = wanted_children(objects)
+    types = registry.child_types().values()
     children = {
-        kind: list_children(lister, full, kind, previous, sorter, wanted[kind])
-        for kind in CHILD_TYPES
+        c.kind: list_children(lister, full, c, previous, sorter, wanted[c.kind]) for c in types
     }
-    classes = list_classes(lister, full, children.get(CLAIMS.kind))
+    classes = list_classes(lister, full, _reading_classes(types, children))
     if classes is not None:
         children[STORAGE_CLASSES.kind] = classes
     pods_error = unlisted(lister, {PODS.kind: pods}).get(PODS.kind)
