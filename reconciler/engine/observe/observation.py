@@ -26,18 +26,13 @@ from reconciler.children import STORAGE_CLASSES, ChildType, storage_class_from_a
 from reconciler.client.interface import Client
 from reconciler.client.json_wire import page_of
 from reconciler.client.pod_dict import pod_from_api
-from reconciler.client.protowire import (
-    META_ACCEPT,
-    META_ACCEPT_JSON,
-)
 from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.engine.observe import orphans
 from reconciler.engine.observe.churn import churn, in_full
 from reconciler.engine.observe.lister import (
-    JSON_METADATA_PAGE_SIZE,
     FullList,
     Lister,
-    MetaList,
+    ListSettings,
     Reuse,
     reuse_of,
 )
@@ -57,8 +52,10 @@ from reconciler.snapshot import Snapshot
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
+    """What one pass's LISTs saw, each field named where it is made."""
+
     snapshot: Snapshot
     report_pods: tuple[Pod, ...] | None
     errors: tuple[str, ...] = ()
@@ -123,28 +120,24 @@ def observe(
     kube: Client,
     namespaces: Sequence[str],
     report_selector: str | None,
+    settings: ListSettings,
     *,
-    protobuf: bool,
-    page_size: int,
-    metadata_page_size: int,
     previous: Snapshot | None = None,
     scope: Scope | None = None,
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial.
-    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). Whole
-    objects come in pages of ``page_size`` (0: one page for pods as protobuf,
-    pages of JSON_PAGE_SIZE for what comes as JSON). An object unchanged since
+    ``settings.protobuf`` asks for pods as protobuf. Whole objects come in
+    pages of ``settings.page_size`` (0: one page for pods as protobuf, pages
+    of JSON_PAGE_SIZE for what comes as JSON). An object unchanged since
     ``previous`` (same uid and resourceVersion) is taken from there rather
     than decoded again, after a LIST of metadata in pages of
-    ``metadata_page_size`` (0: one page). With ``scope`` (a sharded
+    ``settings.metadata_page_size`` (0: one page). With ``scope`` (a sharded
     replica), only the objects of its buckets and their pods are kept."""
-    full = FullList(protobuf, page_size)
-    if protobuf:
-        meta = MetaList(META_ACCEPT, metadata_page_size)
-    else:
-        meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
+    full = settings.full()
     sorter = Sorter(scope)
-    lister = Lister(kube, namespaces, meta, sorter, in_full(previous.churn if previous else {}))
+    lister = Lister(
+        kube, namespaces, settings.meta(), sorter, in_full(previous.churn if previous else {})
+    )
     pod_reuse = reuse_of(None if previous is None else previous.pods, pod_from_api)
     chosen = selection(scope)
     where = pod_namespaces(namespaces, previous)
@@ -193,16 +186,16 @@ def observe(
         owners_gone=gone,
     )
     return Observation(
-        replace(snapshot, churn=churn(previous, snapshot, lister.fetched)),
-        report_pods,
-        tuple(lister.errors),
-        lister.unreachable,
-        lister.counts,
-        warnings,
-        frozenset(sorter.mislabelled),
-        tuple(lister.malformed),
-        tuple(lister.stale),
-        refused,
+        snapshot=replace(snapshot, churn=churn(previous, snapshot, lister.fetched)),
+        report_pods=report_pods,
+        errors=tuple(lister.errors),
+        unreachable=lister.unreachable,
+        counts=lister.counts,
+        warnings=warnings,
+        mislabelled=frozenset(sorter.mislabelled),
+        malformed=tuple(lister.malformed),
+        stale=tuple(lister.stale),
+        refused=refused,
     )
 
 
