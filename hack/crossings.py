@@ -5,8 +5,9 @@ had left: a measure of how far one job is spread over the package.
 The pass is a daemon's second (the first one's State kept), in dry-run mode,
 over the unit tests' fake client holding three Redis objects whose status
 never lands, so that they are planned again. Only calls that receive the
-object itself as an argument count: a module that reads it from an attribute
-(``self.kube``) is not entered by it here.
+object itself as an argument count, or the pass's `PassSetup`, which carries
+both: a module that reads it from an attribute (``self.kube``) is not
+entered by it here.
 
     python -m hack.crossings
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 from reconciler.config import Config
 from reconciler.engine.state import State
-from reconciler.engine.sync import Mode, pass_once
+from reconciler.engine.sync import Mode, PassSetup, pass_once
 from tests.unit.fakes import FakeKube
 
 PACKAGE = "reconciler."
@@ -53,9 +54,10 @@ def _redis(i: int) -> dict[str, Any]:
 def trace() -> dict[str, Route]:
     kube, config, state = FakeKube(), Config(), State()
     kube.held["Redis"] = [_redis(i) for i in range(3)]
-    pass_once(kube, config, state, mode=Mode.DRY_RUN)
+    setup = PassSetup(kube=kube, config=config, mode=Mode.DRY_RUN)
+    pass_once(setup, state)
     paths: dict[str, list[str]] = {"client": [], "config": []}
-    followed = {"client": kube, "config": config}
+    followed = {"client": (kube, setup), "config": (config, setup)}
 
     def called(frame: FrameType, event: str, arg: object) -> None:
         module = frame.f_globals.get("__name__", "")
@@ -64,14 +66,16 @@ def trace() -> dict[str, Route]:
         code = frame.f_code
         names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
         args = [frame.f_locals.get(name) for name in names]
-        for what, obj in followed.items():
+        if names[:1] == ("self",) and args[0] is setup:
+            return  # the setup reading its own fields hands nothing over
+        for what, objs in followed.items():
             path = paths[what]
-            if any(a is obj for a in args) and (not path or path[-1] != module):
+            if any(a is o for a in args for o in objs) and (not path or path[-1] != module):
                 path.append(module)
 
     sys.setprofile(called)
     try:
-        pass_once(kube, config, state, mode=Mode.DRY_RUN)
+        pass_once(setup, state)
     finally:
         sys.setprofile(None)
     return {what: route_of(path) for what, path in paths.items()}

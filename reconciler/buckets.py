@@ -54,7 +54,9 @@ class Scope:
 
 
 class Holder(Protocol):
-    """What a pass asks of a sharded replica."""
+    """What a pass asks of a sharded replica. It is the pass's write fence
+    too (`client.interface.WriteFence`): one value, so the buckets a pass
+    observes and the buckets it may write for are one replica's."""
 
     @property
     def name(self) -> str:
@@ -65,8 +67,9 @@ class Holder(Protocol):
         """The buckets held now: the pass observes only their objects."""
         ...
 
-    def holds(self, uid: str) -> bool:
-        """Asked before each write, for the object the write is for."""
+    def may_write(self, owner_uid: str | None = None) -> bool:
+        """Asked before each write, for the object the write is for (its
+        owner's uid), and by the client before each retry of a write (None)."""
         ...
 
     def report(self, mislabelled: frozenset[int]) -> None:

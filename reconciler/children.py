@@ -9,8 +9,8 @@ never read, and kept for 20,000 children it cost about 56 MB of RSS.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from sys import intern
 from typing import Any
 
@@ -28,37 +28,46 @@ SERVICES = ResourceType("", "v1", "Service", "services")
 PDBS = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 CLAIMS = ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims")
 NETWORK_POLICIES = ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")
-CHILD_TYPES: Mapping[str, ResourceType] = {
-    r.kind: r for r in (SERVICES, PDBS, CLAIMS, NETWORK_POLICIES)
-}
-# Listed only in a pass where some object wants one (`Kind.child_names`): a
-# cluster with no Redis that has storage (or a network policy) pays no LIST
-# of them, and a role from before they existed meets no 403.
-ON_DEMAND = frozenset({CLAIMS.kind, NETWORK_POLICIES.kind})
 # Read, never written: whether a claim's class lets it grow. Listed whole (a
-# cluster has a handful) in a pass that sees a claim of ours, and looked up
-# like a child, under the namespace "".
+# cluster has a handful) in a pass that sees a child whose type reads them
+# (`ChildType.reads_classes`), and looked up like a child, under the
+# namespace "".
 STORAGE_CLASSES = ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses")
 EXPANSION_FIELD = "allowVolumeExpansion"
 
-# A budget's policy for unhealthy pods: dropped by an apiserver that does not
-# keep it (before 1.27, or its gate off).
-POLICY_FIELD = "unhealthyPodEvictionPolicy"
-# The fields of each kind's spec that its rules read: the rest is not kept.
-SPEC_READ: Mapping[str, tuple[str, ...]] = {
-    SERVICES.kind: ("selector", "ports"),
-    PDBS.kind: ("selector", "maxUnavailable", "minAvailable", POLICY_FIELD),
-    CLAIMS.kind: ("resources", "storageClassName", "volumeName"),
-    NETWORK_POLICIES.kind: ("podSelector", "policyTypes", "ingress"),
-}
-# The fields of each kind's status that its rules read: the disruption
-# controller's count, from which the Eviction API answers.
-STATUS_READ: Mapping[str, tuple[str, ...]] = {
-    SERVICES.kind: (),
-    PDBS.kind: ("observedGeneration", "disruptionsAllowed", "currentHealthy", "desiredHealthy"),
-    CLAIMS.kind: ("phase", "capacity", "conditions"),
-    NETWORK_POLICIES.kind: (),
-}
+
+@dataclass(frozen=True)
+class ChildType:
+    """A type of object a kind makes besides pods, as the kind declares it
+    (`Kind.children`), once: the engine lists, decodes and writes it from
+    this, and `reconciler check` and `reconciler manifests` ask for the
+    verbs its writes need (checks/needs.py)."""
+
+    resource: ResourceType
+    # The fields of its spec and status that the kind's rules read: the rest
+    # is not kept.
+    spec_read: tuple[str, ...]
+    status_read: tuple[str, ...] = ()
+    # Of a type that keeps what it holds at its top level (a ConfigMap's
+    # data): those fields, read into its ``spec`` beside the spec's own.
+    top_read: tuple[str, ...] = ()
+    # Listed only in a pass where some object wants one (`Kind.child_names`):
+    # a cluster with no object that wants one pays no LIST of them, and a
+    # role from before they existed meets no 403.
+    on_demand: bool = False
+    # A sharded replica keeps those of its buckets' objects (by their
+    # controller); False: every one is kept (a claim may outlive its owner,
+    # and an owner made again under that name, in any bucket, mounts it).
+    bucketed: bool = True
+    # A pass that sees one of ours lists the storage classes.
+    reads_classes: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    def decode(self, obj: Mapping[str, Any]) -> Child:
+        return child_from_api(self, obj)
 
 
 def plural(kind: str) -> str:
@@ -69,12 +78,12 @@ def plural(kind: str) -> str:
     return kind + ("es" if kind.endswith("s") else "s")
 
 
-def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
-    """``kind`` is given: the items of a LIST carry none."""
+def child_from_api(child: ChildType, obj: Mapping[str, Any]) -> Child:
+    """The type is given: the items of a LIST carry no kind."""
     meta = meta_of(obj)
     labels = mapping(meta.get("labels"))
     return Child(
-        kind=kind,
+        kind=child.kind,
         namespace=intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
         uid=intern(str(meta.get("uid", ""))),
@@ -82,10 +91,10 @@ def child_from_api(kind: str, obj: Mapping[str, Any]) -> Child:
         labels={intern(str(k)): intern(str(v)) for k, v in labels.items()},
         controller_uid=controller_of(meta).uid,
         owner_refs=owner_refs_of(meta),
-        spec=_read(SPEC_READ[kind], mapping(obj.get("spec"))),
+        spec={**_read(child.spec_read, mapping(obj.get("spec"))), **_read(child.top_read, obj)},
         deletion_timestamp=meta.get("deletionTimestamp"),
         generation=_int(meta.get("generation")),
-        status=_read(STATUS_READ[kind], mapping(obj.get("status"))),
+        status=_read(child.status_read, mapping(obj.get("status"))),
     )
 
 
@@ -112,7 +121,3 @@ def _read(fields: tuple[str, ...], found: Mapping[str, Any]) -> Mapping[str, Any
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def decoder(kind: str) -> Callable[[Mapping[str, Any]], Child]:
-    return functools.partial(child_from_api, kind)

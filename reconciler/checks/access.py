@@ -1,11 +1,12 @@
 """May this identity make every request a pass makes, where it makes it?
 
-`NEEDS` is the one table of what the code asks of the apiserver: `reconciler
-manifests` makes the ClusterRole of it (checks/manifests.py, which the
-shipped config/rbac equals), and `reconciler check` asks a
-SelfSubjectAccessReview for each verb of it in each namespace in scope, so a
-missing verb is a line before the first pass rather than a 403 in the middle
-of one. Each refusal's fix binds the identity the cluster saw (grants.py).
+`needed()` is what the code asks of the apiserver, derived from the
+registered kinds (checks/needs.py): `reconciler manifests` makes the
+ClusterRole of it (checks/manifests.py, which the shipped config/rbac
+equals), and `reconciler check` asks a SelfSubjectAccessReview for each verb
+of it in each namespace in scope, so a missing verb is a line before the
+first pass rather than a 403 in the middle of one. Each refusal's fix binds
+the identity the cluster saw (grants.py).
 """
 
 from __future__ import annotations
@@ -27,56 +28,20 @@ from reconciler.checks.grants import (
     rbac_fix,
     subject_of,
 )
+from reconciler.checks.needs import READ, Needs, needs
 from reconciler.client.errors import KubeError, NotFound
 from reconciler.client.kube import ACCESS_REVIEWS, LEASES, Kube
 from reconciler.config import Config
-from reconciler.kinds import xca
-from reconciler.kinds.redis import identity as redis
+from reconciler.kinds import registry
 from reconciler.model import NAMESPACES
 from reconciler.run import lease_access
 
-# (API group, resource) -> verbs. Each is a request the code makes: observe
-# LISTs (and GETs namespaces in scope), apply patches (objects, their status,
-# pod metadata), creates, deletes and GETs, events.py creates, GETs and
-# patches. redis/finalizers is for blockOwnerDeletion. In the order of the
-# ClusterRole's rules (config/rbac, with the reason of each).
-NEEDS: dict[tuple[str, str], frozenset[str]] = {
-    (redis.GROUP, redis.RESOURCE.plural): frozenset({"get", "list", "patch"}),
-    (xca.GROUP, xca.RESOURCE.plural): frozenset({"get", "list", "patch"}),
-    (redis.GROUP, f"{redis.RESOURCE.plural}/status"): frozenset({"patch"}),
-    (xca.GROUP, f"{xca.RESOURCE.plural}/status"): frozenset({"patch"}),
-    (redis.GROUP, f"{redis.RESOURCE.plural}/finalizers"): frozenset({"update"}),
-    ("", "pods"): frozenset({"get", "list", "create", "delete", "patch"}),
-    ("", "services"): frozenset({"get", "list", "create", "patch"}),
-    ("", "pods/eviction"): frozenset({"create"}),
-    ("policy", "poddisruptionbudgets"): frozenset({"get", "list", "create", "patch", "delete"}),
-    ("", "persistentvolumeclaims"): frozenset({"get", "list", "create", "patch", "delete"}),
-    ("storage.k8s.io", "storageclasses"): frozenset({"list"}),
-    ("networking.k8s.io", "networkpolicies"): frozenset(
-        {"get", "list", "create", "patch", "delete"}
-    ),
-    ("", "events"): frozenset({"create", "get", "patch"}),
-    ("", "namespaces"): frozenset({"get", "list"}),
-}
-# Rules for some objects only: (group, resource) -> (verbs, names).
-NAMED_NEEDS: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {
-    ("apiextensions.k8s.io", "customresourcedefinitions"): (
-        frozenset({"get"}),
-        frozenset({redis.RESOURCE.crd_name, xca.RESOURCE.crd_name}),
-    ),
-}
-# The cluster-scoped resources of NEEDS, and what a pass limited to some
-# namespaces (-n) asks of them: it GETs each namespace in scope rather than
-# LIST them all. With NAMED_NEEDS, the reads a namespace-scoped install
-# grants cluster-wide.
-CLUSTER_SCOPED: dict[tuple[str, str], frozenset[str]] = {
-    ("storage.k8s.io", "storageclasses"): frozenset({"list"}),
-    ("", "namespaces"): frozenset({"get"}),
-}
-# What a dry run does: it reads, and writes nothing, events neither.
-READS = frozenset({"get", "list"})
-ALL: frozenset[str] = frozenset().union(*NEEDS.values())
 ROLE = "reconciler"  # the ClusterRole of config/rbac
+
+
+def needed() -> Needs:
+    """What a pass over the registered kinds asks of the apiserver."""
+    return needs(registry.KINDS)
 
 
 @dataclass(frozen=True)
@@ -100,18 +65,20 @@ def asks(config: Config, namespace: str) -> list[Ask]:
     """Every request a pass makes in ``namespace`` ("": all of them), and the
     cluster-scoped ones: with -n, only the reads such a pass makes (its own
     namespace's GET among them)."""
-    wanted = READS if config.dry_run else ALL
+    found = needed()
+    # A dry run reads, and writes nothing, events neither.
+    wanted = READ if config.dry_run else found.every_verb
     out: list[Ask] = []
-    for (group, resource), verbs in NEEDS.items():
-        if (group, resource) not in CLUSTER_SCOPED:
+    for (group, resource), verbs in found.plain.items():
+        if (group, resource) not in found.cluster_scoped:
             out.extend(Ask(group, resource, v, namespace) for v in sorted(verbs & wanted))
         elif not namespace:
             out.extend(Ask(group, resource, v) for v in sorted(verbs & wanted))
         else:
-            scoped = CLUSTER_SCOPED[(group, resource)] & wanted
+            scoped = found.cluster_scoped[(group, resource)] & wanted
             named = namespace if (group, resource) == (NAMESPACES.group, NAMESPACES.plural) else ""
             out.extend(Ask(group, resource, v, "", named) for v in sorted(scoped))
-    for (group, resource), (verbs, names) in NAMED_NEEDS.items():
+    for (group, resource), (verbs, names) in found.named.items():
         out.extend(Ask(group, resource, v, "", n) for v in sorted(verbs) for n in sorted(names))
     return out
 

@@ -1,5 +1,5 @@
 """What `reconciler manifests` prints: the CRDs, the ClusterRole made from
-`access.NEEDS` (the one table of what a pass asks), and the Lease Role,
+`access.needed()` (what a pass asks, derived from the kinds), and the Lease Role,
 each bound to a given subject.
 
 Printed by the installed binary, so a cluster admin applies them from any
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.checks.access import CLUSTER_SCOPED, NAMED_NEEDS, NEEDS, ROLE
+from reconciler.checks.access import ROLE, needed
 from reconciler.checks.grants import RBAC_GROUP, Subject, binding_name
 from reconciler.client.kube import LEASES
 from reconciler.run import lease_access
@@ -74,21 +74,24 @@ def leases(subject: Subject, namespace: str, shard: bool = False) -> list[dict[s
 
 
 def rules() -> list[dict[str, Any]]:
-    """NEEDS and NAMED_NEEDS as RBAC rules, one per resource, in table order."""
-    plain = [_rule(group, resource, verbs) for (group, resource), verbs in NEEDS.items()]
+    """What a pass needs as RBAC rules, one per resource, in table order."""
+    found = needed()
+    plain = [_rule(group, resource, verbs) for (group, resource), verbs in found.plain.items()]
     named = [
         _rule(group, resource, verbs, names)
-        for (group, resource), (verbs, names) in NAMED_NEEDS.items()
+        for (group, resource), (verbs, names) in found.named.items()
     ]
     return plain + named
 
 
 def cluster_read_rules() -> list[dict[str, Any]]:
     """What a pass with -n reads outside its namespaces."""
-    plain = [_rule(group, resource, verbs) for (group, resource), verbs in CLUSTER_SCOPED.items()]
+    found = needed()
+    scoped = found.cluster_scoped.items()
+    plain = [_rule(group, resource, verbs) for (group, resource), verbs in scoped]
     named = [
         _rule(group, resource, verbs, names)
-        for (group, resource), (verbs, names) in NAMED_NEEDS.items()
+        for (group, resource), (verbs, names) in found.named.items()
     ]
     return plain + named
 

@@ -118,9 +118,12 @@ def cli(ctx: click.Context, /, **options: Any) -> None:
     collect(ctx, **options)
 
 
-def flush(events: EventQueue) -> None:
+def flush(events: EventQueue | None) -> None:
     """Post what is queued, for a bounded time: an apiserver that stopped
-    answering must not hold the exit, nor `sync --wait` past its timeout."""
+    answering must not hold the exit, nor `sync --wait` past its timeout.
+    None: the passes posted their own."""
+    if events is None:
+        return
     left = events.flush(timeout=FLUSH_SECONDS)
     if left:
         log.warning("stopping with %d events not posted after %gs", left, FLUSH_SECONDS)

@@ -28,7 +28,7 @@ from reconciler.cli.served import (
 )
 from reconciler.client.kube import Kube
 from reconciler.engine.runner import Passes
-from reconciler.engine.sync import Mode
+from reconciler.engine.sync import Mode, PassSetup
 
 
 @cli.command(
@@ -70,7 +70,7 @@ def plan(
     fleet = fleet_of(ctx, state_file=state_file)
 
     def serve(cluster: Cluster, kube: Kube) -> Served:
-        passes = Passes(kube, cluster.config, Mode.PLAN)
+        passes = Passes(PassSetup(kube=kube, config=cluster.config, mode=Mode.PLAN))
         result = passes()
         lagging = [] if result.unreachable else passes.lagging_crds()
         return served.of_plan(result, lagging, detailed_exitcode)

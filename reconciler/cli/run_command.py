@@ -14,7 +14,6 @@ from reconciler.cli.served import (
 )
 from reconciler.client.kube import Kube
 from reconciler.engine.events import EventQueue
-from reconciler.engine.runner import Passes, mode_of
 
 if TYPE_CHECKING:  # the daemon's modules: `sync` from cron loads none of them
     from reconciler.run.daemon import Loop
@@ -168,7 +167,7 @@ def run(
 
 def _start(
     cluster: Cluster, kube: Kube, metrics: Metrics | None, named: bool
-) -> tuple[Loop, EventQueue]:
+) -> tuple[Loop, EventQueue | None]:
     """One cluster's loop, once its Lease can be held."""
     from reconciler.run import manager
 
@@ -179,15 +178,4 @@ def _start(
     except manager.CannotStart as exc:
         raise manager.CannotStart(f"{where}{exc}") from None
     parts = manager.assemble(kube, config, metrics, cluster.name)
-    # Every write of this cluster's passes, its events too, asks the fence.
-    events = EventQueue(parts.kube)
-    passes = Passes(
-        parts.kube,
-        config,
-        mode_of(config),
-        fence=parts.fence,
-        shard=parts.member,
-        events=events,
-        daemon=True,
-    )
-    return manager.loop(passes, parts, config, cluster.name), events
+    return manager.loop(parts, cluster.name), parts.setup.events

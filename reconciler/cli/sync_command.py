@@ -31,6 +31,7 @@ from reconciler.cli.settings import ENV_PREFIX
 from reconciler.client.kube import Kube
 from reconciler.engine.events import EventQueue
 from reconciler.engine.runner import Passes, mode_of
+from reconciler.engine.sync import PassSetup
 from reconciler.result import PassResult
 from reconciler.run.pacing import Schedule
 from reconciler.run.wait import wait
@@ -114,7 +115,7 @@ def _sync(
     config = cluster.config
     # Waiting: events go from a queue, so they do not hold up the next pass.
     events = EventQueue(kube) if wait_ else None
-    passes = Passes(kube, config, mode_of(config), events=events)
+    passes = Passes(PassSetup(kube=kube, config=config, mode=mode_of(config), events=events))
     prefix = f"[{cluster.name}] " if named else ""
 
     def one_pass() -> PassResult:
@@ -126,6 +127,5 @@ def _sync(
     if not wait_:
         return served.of_pass(one_pass())
     waited = wait(one_pass, timeout=limit, schedule=Schedule.of(config))
-    if events is not None:
-        flush(events)
+    flush(events)
     return served.of_wait(waited, limit)

@@ -32,6 +32,7 @@ from reconciler.health import Health
 from reconciler.kinds import registry
 from reconciler.kinds.base import Kind, Object, PlanInput
 from reconciler.kinds.conditions import status_changes
+from reconciler.kinds.order import BUCKET_LABEL_WHY
 from reconciler.model import LABEL_BUCKET, ObjKey, Pod, PodIndex, PodLookup, RecordingLookup
 from reconciler.settled import NOTHING_SETTLED, Settled, SettledObject
 from reconciler.snapshot import Snapshot
@@ -171,10 +172,10 @@ class _Planned:
     def plan(self, kind: Kind[Any], obj: Object, inp: PlanInput) -> None:
         lookup = RecordingLookup(self.index)
         found = kind.plan(obj, replace(inp, pods=lookup))
-        pruned = self.pruned.get(kind.name)
-        planned = unpruned(obj, kind.order.arranged(found.actions), pruned)
+        pruned, actions = self.pruned.get(kind.name), found.actions
         if inp.holder is not None and not inp.gate.hold and not obj.deletion_timestamp:
-            planned = bucket_labels(obj, planned, lookup, inp.config.shard_buckets)
+            actions = bucket_labels(obj, actions, lookup, inp.config.shard_buckets)
+        planned = unpruned(obj, kind.order.arranged(actions), pruned)
         if inp.gate.backing_off:
             self.held.add(obj.key)
         self.actions.extend(planned)
@@ -217,15 +218,13 @@ def unpruned(obj: Object, actions: list[Action], pruned: frozenset[str] | None) 
     return out
 
 
-BUCKET_LABEL_WHY = "shard bucket"
-
-
 def bucket_labels(obj: Object, actions: list[Action], pods: PodLookup, total: int) -> list[Action]:
     """Sharded: the object, each of its pods and each pod created for it carry
     its bucket as a label, so that the replica holding the bucket finds them
     with a LIST selected on it. Written by the holder when it first sees them
     (and whenever the label is wrong); an unsharded pass neither adds nor
-    removes it."""
+    removes it. Each kind's order (`Kind.order`, kinds/order.py `sharded`)
+    places these writes: the object's label first, new ones on pods last."""
     want = {LABEL_BUCKET: str(bucket_of(obj.uid, total))}
     out: list[Action] = []
     if obj.bucket_label != want[LABEL_BUCKET]:

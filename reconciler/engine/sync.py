@@ -27,6 +27,7 @@ from reconciler.engine.failures import pruned_field
 from reconciler.engine.heap import collector_held
 from reconciler.engine.observe import Observation, observe
 from reconciler.engine.observe.churn import with_writes
+from reconciler.engine.observe.lister import ListSettings
 from reconciler.engine.observe.orphans import Refused
 from reconciler.engine.plan import health_after, plan_pass
 from reconciler.engine.state import State
@@ -92,83 +93,103 @@ def _report_pods(state: State, pods: tuple[Pod, ...], pass_id: str, *, update: b
         state.pod_views = current
 
 
-@dataclass(frozen=True)
-class _Pass:
-    """What the steps of one pass share."""
+@dataclass(frozen=True, kw_only=True)
+class PassSetup:
+    """What every pass of one cluster is run with: built once (for the
+    daemon by `run/manager.py`, for `sync` and `plan` by the command) and
+    taken by the runner and `pass_once`. ``events``: a queue the caller
+    flushes before it exits (else each pass posts its own). ``holder``: a
+    sharded replica, which is also the pass's write fence, so what a pass
+    observes and what it may write for cannot disagree; ``fence``: the
+    fence of a pass that no holder fences (the leader's, or none)."""
 
     kube: Client
     config: Config
-    mode: Mode
-    clock: Callable[[], datetime]
-    fence: WriteFence
+    mode: Mode = Mode.APPLY
+    fence: WriteFence = UNFENCED
+    holder: Holder | None = None
+    events: EventQueue | None = None
+    clock: Callable[[], datetime] = _utcnow
+
+    def __post_init__(self) -> None:
+        if self.holder is not None and self.fence is not UNFENCED:
+            raise ValueError("a sharded pass is fenced by its holder, and by no other fence")
+
+    @property
+    def fenced_by(self) -> WriteFence:
+        """What the pass asks before each object's writes."""
+        return self.holder if self.holder is not None else self.fence
+
+    @property
+    def lists(self) -> ListSettings:
+        """The settings observe asks its LISTs with."""
+        return ListSettings.of(self.config)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One pass: its setup and its id in the log lines."""
+
+    setup: PassSetup
     pass_id: str
-    events: EventQueue | None
-    shard: Holder | None
 
 
 def _holder(p: _Pass) -> str | None:
-    return p.shard.name if p.shard is not None else None
+    holder = p.setup.holder
+    return holder.name if holder is not None else None
 
 
 def _sink(p: _Pass, snapshot: Snapshot) -> EventSink:
-    return EventSink(p.kube, p.clock, p.events, snapshot.terminating)
+    s = p.setup
+    return EventSink(s.kube, s.clock, s.events, snapshot.terminating)
 
 
 def _apply(p: _Pass, plan: Plan, snapshot: Snapshot) -> ApplyReport:
-    if p.mode is Mode.PLAN:
+    s = p.setup
+    if s.mode is Mode.PLAN:
         return ApplyReport()
-    dry_run = p.mode is Mode.DRY_RUN
-    options = ApplyOptions(p.config.write_concurrency, dry_run, p.pass_id)
-    return Executor(p.kube, _sink(p, snapshot), options, p.fence).run(plan)
+    dry_run = s.mode is Mode.DRY_RUN
+    options = ApplyOptions(s.config.write_concurrency, dry_run, p.pass_id)
+    return Executor(s.kube, _sink(p, snapshot), options, s.fenced_by).run(plan)
 
 
 def _look(p: _Pass, state: State, selector: str | None) -> tuple[Observation, Plan]:
     """Observe and plan; ``state`` keeps the new snapshot and what it settled."""
-    config, shard = p.config, p.shard
+    s = p.setup
+    config, holder = s.config, s.holder
     obs = observe(
-        p.kube,
+        s.kube,
         config.namespaces,
         selector,
-        protobuf=config.protobuf,
-        page_size=config.page_size,
-        metadata_page_size=config.metadata_page_size,
+        s.lists,
         previous=state.seen,
-        scope=shard.scope() if shard is not None else None,
+        scope=holder.scope() if holder is not None else None,
     )
-    if shard is not None:
-        shard.report(obs.mislabelled)
+    if holder is not None:
+        holder.report(obs.mislabelled)
     # What observe reused is in the new snapshot; free the rest of the old
     # one before the plan is built (at scale, the two together set the peak).
     state.seen = None
     if obs.unreachable is None:
         for err in obs.errors:
             log.error("%s", err)
-    snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), p.clock()
+    snapshot, now = replace(obs.snapshot, pruned=dict(state.pruned)), s.clock()
     plan = plan_pass(snapshot, config, now, state.settled, _holder(p))
     state.seen, state.settled = snapshot, plan.settled
     return replace(obs, snapshot=snapshot), plan
 
 
-def pass_once(
-    kube: Client,
-    config: Config,
-    state: State,
-    *,
-    mode: Mode = Mode.APPLY,
-    clock: Callable[[], datetime] = _utcnow,
-    fence: WriteFence = UNFENCED,
-    events: EventQueue | None = None,
-    shard: Holder | None = None,
-) -> PassResult:
+def pass_once(setup: PassSetup, state: State) -> PassResult:
     """Run one pass and update ``state`` in place. Never raises for per-object
     errors; they are in the result, which decides the exit code. With
-    ``events``, the pass queues its events there instead of posting them
-    itself; the caller flushes the queue before it exits. With ``shard``, the
-    pass sees only the objects of the buckets it holds; ``fence`` is asked
-    before each object's writes (for its bucket, when sharded)."""
+    ``setup.events``, the pass queues its events there instead of posting
+    them itself. With ``setup.holder``, the pass sees only the objects of the
+    buckets it holds; its fence is asked before each object's writes (for
+    its bucket, when sharded)."""
     started, cpu = time.monotonic(), time.process_time()
+    kube, config, mode = setup.kube, setup.config, setup.mode
     before = kube.stats.snapshot()
-    p = _Pass(kube, config, mode, clock, fence, uuid.uuid4().hex[:8], events, shard)
+    p = _Pass(setup, uuid.uuid4().hex[:8])
     selector = config.pod_report_selector if config.pod_report else None
 
     with collector_held():
@@ -182,7 +203,7 @@ def pass_once(
     applied = _apply(p, plan, snapshot)
     _expect_writes(state, applied)
     _say_pruned(state, applied, plan, _sink(p, snapshot))
-    if p.mode is Mode.APPLY:
+    if mode is Mode.APPLY:
         _say_refused(obs.refused, _sink(p, snapshot))
     errors = list(obs.errors) + _backing_off(snapshot, plan)
     errors += [f"[{o.action.owner}] {o.action.describe()}: {o.error}" for o in applied.failed()]

@@ -28,7 +28,6 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.backoff import DEFAULT_REASON
-from reconciler.children import CHILD_TYPES
 from reconciler.client.errors import (
     ApiError,
     Conflict,
@@ -47,7 +46,7 @@ from reconciler.engine.failures import (
     failure_reason,
     no_status_subresource,
 )
-from reconciler.kinds.registry import kind_of
+from reconciler.kinds.registry import child_types, kind_of
 from reconciler.model import PODS, ObjKey, ResourceType
 from reconciler.result import Result
 
@@ -127,7 +126,7 @@ class Writer:
     def _already_exists(self, action: CreatePod | CreateChild) -> Result:
         """AlreadyExists: fine if the object is ours (an earlier, interrupted pass)."""
         target = action.target
-        res = PODS if isinstance(action, CreatePod) else CHILD_TYPES[action.kind]
+        res = PODS if isinstance(action, CreatePod) else _child(action.kind)
         try:
             found = self.kube.get(res, target.namespace, target.name)
         except NotFound:
@@ -146,7 +145,7 @@ class Writer:
     def _create_child(self, action: CreateChild, run: ObjectRun) -> Result:
         target = action.target
         try:
-            self.kube.create(CHILD_TYPES[action.kind], target.namespace, action.manifest)
+            self.kube.create(_child(action.kind), target.namespace, action.manifest)
         except Conflict:
             return self._already_exists(action)
         if action.event:
@@ -157,7 +156,7 @@ class Writer:
         body = dict(action.body)
         meta = {**(body.get("metadata") or {}), "resourceVersion": action.resource_version}
         body["metadata"] = meta
-        res = CHILD_TYPES[action.kind]
+        res = _child(action.kind)
         result = self._patch(action.target, action.resource_version, body, "", run, res)
         if result is Result.OK and action.event:
             self._events([action.event])
@@ -186,7 +185,7 @@ class Writer:
     def _delete_child(self, action: DeleteChild) -> Result:
         target = action.target
         try:
-            self.kube.delete(CHILD_TYPES[action.kind], target.namespace, target.name, action.uid)
+            self.kube.delete(_child(action.kind), target.namespace, target.name, action.uid)
         except (NotFound, Conflict):
             return Result.GONE  # gone, or replaced: the next pass sees which
         return Result.OK
@@ -263,3 +262,8 @@ class Writer:
         meta = answer.get("metadata") or {}
         run.new_rv[observed_rv] = str(meta.get("resourceVersion", sent_rv))
         return Result.OK
+
+
+def _child(kind: str) -> ResourceType:
+    """Where a child of ``kind`` lives, as its owner's kind declares it."""
+    return child_types()[kind].resource

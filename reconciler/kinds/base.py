@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from reconciler.actions import Action, ObjRef
 from reconciler.backoff import Failure, Gate, from_status
+from reconciler.children import ChildType
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.health import Health
@@ -172,12 +173,17 @@ class Kind(Generic[T]):
     # our label; a desired name not among them is looked up by name, so that
     # a foreign pod holding it, or ours with its labels removed, is seen.
     pod_names: Callable[[T], Iterable[str]] | None = None
+    # The types of object it makes besides pods (a Redis's Service), with
+    # what its rules read of them: what a pass lists and decodes, and, with
+    # ``order``, what `reconciler check` and `manifests` grant (checks/needs.py).
+    children: tuple[ChildType, ...] = ()
     # The (kind, name) of each child object it makes besides pods (its
     # Service): looked up by name when the labelled LIST does not show it,
     # for the same reasons as a pod.
     child_names: Callable[[T], Iterable[tuple[str, str]]] | None = None
-    # The order of its writes (kinds/order.py): the planner arranges each
-    # object's actions by it; the executor runs them in that order.
+    # The order of its writes (kinds/order.py), the sharded replica's among
+    # them: the planner arranges each object's actions by it; the executor
+    # runs them in that order; its steps say which verbs it needs.
     order: WriteOrder = STATUS_ONLY
     # Its own settings: a frozen dataclass of its defaults. Each field is a
     # key of the config file and a RECONCILER_<KEY> variable; one whose

@@ -6,8 +6,10 @@ checklist in docs/architecture.md, "Adding a kind".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from reconciler.children import ChildType
 from reconciler.kinds import xca
 from reconciler.kinds.base import Kind
 from reconciler.kinds.redis import kind as redis
@@ -21,3 +23,15 @@ KINDS: tuple[Kind[Any], ...] = (redis.KIND, xca.KIND)
 def kind_of(key: ObjKey) -> Kind[Any] | None:
     """The kind of an object key; None for what is not one of ours (a pod)."""
     return next((kind for kind in KINDS if kind.name == key.kind), None)
+
+
+def child_types() -> Mapping[str, ChildType]:
+    """The types of child object the kinds declare (`Kind.children`), by
+    kind, in the order declared: what a pass lists and writes besides pods.
+    Two kinds that make one type must declare it alike."""
+    found: dict[str, ChildType] = {}
+    for kind in KINDS:
+        for child in kind.children:
+            if found.setdefault(child.kind, child) != child:
+                raise ValueError(f"{kind.name} declares {child.kind} unlike another kind")
+    return found

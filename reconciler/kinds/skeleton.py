@@ -35,7 +35,8 @@ from reconciler.kinds.conditions import (
 from reconciler.model import ResourceType, mapping
 
 # Its place in the API: its CRD in crds/ must say the same, and
-# config/rbac/rbac.yaml grant get, list, patch on it and on its status.
+# config/rbac/rbac.yaml (what `reconciler manifests rbac` prints) grant what
+# a pass does with it.
 RESOURCE = ResourceType("example.com", "v1alpha1", "Example", "examples")
 COMPONENT = "example-controller"  # the source of its events
 OBSERVED = "Observed"  # the reason of its Ready condition

@@ -101,6 +101,7 @@ class Loop:
         self,
         one_pass: Callable[[], PassResult],
         *,
+        standby: Callable[[], str | None] = lambda: None,
         schedule: Schedule,
         jitter: float,
         name: str = "",
@@ -112,6 +113,7 @@ class Loop:
         unready_after: int = Config.unready_after,
     ) -> None:
         self.one_pass = one_pass
+        self.standby = standby  # why no pass now (the pass's fence lets it write nothing)
         self.schedule = schedule
         self.interval = schedule.interval
         self.jitter = jitter
@@ -149,14 +151,10 @@ class Loop:
                 self.leases_started = True
                 self.renewer = self.start_leases()
             self.ticks += 1
-            if self.elector is not None and not self.elector.is_leader:
-                log.debug("not the leader; skipping this pass")
+            why = self.standby()
+            if why is not None:
+                log.debug("%s; skipping this pass", why)
                 self.pace = None  # a leader again later starts at the interval, not settling
-                self._after(None)
-                return
-            if self.shard is not None and not self.shard.held():
-                log.debug("sharded: no bucket held; skipping this pass")
-                self.pace = None
                 self._after(None)
                 return
             started = self.clock()

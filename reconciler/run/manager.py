@@ -5,20 +5,22 @@ ours from the settings: the metrics and health server of the process, and
 for each cluster the Lease check before anything starts, the leader elector
 or the shard member (on a request budget of their own), and the write fence
 (`client.interface.WriteFence`) that the cluster's client and its passes ask
-before each write. The pass itself is the
-engine's, handed in by the CLI (`run/` does not import `engine/`).
+before each write; and, once, the cluster's `PassSetup`: its fenced client,
+its fence or shard member, its event queue and its mode, which every pass of
+the cluster is run with.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from reconciler.client.interface import UNFENCED, Client, WriteFence
 from reconciler.config import Config
-from reconciler.result import PassResult
+from reconciler.engine.events import EventQueue
+from reconciler.engine.runner import Passes, mode_of
+from reconciler.engine.sync import PassSetup
 from reconciler.run import lease_access
 from reconciler.run.daemon import Daemon, Loop
 from reconciler.run.leader import (
@@ -53,28 +55,23 @@ class LeaderFence:
 
 
 @dataclass(frozen=True)
-class ShardFence:
-    """A replica writes for the objects of the buckets it holds; a retry,
-    which knows no object, while it holds any."""
-
-    member: ShardMember
-
-    def may_write(self, owner_uid: str | None = None) -> bool:
-        if owner_uid is None:
-            return bool(self.member.held())
-        return self.member.holds(owner_uid)
-
-
-@dataclass(frozen=True)
 class Parts:
     """What runs beside one cluster's passes; each None when the settings
-    leave it out. ``kube``: the cluster's client, its retries behind ``fence``."""
+    leave it out. ``setup``: what its passes are run with, the cluster's
+    client among it (its retries behind the same fence as the passes)."""
 
-    kube: Client
-    fence: WriteFence
+    setup: PassSetup
     elector: LeaderElector | None
     member: ShardMember | None
     metrics: ClusterMetrics | None
+
+    @property
+    def kube(self) -> Client:
+        return self.setup.kube
+
+    @property
+    def fence(self) -> WriteFence:
+        return self.setup.fenced_by
 
 
 def check_leases(kube: Client, config: Config) -> None:
@@ -108,12 +105,14 @@ def serve_metrics(config: Config, named: bool) -> Metrics | None:
 
 
 def assemble(kube: Client, config: Config, metrics: Metrics | None, name: str = "") -> Parts:
-    """One cluster's elector or shard member, its write fence, and its
-    metrics. Lease requests get a budget of their own: never behind a
-    pass's writes."""
+    """One cluster's elector or shard member, its write fence, its metrics,
+    and what its passes are run with. Lease requests get a budget of their
+    own: never behind a pass's writes. Every write of the passes, their
+    events too, asks the fence."""
     stale_after = config.interval * config.healthz_intervals + config.jitter
     own = metrics.cluster(name, config.interval, stale_after) if metrics is not None else None
     leases = kube.with_budget(LEASE_QPS, LEASE_BURST, LEASE_RETRIES)
+    mode = mode_of(config)
     if config.shard:
         shard = ShardConfig.from_config(config)
         base = shard.identity or default_identity()  # chosen once: the requests name it
@@ -124,13 +123,16 @@ def assemble(kube: Client, config: Config, metrics: Metrics | None, name: str = 
             config.leader_election_namespace,
             member.base,
         )
-        fence = ShardFence(member)
-        return Parts(kube.fenced(fence, base), fence, None, member, own)
+        fenced = kube.fenced(member, base)
+        setup = PassSetup(
+            kube=fenced, config=config, mode=mode, holder=member, events=EventQueue(fenced)
+        )
+        return Parts(setup, None, member, own)
     elector = _elector(leases, config)
-    if elector is not None:
-        lead = LeaderFence(elector)
-        return Parts(kube.fenced(lead), lead, elector, None, own)
-    return Parts(kube, UNFENCED, None, None, own)
+    fence: WriteFence = UNFENCED if elector is None else LeaderFence(elector)
+    fenced = kube if elector is None else kube.fenced(fence)
+    setup = PassSetup(kube=fenced, config=config, mode=mode, fence=fence, events=EventQueue(fenced))
+    return Parts(setup, elector, None, own)
 
 
 def _elector(leases: Client, config: Config) -> LeaderElector | None:
@@ -146,10 +148,13 @@ def _elector(leases: Client, config: Config) -> LeaderElector | None:
     return elector
 
 
-def loop(one_pass: Callable[[], PassResult], parts: Parts, config: Config, name: str = "") -> Loop:
+def loop(parts: Parts, name: str = "") -> Loop:
     """One cluster's passes, as the daemon schedules them."""
+    config = parts.setup.config
+    passes = Passes(parts.setup, daemon=True)
     return Loop(
-        one_pass,
+        passes,
+        standby=passes.standby,
         schedule=Schedule.of(config),
         jitter=config.jitter,
         name=name,

@@ -161,9 +161,14 @@ class ShardMember:
             log.info("shard: no object under the label of a bucket of ours is another's now")
         self.mislabelled = mislabelled
 
-    def holds(self, uid: str) -> bool:
-        """May this replica write for the object with this uid, now?"""
-        return bucket_of(uid, self.config.buckets) in self.held()
+    def may_write(self, owner_uid: str | None = None) -> bool:
+        """The write fence (`Holder.may_write`): a replica writes for the
+        objects of the buckets it holds now; a retry, which knows no object,
+        while it holds any."""
+        held = self.held()
+        if owner_uid is None:
+            return bool(held)
+        return bucket_of(owner_uid, self.config.buckets) in held
 
     # ---------------------------------------------------------------- one round
 

@@ -445,7 +445,7 @@ def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str
     from reconciler.client.kube import Kube
     from reconciler.config import Config
     from reconciler.engine.state import State
-    from reconciler.engine.sync import Mode, pass_once
+    from reconciler.engine.sync import Mode, PassSetup, pass_once
     from reconciler.result import PassOutcome
 
     fk.run("create", "serviceaccount", "rotator", "-n", fns)
@@ -481,11 +481,12 @@ def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str
     config = Config(namespaces=(fns,))
     fk.apply(many_redis(fns, 1, num=1))
     try:
-        assert pass_once(kube, config, State()).outcome is PassOutcome.OK
+        assert pass_once(PassSetup(kube=kube, config=config), State()).outcome is PassOutcome.OK
         fk.run("delete", "secret", "s1", "-n", fns)  # token 1 is now invalid
         wait_for(
             lambda: (
-                pass_once(kube, config, State(), mode=Mode.PLAN).outcome is PassOutcome.UNREACHABLE
+                pass_once(PassSetup(kube=kube, config=config, mode=Mode.PLAN), State()).outcome
+                is PassOutcome.UNREACHABLE
             ),
             what="the old token to be rejected",
             timeout=30,
@@ -493,7 +494,7 @@ def test_rotated_service_account_token_is_reread(fk: Kubectl, fcluster, fns: str
         token_file.write_text(token("s2"))  # the kubelet rotates the file
         later = token_file.stat().st_mtime + 1  # a new mtime, however coarse the clock
         os.utime(token_file, (later, later))
-        result = pass_once(kube, config, State())
+        result = pass_once(PassSetup(kube=kube, config=config), State())
         assert result.outcome is PassOutcome.OK, result.errors
     finally:
         fk.run("delete", "clusterrolebinding", f"rotator-{fns}", check=False)

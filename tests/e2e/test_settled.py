@@ -9,7 +9,7 @@ from reconciler.actions import CreatePod
 from reconciler.client.kube import Kube
 from reconciler.config import Config
 from reconciler.engine.state import State
-from reconciler.engine.sync import pass_once
+from reconciler.engine.sync import PassSetup, pass_once
 
 from .conftest import Kubectl, wait_for
 from .test_pass import XCA
@@ -18,7 +18,9 @@ from .test_redis import redis_yaml, settled
 
 def converge(kube: Kube, config: Config, state: State, kubectl: Kubectl, ns: str) -> None:
     def done() -> bool:
-        return not pass_once(kube, config, state).plan.actions and settled(kubectl, ns)
+        return not pass_once(PassSetup(kube=kube, config=config), state).plan.actions and settled(
+            kubectl, ns
+        )
 
     wait_for(done, what="convergence", timeout=60)
 
@@ -34,7 +36,7 @@ def test_settled_objects_are_reused_and_a_change_by_hand_still_counts(
     converge(kube, config, state, kubectl, ns)
 
     before = state.seen
-    quiet = pass_once(kube, config, state)
+    quiet = pass_once(PassSetup(kube=kube, config=config), state)
     assert quiet.writes == 0 and not quiet.plan.actions
     assert {k.kind for k in quiet.plan.settled.objects} == {"Redis", "Xca"}
     # The same objects, not copies: nothing was decoded again.
@@ -47,7 +49,7 @@ def test_settled_objects_are_reused_and_a_change_by_hand_still_counts(
 
     kubectl.run("delete", "pod", "redis-sample-1", "-n", ns, "--wait=false")
     kubectl.apply(redis_yaml(ns, num=3))
-    back = pass_once(kube, config, state)
+    back = pass_once(PassSetup(kube=kube, config=config), state)
     created = sorted(a.target.name for a in back.plan.actions if isinstance(a, CreatePod))
     # redis-sample-1 may still be terminating (kwok): then it comes next pass.
     assert "redis-sample-2" in created

@@ -9,7 +9,6 @@ from typing import Any
 
 from reconciler.actions import Action, DeletePod, EvictPod
 from reconciler.backoff import STATUS_FIELD, Failure, gate, to_status
-from reconciler.children import child_from_api
 from reconciler.config import Config
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY
 from reconciler.kinds import xca as xca_kind
@@ -172,7 +171,7 @@ def snap(
 def service_of(r: Redis, **changes: Any) -> Child:
     """The Service a pass made for ``r``, as the apiserver stores it."""
     plan = service.plan_service(owner_of(r), None, 6379)
-    made = child_from_api("Service", plan.actions[0].manifest)
+    made = service.CHILD.decode(plan.actions[0].manifest)
     return dataclasses.replace(made, uid=f"svc-{r.uid}", resource_version="1", **changes)
 
 
@@ -183,7 +182,7 @@ def _num(r: Redis) -> int:
 
 def budget_of(r: Redis, **changes: Any) -> Child:
     """The budget a pass made for ``r``, as the apiserver stores it."""
-    made = child_from_api("PodDisruptionBudget", disruption.manifest(owner_of(r), _num(r)))
+    made = disruption.CHILD.decode(disruption.manifest(owner_of(r), _num(r)))
     return dataclasses.replace(
         made, uid=f"pdb-{r.uid}", resource_version="1", **({"status": LETS_ONE_GO} | changes)
     )

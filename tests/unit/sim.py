@@ -25,8 +25,9 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.backoff import from_status
-from reconciler.children import CLAIMS, child_from_api
+from reconciler.children import CLAIMS
 from reconciler.client.pod_dict import pod_from_api
+from reconciler.kinds import registry
 from reconciler.kinds.redis.identity import Redis
 from reconciler.kinds.xca import Xca
 from reconciler.model import LABEL_BUCKET, Child, ContainerState, Pod, PodCondition, owner_refs_of
@@ -122,7 +123,7 @@ def _child(children: dict, action: CreateChild | PatchChild | DeleteChild) -> No
     resourceVersion, or a delete guarded by uid."""
     if isinstance(action, CreateChild):
         if action.target not in children:
-            made = child_from_api(action.kind, action.manifest)
+            made = registry.child_types()[action.kind].decode(action.manifest)
             children[action.target] = dataclasses.replace(made, uid=f"new-{made.kind}-{made.name}")
         return
     old: Child | None = children.get(action.target)

@@ -49,3 +49,21 @@ def test_each_module_at_the_root_is_in_the_tree() -> None:
     tree = DOC[DOC.index("```\nreconciler/") : DOC.index("```", DOC.index("```\nreconciler/") + 3)]
     unnamed = {m for m in modules(PACKAGE) if f"{m}.py" not in tree}
     assert not unnamed, f"not in docs/architecture.md's tree: {sorted(unnamed)}"
+
+
+def test_the_table_of_kinds_is_the_registry() -> None:
+    """docs/architecture.md's rows of kinds say what each registered kind
+    declares: its API, what it makes besides pods, whether it owns pods."""
+    from reconciler.kinds import registry
+
+    shown = re.findall(r"^\| `([A-Za-z]+)` \| `([^`]+)` \| ([^|]+) \| (yes|no) \|$", DOC, re.M)
+    declared = [
+        (
+            kind.name,
+            f"{kind.resource.crd_name}/{kind.resource.version}",
+            ", ".join(c.kind for c in kind.children) or "nothing",
+            "yes" if kind.owns_pods else "no",
+        )
+        for kind in registry.KINDS
+    ]
+    assert [(k, api, made.strip(), owns) for k, api, made, owns in shown] == declared

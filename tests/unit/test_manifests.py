@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from reconciler import __version__
-from reconciler.checks.access import NAMED_NEEDS, NEEDS
+from reconciler.checks.access import needed
 from reconciler.cli import cli
 from reconciler.config import Config
 from reconciler.constants import LABEL_VERSION
@@ -35,10 +35,11 @@ UID = 65532
 # remains is network access, which a reconciler needs. docs/install.md.
 EXPOSURE_MAX = 1.1
 
-# What the code asks of the apiserver (reconciler/checks/access.py, which
-# `reconciler check` asks for too), as the manifests' rules are read.
-RULES = {key: set(verbs) for key, verbs in NEEDS.items()}
-NAMED_RULES = {key: (set(v), set(n)) for key, (v, n) in NAMED_NEEDS.items()}
+# What the code asks of the apiserver (derived from the kinds by
+# reconciler/checks/needs.py; `reconciler check` asks for it too), as the
+# manifests' rules are read.
+RULES = {key: set(verbs) for key, verbs in needed().plain.items()}
+NAMED_RULES = {key: (set(v), set(n)) for key, (v, n) in needed().named.items()}
 
 
 def docs(name: str) -> list[dict[str, Any]]:
@@ -171,7 +172,7 @@ SHIPPED_SA = "reconciler-system:reconciler"
 
 
 def test_config_rbac_is_what_manifests_prints_for_the_shipped_service_account():
-    """One table (checks/access.py NEEDS): the shipped ClusterRole and its
+    """One source (checks/needs.py, from the kinds): the shipped ClusterRole and its
     binding are what the binary prints, and what `check` asks for."""
     shipped = [d for d in docs("rbac/rbac.yaml") if d["kind"].startswith("ClusterRole")]
     assert shipped == printed("rbac", "--serviceaccount", SHIPPED_SA)

@@ -259,7 +259,7 @@ def test_decoded_objects_and_children_share_their_repeated_strings() -> None:
     1,000 Redis and 1,000 Xca with their Services and budgets."""
     import json
 
-    from reconciler.children import child_from_api
+    from reconciler.kinds.redis import service
     from reconciler.kinds.redis.identity import from_api
 
     def decoded(name: str) -> dict:
@@ -274,7 +274,7 @@ def test_decoded_objects_and_children_share_their_repeated_strings() -> None:
     assert ca["reason"] is cb["reason"]
     assert next(iter(ca)) is next(iter(cb))  # the keys too
     assert a.namespace is b.namespace
-    sa, sb = (child_from_api("Service", decoded(n)) for n in ("a", "b"))
+    sa, sb = (service.CHILD.decode(decoded(n)) for n in ("a", "b"))
     assert (
         sa.spec["selector"]["app.kubernetes.io/name"]
         is sb.spec["selector"]["app.kubernetes.io/name"]

@@ -23,8 +23,9 @@ from reconciler.client.errors import (
 from reconciler.client.interface import Client
 from reconciler.client.json_wire import pod_page
 from reconciler.client.protowire import ACCEPT as POD_ACCEPT
-from reconciler.client.protowire import UNREADABLE
+from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON, UNREADABLE
 from reconciler.client.streams import PodStream, VersionStream
+from reconciler.config import Config
 from reconciler.engine.observe.scope import Sorter
 from reconciler.model import PODS, Known, Page, Pod, ResourceType, Version, version_key
 
@@ -135,6 +136,33 @@ class MetaList:
 
     accept: str
     page_size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListSettings:
+    """The settings a pass's LISTs are asked with, picked out of `Config`
+    here and nowhere else: pods (and metadata) as protobuf or not, and the
+    page sizes of the LISTs of whole objects and of metadata alone."""
+
+    protobuf: bool
+    page_size: int
+    metadata_page_size: int
+
+    @classmethod
+    def of(cls, config: Config) -> ListSettings:
+        return cls(
+            protobuf=config.protobuf,
+            page_size=config.page_size,
+            metadata_page_size=config.metadata_page_size,
+        )
+
+    def full(self) -> FullList:
+        return FullList(self.protobuf, self.page_size)
+
+    def meta(self) -> MetaList:
+        if self.protobuf:
+            return MetaList(META_ACCEPT, self.metadata_page_size)
+        return MetaList(META_ACCEPT_JSON, self.metadata_page_size or JSON_METADATA_PAGE_SIZE)
 
 
 @dataclass(frozen=True)

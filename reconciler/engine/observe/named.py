@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from reconciler.children import CHILD_TYPES, ON_DEMAND, decoder
+from reconciler.children import ChildType
 from reconciler.client.json_wire import page_of
 from reconciler.client.pod_dict import pod_from_api
 from reconciler.constants import MANAGED_POD_SELECTOR
@@ -122,15 +122,15 @@ def owner_listed(
 def list_children(
     lister: Lister,
     full: FullList,
-    kind: str,
+    child: ChildType,
     before: Snapshot | None,
     sorter: Sorter,
     wanted: frozenset[tuple[str, str]],
 ) -> tuple[Child, ...] | None:
-    """The child objects of ``kind`` that carry our label, and those holding
-    a name our objects want that the LIST does not show (another's, or ours
-    with its labels removed). None if a read failed, or for a kind listed on
-    demand (claims) that no object wants.
+    """The child objects of type ``child`` that carry our label, and those
+    holding a name our objects want that the LIST does not show (another's,
+    or ours with its labels removed). None if a read failed, or for a type
+    listed on demand (claims) that no object wants.
 
     Listed over the scope as it is, unlike pods (`pod_namespaces`): with
     every namespace in scope, one LIST across the cluster. The watch cache
@@ -138,10 +138,10 @@ def list_children(
     far fewer Services and budgets than pods, and at 10,000 Redis in 20
     namespaces, one LIST of each costs less than 20: one request rather than
     20, each with its own round trip and its own answer to read."""
-    if kind in ON_DEMAND and not wanted:
+    if child.on_demand and not wanted:
         return None  # not listed: nothing of it is written this pass
-    res, decode_one = CHILD_TYPES[kind], decoder(kind)
-    reuse = reuse_of(None if before is None else before.children.get(kind), decode_one)
+    res, decode_one = child.resource, child.decode
+    reuse = reuse_of(None if before is None else before.children.get(child.kind), decode_one)
     decode = page_of(decode_one, reuse.known if reuse else {})
     selector = MANAGED_POD_SELECTOR
     list_in = full.held(lister.kube, res, selector, decode)
@@ -173,7 +173,7 @@ def wanted_children(
 ) -> dict[str, frozenset[tuple[str, str]]]:
     """(namespace, name) of each child our listed objects want, by kind:
     each object's `child_names` asked once a pass, not once per kind."""
-    wanted: dict[str, set[tuple[str, str]]] = {kind: set() for kind in CHILD_TYPES}
+    wanted: dict[str, set[tuple[str, str]]] = {kind: set() for kind in registry.child_types()}
     for obj, child_names in _listed_with(objects, lambda kind: kind.child_names):
         for kind, name in child_names(obj):
             wanted.setdefault(kind, set()).add((obj.namespace, name))

@@ -17,27 +17,22 @@ are kept (`_named`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.buckets import Scope
-from reconciler.children import CHILD_TYPES, CLAIMS, STORAGE_CLASSES, storage_class_from_api
+from reconciler.children import STORAGE_CLASSES, ChildType, storage_class_from_api
 from reconciler.client.interface import Client
 from reconciler.client.json_wire import page_of
 from reconciler.client.pod_dict import pod_from_api
-from reconciler.client.protowire import (
-    META_ACCEPT,
-    META_ACCEPT_JSON,
-)
 from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.engine.observe import orphans
 from reconciler.engine.observe.churn import churn, in_full
 from reconciler.engine.observe.lister import (
-    JSON_METADATA_PAGE_SIZE,
     FullList,
     Lister,
-    MetaList,
+    ListSettings,
     Reuse,
     reuse_of,
 )
@@ -57,8 +52,10 @@ from reconciler.snapshot import Snapshot
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
+    """What one pass's LISTs saw, each field named where it is made."""
+
     snapshot: Snapshot
     report_pods: tuple[Pod, ...] | None
     errors: tuple[str, ...] = ()
@@ -102,12 +99,17 @@ def list_kind(
     return lister.list(res, selector, full.held(lister.kube, res, selector, decode), reuse)
 
 
-def list_classes(
-    lister: Lister, full: FullList, claims: tuple[Child, ...] | None
-) -> tuple[Child, ...] | None:
+def _reading_classes(
+    types: Iterable[ChildType], children: Mapping[str, tuple[Child, ...] | None]
+) -> bool:
+    """Whether a child seen this pass is of a type that reads storage classes."""
+    return any(c.reads_classes and children.get(c.kind) for c in types)
+
+
+def list_classes(lister: Lister, full: FullList, wanted: bool) -> tuple[Child, ...] | None:
     """The storage classes, once a pass that sees a claim of ours: whether a
     claim may grow is its class's to say. None (not read) without claims."""
-    if not claims:
+    if not wanted:
         return None
     res = STORAGE_CLASSES
     list_in = full.held(lister.kube, res, None, page_of(storage_class_from_api))
@@ -118,28 +120,24 @@ def observe(
     kube: Client,
     namespaces: Sequence[str],
     report_selector: str | None,
+    settings: ListSettings,
     *,
-    protobuf: bool,
-    page_size: int,
-    metadata_page_size: int,
     previous: Snapshot | None = None,
     scope: Scope | None = None,
 ) -> Observation:
     """LIST every kind; a failed LIST leaves that kind None, never partial.
-    ``protobuf`` asks for pods as protobuf (the ``protobuf`` setting). Whole
-    objects come in pages of ``page_size`` (0: one page for pods as protobuf,
-    pages of JSON_PAGE_SIZE for what comes as JSON). An object unchanged since
+    ``settings.protobuf`` asks for pods as protobuf. Whole objects come in
+    pages of ``settings.page_size`` (0: one page for pods as protobuf, pages
+    of JSON_PAGE_SIZE for what comes as JSON). An object unchanged since
     ``previous`` (same uid and resourceVersion) is taken from there rather
     than decoded again, after a LIST of metadata in pages of
-    ``metadata_page_size`` (0: one page). With ``scope`` (a sharded
+    ``settings.metadata_page_size`` (0: one page). With ``scope`` (a sharded
     replica), only the objects of its buckets and their pods are kept."""
-    full = FullList(protobuf, page_size)
-    if protobuf:
-        meta = MetaList(META_ACCEPT, metadata_page_size)
-    else:
-        meta = MetaList(META_ACCEPT_JSON, metadata_page_size or JSON_METADATA_PAGE_SIZE)
+    full = settings.full()
     sorter = Sorter(scope)
-    lister = Lister(kube, namespaces, meta, sorter, in_full(previous.churn if previous else {}))
+    lister = Lister(
+        kube, namespaces, settings.meta(), sorter, in_full(previous.churn if previous else {})
+    )
     pod_reuse = reuse_of(None if previous is None else previous.pods, pod_from_api)
     chosen = selection(scope)
     where = pod_namespaces(namespaces, previous)
@@ -162,11 +160,11 @@ def observe(
     del pod_reuse
     gone, refused = _owners_confirmed(lister, objects, pods)
     wanted = wanted_children(objects)
+    types = registry.child_types().values()
     children = {
-        kind: list_children(lister, full, kind, previous, sorter, wanted[kind])
-        for kind in CHILD_TYPES
+        c.kind: list_children(lister, full, c, previous, sorter, wanted[c.kind]) for c in types
     }
-    classes = list_classes(lister, full, children.get(CLAIMS.kind))
+    classes = list_classes(lister, full, _reading_classes(types, children))
     if classes is not None:
         children[STORAGE_CLASSES.kind] = classes
     pods_error = unlisted(lister, {PODS.kind: pods}).get(PODS.kind)
@@ -188,16 +186,16 @@ def observe(
         owners_gone=gone,
     )
     return Observation(
-        replace(snapshot, churn=churn(previous, snapshot, lister.fetched)),
-        report_pods,
-        tuple(lister.errors),
-        lister.unreachable,
-        lister.counts,
-        warnings,
-        frozenset(sorter.mislabelled),
-        tuple(lister.malformed),
-        tuple(lister.stale),
-        refused,
+        snapshot=replace(snapshot, churn=churn(previous, snapshot, lister.fetched)),
+        report_pods=report_pods,
+        errors=tuple(lister.errors),
+        unreachable=lister.unreachable,
+        counts=lister.counts,
+        warnings=warnings,
+        mislabelled=frozenset(sorter.mislabelled),
+        malformed=tuple(lister.malformed),
+        stale=tuple(lister.stale),
+        refused=refused,
     )
 
 

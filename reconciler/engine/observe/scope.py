@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.buckets import Scope, bucket_of
-from reconciler.children import CHILD_TYPES, CLAIMS
 from reconciler.constants import MANAGED_POD_SELECTOR
+from reconciler.kinds import registry
 from reconciler.model import (
     LABEL_BUCKET,
     PODS,
@@ -69,9 +69,11 @@ class Sorter:
     def keep(self, res: ResourceType) -> Callable[[Version], bool] | None:
         """What to keep of a LIST of ``res``'s metadata; None: all of it."""
         scope = self.scope
-        if scope is None or len(scope.held) == scope.total or res == CLAIMS:
+        types = registry.child_types()
+        child = types.get(res.kind)
+        if scope is None or len(scope.held) == scope.total or (child and not child.bucketed):
             return None
-        if res == PODS or res.kind in CHILD_TYPES:
+        if res == PODS or child is not None:
             return lambda v: self.keeps(v.controller_uid or v.uid, v.bucket_label)
         return lambda v: self.keeps(v.uid, v.bucket_label)
 
@@ -85,15 +87,13 @@ class Sorter:
         )
 
     def children(self, children: tuple[Child, ...] | None) -> tuple[Child, ...] | None:
-        """Those of the objects in scope, as pods: by their controller. Claims
-        are all kept: one kept after its Redis has no owner to bucket by, and
-        a Redis made again under that name, in any bucket, mounts it."""
+        """Those of the objects in scope, as pods: by their controller. Those
+        of a type not bucketed (`ChildType.bucketed`: claims) are all kept."""
         if self.scope is None or children is None:
             return children
+        whole = {c.kind for c in registry.child_types().values() if not c.bucketed}
         return tuple(
-            c
-            for c in children
-            if c.kind == CLAIMS.kind or self.keeps(c.controller_uid or c.uid, None)
+            c for c in children if c.kind in whole or self.keeps(c.controller_uid or c.uid, None)
         )
 
     def objects(self, objects: tuple[Any, ...] | None) -> tuple[Any, ...] | None:

@@ -30,12 +30,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.actions import CreateChild, DeleteChild, EventSpec, PatchChild
-from reconciler.children import PDBS, POLICY_FIELD
+from reconciler.children import PDBS, ChildType
 from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_drifted
 from reconciler.kinds.redis.spec import is_int
 from reconciler.model import Child
 
-KIND = PDBS.kind
+# A budget's policy for unhealthy pods: dropped by an apiserver that does not
+# keep it (before 1.27, or its gate off).
+POLICY_FIELD = "unhealthyPodEvictionPolicy"
+# What its rules read of a budget: its spec, and the disruption controller's
+# count, from which the Eviction API answers.
+CHILD = ChildType(
+    PDBS,
+    ("selector", "maxUnavailable", "minAvailable", POLICY_FIELD),
+    ("observedGeneration", "disruptionsAllowed", "currentHealthy", "desiredHealthy"),
+)
+KIND = CHILD.kind
 MAX_UNAVAILABLE = 1  # pods away at a time: minAvailable is num minus this
 MIN_AVAILABLE = "minAvailable"
 SIZE_FIELDS = (MIN_AVAILABLE, "maxUnavailable")  # a budget has one or the other

@@ -340,6 +340,7 @@ KIND: Kind[Redis] = Kind(
     order=ORDER,
     owns_pods=True,
     pod_names=desired_pod_names,
+    children=(service.CHILD, disruption.CHILD, storage.CHILD, network.CHILD),
     child_names=child_names,
     settings=DEFAULTS,
 )

@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.actions import CreateChild, DeleteChild, EventSpec, PatchChild
-from reconciler.children import NETWORK_POLICIES
+from reconciler.children import NETWORK_POLICIES, ChildType
 from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_drifted
 from reconciler.kinds.redis import server
 from reconciler.kinds.redis.placement import quoted
 from reconciler.model import Child
 
-KIND = NETWORK_POLICIES.kind
+# Listed only when some Redis asks for a policy.
+CHILD = ChildType(NETWORK_POLICIES, ("podSelector", "policyTypes", "ingress"), on_demand=True)
+KIND = CHILD.kind
 FIELD = "networkPolicy"  # in the spec, and in the status: the policy's name
 PEERS_MAX = 50  # the CRD's maxItems of each list
 SELECTORS = ("podSelector", "namespaceSelector")

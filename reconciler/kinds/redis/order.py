@@ -29,22 +29,20 @@ from reconciler.actions import (
     PatchPodMetadata,
     PatchStatus,
 )
-from reconciler.kinds.order import Step, WriteOrder
+from reconciler.kinds.order import Step, sharded
 from reconciler.kinds.redis import disruption, network, service, storage
 
 PODS_STEP = "pods"
 
-ORDER = WriteOrder(
-    (
-        Step("finalizer", (PatchFinalizers,)),
-        Step("new claims", (CreateChild,), storage.KIND),
-        Step(PODS_STEP, (CreatePod, DeletePod, EvictPod)),
-        Step("service", (CreateChild, PatchChild), service.KIND),
-        Step("network policy", (CreateChild, PatchChild, DeleteChild), network.KIND),
-        Step("status", (PatchStatus,)),
-        Step("pod metadata", (PatchPodMetadata,)),
-        Step("claims kept right", (PatchChild, DeleteChild), storage.KIND),
-        Step("budget", (CreateChild, DeleteChild), disruption.KIND),
-        Step("budget size", (PatchChild,), disruption.KIND, waits_for=(PODS_STEP,)),
-    )
+ORDER = sharded(
+    Step("finalizer", (PatchFinalizers,)),
+    Step("new claims", (CreateChild,), storage.KIND),
+    Step(PODS_STEP, (CreatePod, DeletePod, EvictPod)),
+    Step("service", (CreateChild, PatchChild), service.KIND),
+    Step("network policy", (CreateChild, PatchChild, DeleteChild), network.KIND),
+    Step("status", (PatchStatus,)),
+    Step("pod metadata", (PatchPodMetadata,)),
+    Step("claims kept right", (PatchChild, DeleteChild), storage.KIND),
+    Step("budget", (CreateChild, DeleteChild), disruption.KIND),
+    Step("budget size", (PatchChild,), disruption.KIND, waits_for=(PODS_STEP,)),
 )

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.actions import CreateChild, EventSpec, PatchChild
-from reconciler.children import SERVICES
+from reconciler.children import SERVICES, ChildType
 from reconciler.kinds.owned import DRIFT, Owner, labels_patch, metadata, what_drifted
 from reconciler.kinds.redis import server
 from reconciler.model import Child
 
-KIND = SERVICES.kind
+CHILD = ChildType(SERVICES, ("selector", "ports"))
+KIND = CHILD.kind
 PORT_NAME = "redis"  # the port's name on the Service and on the container
 CONFLICT = "ServiceConflict"  # the Degraded reason while another holds its name
 CREATED = "CreateService"  # the reason of the event that says it was made

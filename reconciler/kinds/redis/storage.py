@@ -22,12 +22,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.children import CLAIMS
+from reconciler.children import CLAIMS, ChildType
 from reconciler.kinds.owned import Owner
 from reconciler.kinds.redis.placement import quoted
 from reconciler.kinds.redis.quantity import SIZE_MAX, to_bytes, written
 
-KIND = CLAIMS.kind
+# Listed only when some Redis has storage; kept whole by a sharded replica (a
+# claim outlives its Redis, and one made again under that name, in any
+# bucket, mounts it); the storage classes say whether one may grow.
+CHILD = ChildType(
+    CLAIMS,
+    ("resources", "storageClassName", "volumeName"),
+    ("phase", "capacity", "conditions"),
+    on_demand=True,
+    bucketed=False,
+    reads_classes=True,
+)
+KIND = CHILD.kind
 VOLUME = "data"  # the pod's volume, and the prefix of its claim's name
 MOUNT_PATH = "/data"  # the Redis image's working directory: its RDB and AOF files
 RETAIN, DELETE = "Retain", "Delete"

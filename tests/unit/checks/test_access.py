@@ -7,19 +7,20 @@ from typing import Any, cast
 
 import pytest
 
-from reconciler.checks.access import CLUSTER_SCOPED, NEEDS, READS, asks, grant, leases
+from reconciler.checks.access import asks, grant, leases, needed
 from reconciler.checks.cluster import Identity
 from reconciler.checks.grants import AS_ADMIN
+from reconciler.checks.needs import READ
 from reconciler.client.errors import ApiError
 from reconciler.client.kube import Kube
 from reconciler.config import Config
 
 
 def test_every_verb_of_every_need_is_asked_where_the_pass_makes_it():
-    asked = asks(Config(namespaces=("cache",)), "cache")
-    for (group, resource), verbs in NEEDS.items():
-        scoped = (group, resource) not in CLUSTER_SCOPED
-        for verb in verbs if scoped else CLUSTER_SCOPED[(group, resource)]:
+    asked, found = asks(Config(namespaces=("cache",)), "cache"), needed()
+    for (group, resource), verbs in found.plain.items():
+        scoped = (group, resource) not in found.cluster_scoped
+        for verb in verbs if scoped else found.cluster_scoped[(group, resource)]:
             (one,) = [a for a in asked if (a.group, a.resource, a.verb) == (group, resource, verb)]
             assert one.namespace == ("cache" if scoped else ""), one
     named = [a for a in asked if a.name and a.resource != "namespaces"]
@@ -36,7 +37,7 @@ def test_all_namespaces_are_asked_as_the_empty_namespace():
 
 def test_a_dry_run_is_asked_only_what_it_reads():
     asked = asks(Config(dry_run=True), "")
-    assert {a.verb for a in asked} == READS
+    assert {a.verb for a in asked} == READ
     assert ("", "pods/eviction") not in {(a.group, a.resource) for a in asked}
     assert ("", "pods", "list") in {(a.group, a.resource, a.verb) for a in asked}
 

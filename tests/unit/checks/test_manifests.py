@@ -1,4 +1,4 @@
-"""What `reconciler manifests` makes: the ClusterRole of NEEDS, and for a
+"""What `reconciler manifests` makes: the ClusterRole of what a pass needs, and for a
 namespace-scoped install, cluster-wide only the reads of cluster-scoped
 objects; the CRDs as shipped in crds/."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from reconciler.checks import manifests
-from reconciler.checks.access import CLUSTER_SCOPED, NAMED_NEEDS, NEEDS
+from reconciler.checks.access import needed
 from reconciler.checks.grants import Subject, service_account
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,7 +25,7 @@ def test_the_crds_are_the_files_of_crds():
 def test_everywhere_is_the_cluster_role_and_one_cluster_role_binding():
     role, binding = manifests.rbac(BASTION)
     assert (role["kind"], binding["kind"]) == ("ClusterRole", "ClusterRoleBinding")
-    assert len(role["rules"]) == len(NEEDS) + len(NAMED_NEEDS)
+    assert len(role["rules"]) == len(needed().plain) + len(needed().named)
     assert binding["roleRef"]["name"] == role["metadata"]["name"] == "reconciler"
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "bastion", "namespace": "ops"}
@@ -45,7 +45,7 @@ def test_some_namespaces_only_bind_in_each_and_read_cluster_scoped_objects_only(
     reads, cluster_binding = objects[1], objects[2]
     assert cluster_binding["roleRef"]["name"] == reads["metadata"]["name"]
     granted = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in reads["rules"]}
-    assert set(granted) == set(CLUSTER_SCOPED) | set(NAMED_NEEDS)
+    assert set(granted) == set(needed().cluster_scoped) | set(needed().named)
     assert all(set(v) <= {"get", "list"} for v in granted.values())
     assert granted[("", "namespaces")] == ["get"]  # a scoped pass GETs its namespaces, no LIST
     for binding in objects[3:]:

@@ -206,9 +206,9 @@ def test_options_after_the_subcommand(kube, monkeypatch):
     seen = {}
     real = runner.pass_once
 
-    def spy(kube_, config, state, **kw):
-        seen["namespaces"] = config.namespaces
-        return real(kube_, config, state, **kw)
+    def spy(setup, state):
+        seen["namespaces"] = setup.config.namespaces
+        return real(setup, state)
 
     monkeypatch.setattr(runner, "pass_once", spy)
     assert invoke("sync", "-n", "team-a", "-n", "team-b").exit_code == 0

@@ -25,10 +25,11 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.buckets import bucket_of
-from reconciler.children import EXPANSION_FIELD, child_from_api, storage_class_from_api
+from reconciler.children import EXPANSION_FIELD, storage_class_from_api
 from reconciler.constants import LABEL_NAME
-from reconciler.engine.plan import BUCKET_LABEL_WHY, plan_pass
+from reconciler.engine.plan import plan_pass
 from reconciler.kinds.base import settings_of
+from reconciler.kinds.order import BUCKET_LABEL_WHY
 from reconciler.kinds.redis import disruption as redis_disruption
 from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis import network, storage
@@ -182,7 +183,7 @@ def claims_of(draw, r):
         phase = draw(st.sampled_from(["Bound", "Bound", "Pending"]))
         status = {"phase": phase} | ({"capacity": {"storage": size}} if phase == "Bound" else {})
         made = {"metadata": {**meta, "resourceVersion": "4"}, "spec": spec, "status": status}
-        found.append(child_from_api(storage.KIND, made))
+        found.append(storage.CHILD.decode(made))
     return found
 
 
@@ -223,7 +224,7 @@ def policies_of(draw, r):
     peers = draw(st.sampled_from(PEERS))
     access = network.Access(json.dumps(peers, sort_keys=True))
     want = network.desired_spec(owner_of(r), access, 6379, draw(st.booleans()))
-    made = child_from_api(network.KIND, network.manifest(owner_of(r), want))
+    made = network.CHILD.decode(network.manifest(owner_of(r), want))
     made = dataclasses.replace(made, uid=f"np-{r.uid}", resource_version="1")
     if choice == 2:
         spec = {**made.spec, "podSelector": {}, "ingress": []}

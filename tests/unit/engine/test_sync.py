@@ -5,15 +5,16 @@ from __future__ import annotations
 import gc
 import sys
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from reconciler.config import Config
 from reconciler.engine import sync
-from reconciler.engine.observe.lister import FETCH_MAX
+from reconciler.engine.observe.lister import FETCH_MAX, ListSettings
 from reconciler.engine.state import State
-from reconciler.engine.sync import Mode, pass_once
+from reconciler.engine.sync import Mode, PassSetup, pass_once
 from reconciler.result import Result
 from tests.unit.engine.observe.world import redis_obj
 from tests.unit.fakes import FakeKube
@@ -26,7 +27,7 @@ def test_objects_the_pass_before_saw_and_this_one_did_not_reuse_are_freed_before
     plan is built set the peak memory of a converging pass."""
     kube, state, config = FakeKube(), State(), Config()
     kube.held["Redis"] = [redis_obj("r0")]
-    pass_once(kube, config, state, mode=Mode.DRY_RUN)  # type: ignore[arg-type]
+    pass_once(PassSetup(kube=kube, config=config, mode=Mode.DRY_RUN), state)  # type: ignore[arg-type]
     assert state.seen is not None
     # Objects have slots and no weak references: count the references to
     # it instead, ours and the call's being 2.
@@ -43,7 +44,7 @@ def test_objects_the_pass_before_saw_and_this_one_did_not_reuse_are_freed_before
         return make_plan(*args)
 
     monkeypatch.setattr(sync, "plan_pass", planning)
-    pass_once(kube, config, state, mode=Mode.DRY_RUN)  # type: ignore[arg-type]
+    pass_once(PassSetup(kube=kube, config=config, mode=Mode.DRY_RUN), state)  # type: ignore[arg-type]
     assert alive_while_planning == [False]
     assert state.seen is not None and state.seen.of("Redis")[0].resource_version == "2"
 
@@ -65,7 +66,7 @@ def test_a_pass_says_what_looking_cost_apart_from_its_writes(
         return apply(*args)
 
     monkeypatch.setattr(sync, "_apply", slow_writes)
-    result = pass_once(kube, config, state)  # type: ignore[arg-type]
+    result = pass_once(PassSetup(kube=kube, config=config), state)  # type: ignore[arg-type]
     assert 0 < result.look_wall < result.duration - 0.05
     assert 0 < result.look_cpu < 0.05
 
@@ -91,7 +92,7 @@ def test_the_cyclic_collector_is_held_off_while_a_pass_looks_and_on_for_its_writ
     monkeypatch.setattr(sync, "plan_pass", planning)
     monkeypatch.setattr(sync, "_apply", writing)
     assert gc.isenabled()
-    pass_once(kube, config, state)  # type: ignore[arg-type]
+    pass_once(PassSetup(kube=kube, config=config), state)  # type: ignore[arg-type]
     assert seen == {"plan": False, "apply": True}
     assert gc.isenabled()
 
@@ -102,9 +103,25 @@ def test_a_kind_the_pass_wrote_past_fetch_max_is_listed_in_full_at_once_by_the_n
     kube, state, config = FakeKube(), State(), Config(protobuf=False)
     kube.held["Redis"] = [redis_obj("r", num=FETCH_MAX + 1)]
     kube.held["Pod"] = []
-    first = pass_once(kube, config, state)  # type: ignore[arg-type]
+    first = pass_once(PassSetup(kube=kube, config=config), state)  # type: ignore[arg-type]
     assert first.applied.counts()[("Pod", "create", Result.OK)] == FETCH_MAX + 1
     assert state.seen is not None and state.seen.churn["Pod"] == FETCH_MAX + 1
     kube.accepts.clear()
-    pass_once(kube, config, state)  # type: ignore[arg-type]
+    pass_once(PassSetup(kube=kube, config=config), state)  # type: ignore[arg-type]
     assert next(accept for kind, accept in kube.accepts if kind == "Pod") is None
+
+
+def test_a_sharded_pass_is_fenced_by_its_holder_and_by_no_other_fence() -> None:
+    """The shard member travels once: a second fence beside it could disagree."""
+    holder, lead = SimpleNamespace(may_write=lambda owner_uid=None: False), SimpleNamespace()
+    setup = PassSetup(kube=FakeKube(), config=Config(), holder=holder)  # type: ignore[arg-type]
+    assert setup.fenced_by is holder
+    assert PassSetup(kube=FakeKube(), config=Config(), fence=lead).fenced_by is lead  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fenced by its holder"):
+        PassSetup(kube=FakeKube(), config=Config(), fence=lead, holder=holder)  # type: ignore[arg-type]
+
+
+def test_a_pass_lists_with_the_settings_picked_from_its_config() -> None:
+    config = Config(protobuf=False, page_size=7, metadata_page_size=9)
+    lists = PassSetup(kube=FakeKube(), config=config).lists  # type: ignore[arg-type]
+    assert lists == ListSettings(protobuf=False, page_size=7, metadata_page_size=9)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.children import child_from_api
+from reconciler.children import ChildType
+from reconciler.kinds.redis import disruption, service
 from reconciler.kinds.redis.disruption import drift as budget_drift
 from reconciler.kinds.redis.disruption import manifest as budget_manifest
 from reconciler.kinds.redis.identity import owner_of
 from reconciler.kinds.redis.service import drift as service_drift
 from reconciler.kinds.redis.service import manifest as service_manifest
+from reconciler.model import ResourceType
 from tests.unit.builders import redis
 
 
@@ -30,7 +32,7 @@ def test_a_service_keeps_its_selector_and_ports_and_drops_what_the_apiserver_add
         type="ClusterIP",
         internalTrafficPolicy="Cluster",
     )
-    child = child_from_api("Service", obj)
+    child = service.CHILD.decode(obj)
     assert sorted(child.spec) == ["ports", "selector"]
     assert service_drift(owner, child, 6379) == {}
     assert service_drift(owner, child, 7000) == {
@@ -41,7 +43,7 @@ def test_a_service_keeps_its_selector_and_ports_and_drops_what_the_apiserver_add
 def test_a_budget_keeps_every_field_its_rules_compare() -> None:
     owner = owner_of(redis(num=3))
     obj = stored(budget_manifest(owner, 3), maxUnavailable=1)
-    child = child_from_api("PodDisruptionBudget", obj)
+    child = disruption.CHILD.decode(obj)
     assert sorted(child.spec) == [
         "maxUnavailable",
         "minAvailable",
@@ -64,7 +66,7 @@ def test_a_budget_keeps_the_disruption_controller_s_count_and_its_generation() -
         "disruptedPods": {"r-0": "2026-11-27T09:00:00Z"},
         "conditions": [{"type": "DisruptionAllowed", "status": "True"}],
     }
-    child = child_from_api("PodDisruptionBudget", obj)
+    child = disruption.CHILD.decode(obj)
     assert child.generation == 2
     assert child.status == {
         "observedGeneration": 2,
@@ -73,5 +75,17 @@ def test_a_budget_keeps_the_disruption_controller_s_count_and_its_generation() -
         "desiredHealthy": 2,
     }
     obj["metadata"]["generation"] = True  # not a number: no generation known
-    assert child_from_api("PodDisruptionBudget", obj).generation == 0
-    assert child_from_api("Service", stored(service_manifest(owner, 6379))).status == {}
+    assert disruption.CHILD.decode(obj).generation == 0
+    assert service.CHILD.decode(stored(service_manifest(owner, 6379))).status == {}
+
+
+def test_a_type_that_keeps_its_fields_at_the_top_reads_those_into_its_spec() -> None:
+    """A ConfigMap has no spec: its data is read from the top level."""
+    maps = ChildType(ResourceType("", "v1", "ConfigMap", "configmaps"), (), top_read=("data",))
+    obj = {
+        "metadata": {"name": "m", "namespace": "a", "uid": "u", "resourceVersion": "3"},
+        "data": {"k": "v"},
+        "binaryData": {"b": "AA=="},
+    }
+    assert maps.decode(obj).spec == {"data": {"k": "v"}}
+    assert ChildType(maps.resource, ()).decode(obj).spec == {}

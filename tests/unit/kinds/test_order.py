@@ -12,20 +12,21 @@ from reconciler.actions import (
     DeletePod,
     PatchChild,
     PatchFinalizers,
+    PatchLabels,
+    PatchPodMetadata,
     PatchStatus,
 )
-from reconciler.kinds.order import Step, Unplaced, WriteOrder
+from reconciler.kinds.order import BUCKET_LABEL_WHY, Step, Unplaced, WriteOrder, sharded
 from reconciler.model import ObjKey
 
 OWNER = ObjKey("Redis", "ns", "r")
-ORDER = WriteOrder(
-    (
-        Step("finalizer", (PatchFinalizers,)),
-        Step("pods", (CreatePod, DeletePod)),
-        Step("status", (PatchStatus,)),
-        Step("budget", (DeleteChild,), "PodDisruptionBudget"),
-        Step("budget size", (PatchChild,), "PodDisruptionBudget", waits_for=("pods",)),
-    )
+ORDER = sharded(
+    Step("finalizer", (PatchFinalizers,)),
+    Step("pods", (CreatePod, DeletePod)),
+    Step("status", (PatchStatus,)),
+    Step("pod metadata", (PatchPodMetadata,)),
+    Step("budget", (DeleteChild,), "PodDisruptionBudget"),
+    Step("budget size", (PatchChild,), "PodDisruptionBudget", waits_for=("pods",)),
 )
 
 
@@ -65,3 +66,21 @@ def test_an_order_that_names_a_step_twice_or_waits_for_none_is_refused():
         WriteOrder((Step("a", (PatchStatus,)), Step("a", (DeletePod,))))
     with pytest.raises(ValueError, match="nowhere"):
         WriteOrder((Step("a", (PatchStatus,), waits_for=("b",)),))
+
+
+def pod_labels(name: str, why: str) -> PatchPodMetadata:
+    return PatchPodMetadata(OWNER, "ns", name, "3", {"l": "v"}, {}, None, why)
+
+
+def test_a_sharded_replicas_writes_have_their_steps_first_and_last():
+    """The object's bucket label before everything; a pod's new bucket label
+    after everything, while a pod patch for another reason keeps its step."""
+    label = PatchLabels(OWNER, "1", {"b": "3"}, BUCKET_LABEL_WHY)
+    bucket, repair = pod_labels("r-0", BUCKET_LABEL_WHY), pod_labels("r-1", "labels changed")
+    planned = [bucket, budget(), STATUS, repair, label]
+    assert ORDER.arranged(planned) == [label, STATUS, repair, budget(), bucket]
+
+
+def test_an_order_without_the_sharded_steps_is_refused():
+    with pytest.raises(ValueError, match="sharded"):
+        WriteOrder((Step("status", (PatchStatus,)),))

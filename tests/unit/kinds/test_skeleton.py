@@ -14,7 +14,7 @@ import pytest
 
 from reconciler.config import Config
 from reconciler.engine.state import State
-from reconciler.engine.sync import pass_once
+from reconciler.engine.sync import PassSetup, pass_once
 from reconciler.kinds import registry, skeleton
 from reconciler.model import ObjKey
 from tests.unit.fakes import FakeKube
@@ -60,7 +60,7 @@ def kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 def test_a_kind_made_from_the_skeleton_is_reconciled_and_then_left_alone(kind: ModuleType):
     kube, state, config = FakeKube(), State(), Config()
     kube.held["Memcached"] = [memcached("1", {})]
-    first = pass_once(kube, config, state)  # type: ignore[arg-type]
+    first = pass_once(PassSetup(kube=kube, config=config), state)  # type: ignore[arg-type]
     assert first.errors == []
     assert [w[:3] for w in kube.writes] == [("PATCH", "Memcached", "a")]
     (_, name, body, sub) = kube.patches[0]
@@ -80,7 +80,7 @@ def test_a_kind_made_from_the_skeleton_is_reconciled_and_then_left_alone(kind: M
     kube.held["Memcached"] = [stored]
     kube.objects[("Memcached", "a", "m")] = stored  # a later pass GETs what changed
     kube.writes.clear()
-    second = pass_once(kube, config, state)  # type: ignore[arg-type]
+    second = pass_once(PassSetup(kube=kube, config=config), state)  # type: ignore[arg-type]
     assert kube.writes == [] and second.errors == []
     assert second.health[key].state == "Ready"
 

@@ -54,15 +54,20 @@ def elector(leader: bool, trouble: list[str], first_round: Any = lambda: None) -
     )
 
 
-def standby(trouble: list[str]) -> SimpleNamespace:
-    return elector(False, trouble)
+def standby(trouble: list[str]) -> dict[str, Any]:
+    """A loop's standby: not the leader, as its pass's fence says."""
+    return {"elector": elector(False, trouble), "standby": lambda: "not the leader"}
 
 
-def test_a_standby_tick_forgets_the_pace_so_a_new_leader_starts_at_the_interval() -> None:
-    d = daemon(elector=standby([]))
+def test_a_standby_tick_forgets_the_pace_so_a_new_leader_starts_at_the_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="reconciler.run.daemon")
+    d = daemon(**standby([]))
     d.tick()
     assert d.pace is None
     assert d.passes == 0
+    assert "not the leader; skipping this pass" in caplog.messages
 
 
 def test_a_replica_blind_to_its_lease_says_so_once_and_when_it_sees_again(
@@ -72,7 +77,7 @@ def test_a_replica_blind_to_its_lease_says_so_once_and_when_it_sees_again(
     sent: list[str] = []
     monkeypatch.setattr("reconciler.run.sdnotify.notify", sent.append)
     trouble: list[str] = []
-    d = daemon(elector=standby(trouble))
+    d = daemon(**standby(trouble))
     d.tick()
     trouble.append("lease ns/reconciler neither held nor seen for 7s: 404 NotFound")
     d.tick()
@@ -325,7 +330,12 @@ def test_a_standby_forgets_the_passes_it_could_not_use_the_cluster_in() -> None:
     """It runs none: were the count kept, a standby would stay not ready for
     the passes it ran as leader, whatever the cluster does now."""
     lead = elector(True, [])
-    loop = refused_loop([unused()], unready_after=1, elector=lead)
+    loop = refused_loop(
+        [unused()],
+        unready_after=1,
+        elector=lead,
+        standby=lambda: None if lead.is_leader else "not the leader",
+    )
     loop.tick()
     assert loop.trouble() is not None
     lead.is_leader = False

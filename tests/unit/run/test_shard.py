@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.buckets import bucket_of
 from reconciler.client.errors import ApiError, Unreachable
 from reconciler.run.shard import ShardConfig, ShardMember
 
@@ -185,6 +186,24 @@ def test_a_zombie_writes_nothing_once_past_its_deadline_and_comes_back_as_someon
     assert_no_bucket_held_twice(ms)
     settle(ms, clock)
     assert held_counts(ms) == [2, 3, 3]
+
+
+def test_a_member_writes_for_the_buckets_it_holds_and_retries_while_it_holds_any():
+    """Its write fence (`Holder.may_write`): a uid of a held bucket, and a
+    retry (no uid); nothing once past its renew deadline."""
+    store, clock = LeaseStore(), Clock()
+    ms = members(store, clock, 2)
+    assert not ms[0].may_write() and not ms[0].may_write("a")
+    settle(ms, clock)
+    uids = [f"uid-{i}" for i in range(40)]
+    for m in ms:
+        assert m.may_write()
+        assert [u for u in uids if m.may_write(u)] == [
+            u for u in uids if bucket_of(u, CFG.buckets) in m.held()
+        ]
+    assert {u for u in uids if ms[0].may_write(u)}.isdisjoint(u for u in uids if ms[1].may_write(u))
+    clock.t += CFG.renew_deadline + 0.1
+    assert not ms[0].may_write() and not any(ms[0].may_write(u) for u in uids)
 
 
 def test_a_member_that_cannot_reach_the_apiserver_stops_at_its_renew_deadline():

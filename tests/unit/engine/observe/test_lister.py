@@ -8,7 +8,12 @@ import pytest
 from reconciler.client.errors import ApiError, NoCredentials, Unreachable
 from reconciler.client.protowire import META_ACCEPT, META_ACCEPT_JSON
 from reconciler.engine.observe import observe
-from reconciler.engine.observe.lister import FETCH_MAX, JSON_METADATA_PAGE_SIZE, JSON_PAGE_SIZE
+from reconciler.engine.observe.lister import (
+    FETCH_MAX,
+    JSON_METADATA_PAGE_SIZE,
+    JSON_PAGE_SIZE,
+    ListSettings,
+)
 from tests.unit.engine.observe.world import (
     FULL,
     PAGE,
@@ -44,7 +49,10 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
     kube = FakeKube()
     kube.held["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
     first = observe(
-        kube, (), None, protobuf=protobuf, page_size=full_asked, metadata_page_size=asked
+        kube,
+        (),
+        None,
+        ListSettings(protobuf=protobuf, page_size=full_asked, metadata_page_size=asked),
     )
     # Pod, Redis, Xca, Service, PodDisruptionBudget in full.
     assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == full_sent
@@ -53,9 +61,7 @@ def test_each_list_asks_its_own_page_size(protobuf, asked, sent, full_asked, ful
         kube,
         (),
         None,
-        protobuf=protobuf,
-        page_size=full_asked,
-        metadata_page_size=asked,
+        ListSettings(protobuf=protobuf, page_size=full_asked, metadata_page_size=asked),
         previous=first.snapshot,
     )
     assert [size for kind, size in kube.page_sizes if kind != "Namespace"] == [sent] * 5
@@ -82,7 +88,12 @@ def test_pods_as_protobuf_are_read_as_they_arrive_with_the_selector():
             pod,
             {**pod, "metadata": {**pod["metadata"], "name": "q", "labels": {}}},
         ]
-        obs = observe(kube, (), "app=x", protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE)
+        obs = observe(
+            kube,
+            (),
+            "app=x",
+            ListSettings(protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE),
+        )
         seen[protobuf] = (obs.snapshot.pods, obs.report_pods)
         listed = [c for c in kube.calls if c == ("LIST", "Pod")]
         assert len(listed) == 2  # every pod, then the report's selection
@@ -96,9 +107,7 @@ def test_metadata_that_cannot_be_read_sends_the_kind_to_a_full_list(caplog):
     kube = FakeKube()
 
     def garble(k: FakeKube) -> None:
-        k.scripted_metadata_bodies["Redis"] = (
-            b"k8s\x00\x12\x05\x12\xff"  # an item longer than the list
-        )
+        k.scripted_metadata_bodies["Redis"] = b"k8s\x00\x12\x05\x12\xff"  # an item longer than the list
 
     _before, after = two_passes(kube, garble, protobuf=True)
     assert [r.name for r in after.snapshot.of("Redis")] == ["r0", "r1", "r2"]
@@ -207,7 +216,9 @@ def test_an_unreadable_full_list_fails_that_kind_not_the_pass():
 
     kube = Garbled()
     kube.held["Redis"] = [redis_obj("r0")]
-    obs = observe(kube, (), None, protobuf=True, page_size=FULL, metadata_page_size=PAGE)
+    obs = observe(
+        kube, (), None, ListSettings(protobuf=True, page_size=FULL, metadata_page_size=PAGE)
+    )
     assert obs.snapshot.pods is None
     assert [r.name for r in obs.snapshot.of("Redis")] == ["r0"]
     (error,) = obs.errors
@@ -228,7 +239,9 @@ def test_only_a_pod_list_refusal_that_will_last_is_told_to_the_statuses(error, l
     kube = FakeKube()
     kube.scripted_errors[("LIST", "Pod")] = error
     kube.held["Redis"] = [redis_obj("r0")]
-    obs = observe(kube, (), None, protobuf=True, page_size=FULL, metadata_page_size=PAGE)
+    obs = observe(
+        kube, (), None, ListSettings(protobuf=True, page_size=FULL, metadata_page_size=PAGE)
+    )
     assert obs.snapshot.pods is None and len(obs.errors) == 1
     want = f"LIST Pod: {error}" if lasting else None
     assert obs.snapshot.pods_error == want

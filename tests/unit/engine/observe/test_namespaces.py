@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from reconciler.client.errors import ApiError
 from reconciler.engine.observe import observe
+from reconciler.engine.observe.lister import ListSettings
 from reconciler.engine.observe.namespaces import PER_NAMESPACE_MAX
 from tests.unit.engine.observe.world import (
     FULL,
@@ -22,7 +23,9 @@ from tests.unit.fakes import FakeKube
 def test_all_namespaces_one_list_finds_those_being_deleted():
     kube = FakeKube()
     kube.held["Namespace"] = [ns_obj("a"), ns_obj("b", "Terminating")]
-    obs = observe(kube, (), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE)
+    obs = observe(
+        kube, (), None, ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE)
+    )
     assert obs.snapshot.terminating == {"b"}
     assert obs.warnings == ()
 
@@ -31,7 +34,10 @@ def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
     kube = FakeKube()
     kube.objects[("Namespace", "", "a")] = ns_obj("a", "Terminating")
     obs = observe(
-        kube, ("a", "nosuch"), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE
+        kube,
+        ("a", "nosuch"),
+        None,
+        ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE),
     )
     assert obs.snapshot.terminating == {"a"}
     assert obs.warnings == ("namespace nosuch does not exist (is it a typo in the scope?)",)
@@ -40,10 +46,10 @@ def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
 
 def test_namespaces_that_cannot_be_read_hold_nothing_back_and_say_so():
     kube = FakeKube()
-    kube.scripted_errors[("LIST", "Namespace")] = ApiError(
-        403, "Forbidden", "namespaces is forbidden"
+    kube.scripted_errors[("LIST", "Namespace")] = ApiError(403, "Forbidden", "namespaces is forbidden")
+    obs = observe(
+        kube, (), None, ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE)
     )
-    obs = observe(kube, (), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE)
     assert obs.snapshot.terminating == frozenset()
     (warning,) = obs.warnings
     assert warning.startswith("cannot read namespaces (403 Forbidden")

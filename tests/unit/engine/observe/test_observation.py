@@ -9,6 +9,7 @@ import pytest
 from reconciler.client.errors import ApiError, Unreachable
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY
 from reconciler.engine.observe import observe
+from reconciler.engine.observe.lister import ListSettings
 from tests.unit.engine.observe.world import FULL, PAGE, redis_obj
 from tests.unit.fakes import FakeKube
 
@@ -31,7 +32,9 @@ def claim_obj(name: str) -> dict:
 
 
 def observed(kube: FakeKube):
-    return observe(kube, (), None, protobuf=False, page_size=FULL, metadata_page_size=PAGE)
+    return observe(
+        kube, (), None, ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE)
+    )
 
 
 @pytest.mark.parametrize("kind", CHILD_KINDS)

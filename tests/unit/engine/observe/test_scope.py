@@ -9,6 +9,7 @@ from reconciler.buckets import Scope
 from reconciler.config import Config
 from reconciler.constants import MANAGED_POD_SELECTOR
 from reconciler.engine.observe import observe
+from reconciler.engine.observe.lister import ListSettings
 from reconciler.engine.plan import plan_pass
 from reconciler.model import LABEL_BUCKET
 from tests.unit.engine.observe.world import (
@@ -99,9 +100,7 @@ def test_a_full_pass_after_a_selected_one_reads_metadata_and_gets_only_what_it_h
         kube,
         (),
         MANAGED_POD_SELECTOR,
-        protobuf=False,
-        page_size=FULL,
-        metadata_page_size=PAGE,
+        ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE),
         scope=Scope(4, held, select=False),
         previous=selected.snapshot,
     )

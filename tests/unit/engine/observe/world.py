@@ -7,6 +7,7 @@ from reconciler.buckets import Scope, bucket_of
 from reconciler.config import Config
 from reconciler.constants import LABEL_MANAGED_BY, MANAGED_BY, MANAGED_POD_SELECTOR
 from reconciler.engine.observe import observe
+from reconciler.engine.observe.lister import ListSettings
 from reconciler.model import LABEL_BUCKET
 from tests.unit.fakes import FakeKube
 
@@ -35,7 +36,9 @@ def redis_obj(name: str, version: str = "1", num: int = 0) -> dict:
 
 def two_passes(kube: FakeKube, change, protobuf: bool = False) -> tuple:
     kube.held["Redis"] = [redis_obj(f"r{i}") for i in range(3)]
-    first = observe(kube, (), None, protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE)
+    first = observe(
+        kube, (), None, ListSettings(protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE)
+    )
     kube.accepts.clear()
     kube.page_sizes.clear()
     kube.calls.clear()
@@ -44,9 +47,7 @@ def two_passes(kube: FakeKube, change, protobuf: bool = False) -> tuple:
         kube,
         (),
         None,
-        protobuf=protobuf,
-        page_size=FULL,
-        metadata_page_size=PAGE,
+        ListSettings(protobuf=protobuf, page_size=FULL, metadata_page_size=PAGE),
         previous=first.snapshot,
     )
     return first.snapshot, second
@@ -84,7 +85,11 @@ def cluster(*pods: dict, redis: tuple[dict, ...] = ()) -> FakeKube:
 
 def one_pass(kube: FakeKube, previous=None, report: str | None = None):
     return observe(
-        kube, (), report, protobuf=False, page_size=FULL, metadata_page_size=PAGE, previous=previous
+        kube,
+        (),
+        report,
+        ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE),
+        previous=previous,
     )
 
 
@@ -118,9 +123,7 @@ def sharded_pass(kube: FakeKube, scope: Scope):
         kube,
         (),
         MANAGED_POD_SELECTOR,
-        protobuf=False,
-        page_size=FULL,
-        metadata_page_size=PAGE,
+        ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE),
         scope=scope,
     )
 

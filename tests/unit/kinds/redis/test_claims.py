@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.actions import CreateChild, CreatePod, DeleteChild, PatchChild
 from reconciler.backoff import gate
-from reconciler.children import child_from_api, storage_class_from_api
+from reconciler.children import storage_class_from_api
 from reconciler.constants import LABEL_INSTANCE
 from reconciler.kinds.base import PlanInput
 from reconciler.kinds.redis import storage
@@ -47,7 +47,7 @@ def claim(r, index: int, *, size="1Gi", capacity="1Gi", phase="Bound", **changes
     made["spec"] = {**made["spec"], "storageClassName": "standard"}
     made["spec"]["resources"] = {"requests": {"storage": size}}
     made["status"] = {"phase": phase} | ({"capacity": {"storage": capacity}} if capacity else {})
-    found = child_from_api(storage.KIND, made)
+    found = storage.CHILD.decode(made)
     return dataclasses.replace(found, uid=f"pvc-{index}", resource_version="7", **changes)
 
 

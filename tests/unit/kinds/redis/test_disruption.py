@@ -18,7 +18,6 @@ from reconciler.actions import (
     PatchStatus,
 )
 from reconciler.backoff import EVICTION_REFUSED, WriteError
-from reconciler.children import child_from_api
 from reconciler.client.errors import EvictionRefused
 from reconciler.engine.plan import plan_pass
 from reconciler.kinds.owned import DRIFT
@@ -433,7 +432,7 @@ def test_a_budget_status_of_the_wrong_types_lets_no_pod_go(status):
 def test_a_budget_whose_whole_status_is_a_list_is_read_as_none():
     r, pods = _stale_rollout()
     manifest = {**disruption.manifest(owner_of(r), 3), "status": [COUNTED]}
-    budget = dataclasses.replace(child_from_api("PodDisruptionBudget", manifest), uid="pdb")
+    budget = dataclasses.replace(disruption.CHILD.decode(manifest), uid="pdb")
     assert budget.status == {}
     assert not [a for a in _planned(r, pods, [budget]) if isinstance(a, EvictPod)]
 

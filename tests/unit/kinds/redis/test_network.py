@@ -11,7 +11,6 @@ import pytest
 
 from reconciler.actions import CreateChild, DeleteChild, PatchChild, PatchStatus
 from reconciler.backoff import gate
-from reconciler.children import child_from_api
 from reconciler.kinds.base import PlanInput
 from reconciler.kinds.owned import DRIFT
 from reconciler.kinds.redis import kind as redis_kind
@@ -40,7 +39,7 @@ def plan(r, policies=(), listed=True):
 def made(r, **changes) -> Any:
     """The policy a pass made for ``r``, as the apiserver stores it."""
     (create,) = [a for a in plan(r) if isinstance(a, CreateChild)]
-    found = child_from_api(network.KIND, create.manifest)
+    found = network.CHILD.decode(create.manifest)
     return dataclasses.replace(found, uid="np-1", resource_version="3", **changes)
 
 
