@@ -2,7 +2,8 @@
 
 It mirrors the API semantics the planner relies on: merge-patched status,
 finalizers gating deletion, and pods that only become Ready (and terminating
-pods that only disappear) when the simulated kubelet runs.
+pods that only disappear) when the simulated kubelet runs. tests/unit/test_sim.py
+holds what it lands to FakeKube, which the client contract holds to the apiserver.
 """
 
 from __future__ import annotations

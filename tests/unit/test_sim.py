@@ -21,11 +21,11 @@ from typing import Any
 
 from hypothesis import given
 
-from reconciler.children import child_from_api
 from reconciler.client.pod_dict import pod_from_api
 from reconciler.engine.failures import WriteFailed, WriteRefused, WriteThrottled
 from reconciler.engine.plan import plan_pass
 from reconciler.engine.writes import ObjectRun, Writer
+from reconciler.kinds import registry
 from reconciler.kinds.redis.identity import from_api as redis_from_api
 from reconciler.kinds.xca import from_api as xca_from_api
 from reconciler.snapshot import Snapshot
@@ -73,7 +73,7 @@ def of_fake(kube: FakeKube, listed: set[str]) -> View:
         [r for r in redis if not (r.deletion_timestamp and not r.finalizers)],
         [xca_from_api(o) for o in stored.get("Xca", [])],
         [pod_from_api(o) for o in stored.get("Pod", [])],
-        {k: [child_from_api(k, o) for o in stored.get(k, [])] for k in listed},
+        {k: [registry.child_types()[k].decode(o) for o in stored.get(k, [])] for k in listed},
     )
 
 
