@@ -107,7 +107,9 @@ def test_metadata_that_cannot_be_read_sends_the_kind_to_a_full_list(caplog):
     kube = FakeKube()
 
     def garble(k: FakeKube) -> None:
-        k.scripted_metadata_bodies["Redis"] = b"k8s\x00\x12\x05\x12\xff"  # an item longer than the list
+        k.scripted_metadata_bodies["Redis"] = (
+            b"k8s\x00\x12\x05\x12\xff"  # an item longer than the list
+        )
 
     _before, after = two_passes(kube, garble, protobuf=True)
     assert [r.name for r in after.snapshot.of("Redis")] == ["r0", "r1", "r2"]

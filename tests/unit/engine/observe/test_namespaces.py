@@ -46,7 +46,9 @@ def test_a_scoped_namespace_is_read_by_name_and_a_missing_one_is_a_warning():
 
 def test_namespaces_that_cannot_be_read_hold_nothing_back_and_say_so():
     kube = FakeKube()
-    kube.scripted_errors[("LIST", "Namespace")] = ApiError(403, "Forbidden", "namespaces is forbidden")
+    kube.scripted_errors[("LIST", "Namespace")] = ApiError(
+        403, "Forbidden", "namespaces is forbidden"
+    )
     obs = observe(
         kube, (), None, ListSettings(protobuf=False, page_size=FULL, metadata_page_size=PAGE)
     )
