@@ -15,6 +15,7 @@ from reconciler.config import Config
 from reconciler.engine.apply import ApplyOptions, Executor
 from reconciler.engine.events import EventSink
 from reconciler.engine.observe import observe
+from reconciler.engine.observe.lister import ListSettings
 from reconciler.engine.plan import plan_pass
 from reconciler.result import Result
 
@@ -124,14 +125,7 @@ def test_conflicting_writer_means_see_it_next_pass(
     kubectl.apply(redis_yaml(ns, num=1))
     kube = Kube(Config(kubeconfig=str(cluster.kubeconfig)))
     config = dataclasses.replace(Config(), namespaces=(ns,))
-    obs = observe(
-        kube,
-        config.namespaces,
-        None,
-        protobuf=config.protobuf,
-        page_size=config.page_size,
-        metadata_page_size=config.metadata_page_size,
-    )
+    obs = observe(kube, config.namespaces, None, ListSettings.of(config))
     the_plan = plan_pass(obs.snapshot, config, datetime.now(UTC))
     kubectl.run("label", "redis", "redis-sample", "-n", ns, "racer=1")  # bumps resourceVersion
     events = EventSink(kube, lambda: datetime.now(UTC))
