@@ -105,13 +105,20 @@ def generate(children: int) -> None:
     copy_the_rest()
 
 
-def copy_the_rest() -> None:
+def copy_the_rest(root: Path = ROOT) -> None:
     """Every tracked file not yet in mutants/: the unit tests read more than
-    setup.cfg's also_copy (hack/cluster/versions.env, crds/)."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    setup.cfg's also_copy (hack/cluster/versions.env, crds/). A tracked link
+    is made again as a link (reconciler/crds -> ../crds, the package's CRDs),
+    which mutmut's copy of the package leaves out."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True)
     for name in listed.stdout.decode().split("\0"):
-        source, target = ROOT / name, ROOT / "mutants" / name
-        if name and source.is_file() and not target.exists():
+        source, target = root / name, root / "mutants" / name
+        if not name or target.exists() or target.is_symlink():
+            continue
+        if source.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
 
