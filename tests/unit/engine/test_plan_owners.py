@@ -67,3 +67,38 @@ def test_a_pod_whose_labels_are_put_back_gets_its_bucket_label_in_the_same_patch
     (repair,) = [a for a in plan.actions if isinstance(a, PatchPodMetadata)]
     assert repair.labels[LABEL_BUCKET] == r.bucket_label
     assert len(repair.labels) > 1  # ours put back too, in one write
+
+
+def test_an_orphan_pods_delete_is_fenced_by_its_gone_owners_bucket():
+    """A sharded replica may delete an orphan only for a bucket it holds:
+    the one of the owner that is gone, not any bucket."""
+    orphan = pod(None, 0, name="gone-0", owner_uid="uid-gone")
+    plan = plan_pass(snap((), (), (orphan,)), CONFIG, NOW)
+    (delete,) = plan.actions
+    assert plan.owners[delete.owner].owner_uid == "uid-gone"
+
+
+def test_a_write_of_a_kind_without_a_status_rule_leaves_none_to_run(monkeypatch):
+    """A kind whose plan has no status rule after a failure (`Planned`
+    without one) gets none from the plan: the executor writes no status."""
+    from reconciler.kinds import registry
+    from reconciler.kinds import xca as xca_kind
+    from reconciler.kinds.base import Planned
+
+    def bare(obj, inp):
+        return Planned(xca_kind.plan(obj, inp))
+
+    bare_kind = dataclasses.replace(xca_kind.KIND, plan=bare)
+    monkeypatch.setattr(registry, "KINDS", (registry.KINDS[0], bare_kind))
+    x = xca(active=None)
+    plan = plan_pass(snap((), (x,), ()), CONFIG, NOW)
+    assert plan.actions and plan.owners[x.key].status_after is None
+
+
+def test_a_status_patch_without_a_pruned_field_is_planned_as_its_kind_made_it():
+    """Only a status patch that holds a field the CRD prunes is remade;
+    another passes as it was planned (its fields named as the kind named them)."""
+    x = xca(active=None)
+    plain = plan_pass(snap((), (x,), ()), CONFIG, NOW)
+    pruned = dataclasses.replace(snap((), (x,), ()), pruned={"Xca": frozenset({"elsewhere"})})
+    assert plan_pass(pruned, CONFIG, NOW).actions == plain.actions

@@ -16,7 +16,15 @@ from reconciler.actions import (
     PatchPodMetadata,
     PatchStatus,
 )
-from reconciler.kinds.order import BUCKET_LABEL_WHY, Step, Unplaced, WriteOrder, sharded
+from reconciler.kinds.order import (
+    BUCKET_LABEL,
+    BUCKET_LABEL_WHY,
+    POD_BUCKET_LABELS,
+    Step,
+    Unplaced,
+    WriteOrder,
+    sharded,
+)
 from reconciler.model import ObjKey
 
 OWNER = ObjKey("Redis", "ns", "r")
@@ -82,5 +90,10 @@ def test_a_sharded_replicas_writes_have_their_steps_first_and_last():
 
 
 def test_an_order_without_the_sharded_steps_is_refused():
+    status = Step("status", (PatchStatus,))
     with pytest.raises(ValueError, match="sharded"):
-        WriteOrder((Step("status", (PatchStatus,)),))
+        WriteOrder((status,))
+    with pytest.raises(ValueError, match="sharded"):
+        WriteOrder((BUCKET_LABEL, status))  # the pods' step missing last
+    with pytest.raises(ValueError, match="sharded"):
+        WriteOrder((status, POD_BUCKET_LABELS))  # the object's step missing first
