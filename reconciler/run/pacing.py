@@ -60,6 +60,9 @@ RECENT = 3
 # waited so far after which the next pass looks again.
 PATIENCE = 0.25
 
+# The log's detail for a settling pass.
+SETTLED = "nothing moved since the last change"
+
 
 class Why(StrEnum):
     """Why a pass comes before the interval; the metric's label values."""
@@ -201,10 +204,12 @@ def _settling(previous: Pace | None, soonest: float, regular: Pace) -> Pace:
     last early delay, so a change right after a burst is seen in seconds."""
     if previous is None or not previous.early:
         return regular
-    delay = max(previous.delay * 2, soonest)
+    doubled = previous.delay * 2
+    delay = max(doubled, soonest)
     if delay >= regular.delay:
         return regular
-    return Pace(delay, Why.SETTLING, "nothing moved since the last change", regular.costs)
+    budgeted = soonest > doubled
+    return Pace(delay, Why.SETTLING, SETTLED, regular.costs, budgeted)
 
 
 def explain(pace: Pace, schedule: Schedule) -> str:

@@ -37,6 +37,17 @@ def pod_uid(kubectl: Kubectl, ns: str) -> str | None:
     return str(items[0]["metadata"]["uid"]) if items else None
 
 
+def paced_early(out: str, why: str, within: float) -> bool:
+    """Whether the log shows an early pass for ``why`` set ``within`` seconds
+    by --min-interval, or set later by the budget and saying so (a loaded
+    machine makes passes dear)."""
+    lines = re.finditer(rf"next pass in ([\d.]+)s: {why} \(.*", out)
+    return any(
+        float(line.group(1)) <= within or "; paced by the budget: " in line.group(0)
+        for line in lines
+    )
+
+
 def test_a_new_redis_is_ready_long_before_the_interval(
     reconciler: Reconciler, kubectl: Kubectl, ns: str
 ) -> None:
@@ -74,11 +85,11 @@ def test_a_new_redis_is_ready_long_before_the_interval(
     assert ready_after < 10, f"Ready {ready_after:.1f}s after the pods were created"
     # One --min-interval after the pass that wrote, less the time that pass took
     # (a pass that also makes the Service and the budget logs 0.9s).
-    assert re.search(r"next pass in (1|0\.\d+)s: wrote \(\d+ writes?\)", out), out[-3000:]
+    assert paced_early(out, "wrote", within=1.0), out[-3000:]
     # The regular pass would have been up to 30 s away.
     assert back_after < 10, f"the pod deleted by hand was back after {back_after:.1f}s"
     # Two --min-interval after the last write, less the time the pass took.
-    assert re.search(r"next pass in (2|1\.\d+)s: settling \(nothing moved", out), out[-3000:]
+    assert paced_early(out, "settling", within=2.0), out[-3000:]
     assert early_passes(metrics, "wrote") >= 1, metrics
 
 

@@ -218,6 +218,19 @@ def test_the_log_says_when_the_budget_holds_a_pass_back() -> None:
     assert explain(WROTE, SCHEDULE) == "wrote (1 write)"
 
 
+def test_a_settling_pass_held_back_by_the_budget_says_so() -> None:
+    """After a write, a quiet pass doubles the last early delay unless the
+    recent costs ask for more; the log then names the budget, not the doubling."""
+    dear = pace(result(health={KEY: DONE}), pace(result(Result.OK)), DEAR)
+    assert (dear.delay, dear.why, dear.budgeted) == (pytest.approx(1.5 / BUDGET), Why.SETTLING, True)
+    assert explain(dear, SCHEDULE) == (
+        f"settling ({SETTLED}); paced by the budget: a pass looks for 1.50s, 50% of the time"
+    )
+    cheap = pace(result(health={KEY: DONE}), WROTE)
+    assert (cheap.delay, cheap.budgeted) == (2 * MIN, False)
+    assert explain(cheap, SCHEDULE) == f"settling ({SETTLED})"
+
+
 def test_the_schedule_comes_from_the_config() -> None:
     config = Config(interval=60, min_interval=2, pace_budget=0.25)
     assert Schedule.of(config) == Schedule(60, 2, 0.25)
