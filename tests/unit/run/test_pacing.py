@@ -222,7 +222,11 @@ def test_a_settling_pass_held_back_by_the_budget_says_so() -> None:
     """After a write, a quiet pass doubles the last early delay unless the
     recent costs ask for more; the log then names the budget, not the doubling."""
     dear = pace(result(health={KEY: DONE}), pace(result(Result.OK)), DEAR)
-    assert (dear.delay, dear.why, dear.budgeted) == (pytest.approx(1.5 / BUDGET), Why.SETTLING, True)
+    assert (dear.delay, dear.why, dear.budgeted) == (
+        pytest.approx(1.5 / BUDGET),
+        Why.SETTLING,
+        True,
+    )
     assert explain(dear, SCHEDULE) == (
         f"settling ({SETTLED}); paced by the budget: a pass looks for 1.50s, 50% of the time"
     )
