@@ -19,10 +19,10 @@ from reconciler.checks import Check, failed, passed, suite
 from reconciler.cli import clusters, commands, logs, run_command
 from reconciler.cli.clusters import Cluster, Fleet
 from reconciler.cli.options import collect, example, exit_codes, global_options, unkeyed
-from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from reconciler.cli.settings import CONFIG_FILE_ENV, Layers
 from reconciler.client.errors import ConfigMissing
 from reconciler.config import ConfigError
+from reconciler.run.turn import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 
 CONFIG = "config"
 KUBECONFIG = "kubeconfig"

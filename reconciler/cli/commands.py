@@ -1,6 +1,6 @@
 """Command line: `reconciler sync | plan | run`.
 
-Exit codes are for cron and CronJob (`served.py` holds them; each command's
+Exit codes are for cron and CronJob (`run/turn.py` holds them; each command's
 help lists its own): no errors, some objects failed, bad usage or config,
 the cluster unreachable; `sync --wait` adds the timeout. `plan
 --detailed-exitcode` follows `terraform plan`: its changes-pending code is
@@ -23,17 +23,13 @@ from reconciler import __version__
 from reconciler.cli import clusters, logs, served
 from reconciler.cli.clusters import Fleet
 from reconciler.cli.options import collect, example, global_options
-from reconciler.cli.served import (
-    EXIT_FAILED,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    Served,
-)
+from reconciler.cli.served import Served
 from reconciler.cli.settings import Layers
 from reconciler.client.errors import ConfigMissing
 from reconciler.client.kube import Kube
 from reconciler.config import Config, ConfigError
 from reconciler.engine.events import FLUSH_SECONDS, EventQueue
+from reconciler.run.turn import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE
 
 log = logging.getLogger("reconciler")
 

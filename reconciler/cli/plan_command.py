@@ -18,17 +18,18 @@ from reconciler.cli.options import (
     output_option,
     unkeyed,
 )
-from reconciler.cli.served import (
+from reconciler.cli.served import Served
+from reconciler.client.kube import Kube
+from reconciler.engine.runner import Passes
+from reconciler.engine.sync import Mode, PassSetup
+from reconciler.run.turn import (
     EXIT_CHANGES,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    Served,
+    Turns,
 )
-from reconciler.client.kube import Kube
-from reconciler.engine.runner import Passes
-from reconciler.engine.sync import Mode, PassSetup
 
 
 @cli.command(
@@ -71,7 +72,7 @@ def plan(
 
     def serve(cluster: Cluster, kube: Kube) -> Served:
         passes = Passes(PassSetup(kube=kube, config=cluster.config, mode=Mode.PLAN))
-        result = passes()
+        result = Turns.of(passes).passed()
         lagging = [] if result.unreachable else passes.lagging_crds()
         return served.of_plan(result, lagging, detailed_exitcode)
 

@@ -26,7 +26,7 @@ import click
 from reconciler.cli import commands, served
 from reconciler.cli.clusters import Cluster
 from reconciler.cli.options import collect, example, exit_codes, global_options, keyed, unkeyed
-from reconciler.cli.served import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, Served
+from reconciler.cli.served import Served
 from reconciler.client.errors import ApiError, Forbidden, NotFound, Unauthorized, Unreachable
 from reconciler.client.interface import Client
 from reconciler.client.kube import Kube
@@ -34,6 +34,7 @@ from reconciler.engine.crd_release import APPLY_CRDS
 from reconciler.kinds.redis.identity import RESOURCE
 from reconciler.kinds.redis.server import RESTARTED_FIELD
 from reconciler.model import rfc3339
+from reconciler.run.turn import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 
 # The Redis resource as kubectl names it in its output: redis.myapp.demo.kubebuilder.io.
 SHOWN = f"{RESOURCE.plural}.{RESOURCE.group}"

@@ -8,12 +8,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.cli.clusters import Cluster
-from reconciler.cli.served import (
-    EXIT_OK,
-    EXIT_USAGE,
-)
 from reconciler.client.kube import Kube
 from reconciler.engine.events import EventQueue
+from reconciler.run.turn import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:  # the daemon's modules: `sync` from cron loads none of them
     from reconciler.run.daemon import Loop

@@ -3,6 +3,7 @@
 A command builds one `Served` per cluster; `emit` prints one as the command
 always has, and a list of them with each cluster named: text lines under
 ``[name]``, JSON keyed by cluster, and the exit code the worst of theirs.
+The codes are reconciler/run/turn.py's, read from the command's turns.
 """
 
 from __future__ import annotations
@@ -15,25 +16,15 @@ from typing import Any
 import click
 
 from reconciler.cli import render
-from reconciler.result import PassOutcome, PassResult
-from reconciler.run.wait import WaitEnd, WaitResult
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TIMEOUT = 0, 1, 2, 3, 4
-# `plan --detailed-exitcode`: changes are pending (never a usage error there).
-EXIT_CHANGES = 2
-# Of several clusters' codes, the command exits with the last of these.
-WORST_LAST = (EXIT_OK, EXIT_CHANGES, EXIT_FAILED, EXIT_TIMEOUT, EXIT_UNREACHABLE)
-EXIT_CODES = {
-    PassOutcome.OK: EXIT_OK,
-    PassOutcome.ERRORS: EXIT_FAILED,
-    PassOutcome.UNREACHABLE: EXIT_UNREACHABLE,
-}
-WAIT_EXIT_CODES = {
-    WaitEnd.CONVERGED: EXIT_OK,
-    WaitEnd.STUCK: EXIT_FAILED,
-    WaitEnd.TIMEOUT: EXIT_TIMEOUT,
-    WaitEnd.UNREACHABLE: EXIT_UNREACHABLE,
-}
+from reconciler.result import PassResult
+from reconciler.run.turn import (
+    EXIT_UNREACHABLE,
+    PASS_EXIT_CODES,
+    WAIT_EXIT_CODES,
+    plan_exit_code,
+    worst,
+)
+from reconciler.run.wait import WaitResult
 
 
 @dataclass(frozen=True)
@@ -56,7 +47,7 @@ def of_pass(result: PassResult) -> Served:
     if result.unreachable:
         return unreachable(result.unreachable)
     lines = (result.one_line(), *(f"  error: {err}" for err in result.errors))
-    return Served(EXIT_CODES[result.outcome], result.summary(), lines)
+    return Served(PASS_EXIT_CODES[result.outcome], result.summary(), lines)
 
 
 def of_wait(waited: WaitResult, timeout: float) -> Served:
@@ -80,16 +71,9 @@ def of_wait(waited: WaitResult, timeout: float) -> Served:
 def of_plan(result: PassResult, warnings: Sequence[str], detailed: bool) -> Served:
     if result.unreachable:
         return unreachable(result.unreachable)
-    if result.errors:
-        code = EXIT_FAILED
-    else:
-        code = EXIT_CHANGES if detailed and result.plan.actions else EXIT_OK
+    code = plan_exit_code(result, detailed)
     errors = (*(f"warning: {w}" for w in warnings), *(f"error: {e}" for e in result.errors))
     return Served(code, render.plan_doc(result.plan), (render.plan_text(result.plan),), errors)
-
-
-def worst(codes: Sequence[int]) -> int:
-    return max(codes, key=WORST_LAST.index)
 
 
 def emit(served: Served, json_out: bool) -> int:

@@ -21,10 +21,10 @@ import click
 from reconciler.cli import commands, run_command, sync_command
 from reconciler.cli.clusters import Cluster, Fleet
 from reconciler.cli.options import collect, example, exit_codes, global_options, unkeyed
-from reconciler.cli.served import EXIT_OK, EXIT_USAGE
 from reconciler.cli.settings import CONFIG_FILE_ENV, DEFAULT, KEYS, KIND_DEFAULTS
 from reconciler.config import FIELDS
 from reconciler.kinds.base import settings_of
+from reconciler.run.turn import EXIT_OK, EXIT_USAGE
 
 # kubectl's default kubeconfig: what an unset `kubeconfig` key means.
 KUBECONFIG_ENV = "KUBECONFIG"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -19,21 +20,22 @@ from reconciler.cli.options import (
     output_option,
     unkeyed,
 )
-from reconciler.cli.served import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_TIMEOUT,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    Served,
-)
+from reconciler.cli.served import Served
 from reconciler.cli.settings import ENV_PREFIX
 from reconciler.client.kube import Kube
 from reconciler.engine.events import EventQueue
 from reconciler.engine.runner import Passes, mode_of
 from reconciler.engine.sync import PassSetup
-from reconciler.result import PassResult
 from reconciler.run.pacing import Schedule
+from reconciler.run.turn import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    Turn,
+    Turns,
+)
 from reconciler.run.wait import wait
 
 
@@ -116,16 +118,22 @@ def _sync(
     # Waiting: events go from a queue, so they do not hold up the next pass.
     events = EventQueue(kube) if wait_ else None
     passes = Passes(PassSetup(kube=kube, config=config, mode=mode_of(config), events=events))
-    prefix = f"[{cluster.name}] " if named else ""
-
-    def one_pass() -> PassResult:
-        result = passes()
-        if wait_ and output == "text" and not result.unreachable:
-            click.echo(prefix + result.one_line())
-        return result
-
     if not wait_:
-        return served.of_pass(one_pass())
-    waited = wait(one_pass, timeout=limit, schedule=Schedule.of(config))
+        return served.of_pass(Turns.of(passes).passed())
+    echo = [Echo(f"[{cluster.name}] " if named else "")] if output == "text" else []
+    turns = Turns.of(passes, *echo)
+    waited = wait(turns.passed, timeout=limit, schedule=Schedule.of(config))
     flush(events)
     return served.of_wait(waited, limit)
+
+
+@dataclass(frozen=True)
+class Echo:
+    """`sync --wait`'s line for each pass that reached the cluster, on
+    stdout as it ends: a pipeline's log shows the wait moving."""
+
+    prefix: str  # the cluster's name, when the command serves several
+
+    def saw(self, turn: Turn) -> None:
+        if turn.result is not None and not turn.result.unreachable:
+            click.echo(self.prefix + turn.result.one_line())

@@ -14,11 +14,13 @@ and stay healthy, ready to take over. Sharded, every replica runs passes
 over the buckets it holds (reconciler/run/shard.py), and one that holds none
 ticks like a standby.
 
-A cluster that no pass can use (`Unreached`: unreachable, or every LIST
-refused) for ``unready_after`` passes in a row is named, with the error, on
-systemd's STATUS line (`sdnotify.Status`) and by /readyz, until a pass
-reaches it again. The process does not exit for it, and the watchdog is
-still fed (`Loop._after` says why).
+Each tick is a turn (reconciler/run/turn.py): the pass, its result line,
+metrics and systemd's notifications. A cluster that no pass can use
+(`turn.Unreached`: unreachable, or every LIST refused) for ``unready_after``
+passes in a row is named, with the error, on systemd's STATUS line
+(`sdnotify.Status`) and by /readyz, until a pass reaches it again. The
+process does not exit for it, and the watchdog is still fed (`turn.Vigil`
+says why).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -45,11 +46,12 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from reconciler.client.kube import stop_credential_plugins
 from reconciler.config import Config
 from reconciler.log_cluster import in_cluster
-from reconciler.result import PassOutcome, PassResult, plural
+from reconciler.result import PassResult, plural
 from reconciler.run import sdnotify
 from reconciler.run.leader import LeaderElector
 from reconciler.run.pacing import Pace, Schedule, explain, next_pace
 from reconciler.run.shard import ShardMember
+from reconciler.run.turn import ResultLine, Turns, Vigil
 
 if TYPE_CHECKING:  # prometheus_client is loaded only when metrics are served
     from reconciler.run.metrics import ClusterMetrics
@@ -62,35 +64,6 @@ def _thread(name: str, target: Callable[..., None], *args: object) -> threading.
     logs under the cluster of the loop that started it (`log_cluster`)."""
     run = contextvars.copy_context().run
     return threading.Thread(target=run, args=(target, *args), name=name, daemon=True)
-
-
-@dataclass(frozen=True)
-class Unreached:
-    """The passes in a row that could not use the cluster: none of their
-    LISTs reached it, or it refused every one for the credentials (401) or
-    for RBAC (403), which the error's first word says. A pass that reaches
-    it again starts the count over."""
-
-    passes: int = 0
-    since: datetime | None = None  # when the first of them started
-    why: str = ""  # the last one's error
-
-    def after(self, result: PassResult, started: datetime) -> Unreached:
-        if result.outcome is not PassOutcome.UNREACHABLE:
-            return Unreached()
-        return Unreached(self.passes + 1, self.since or started, result.unreachable or "")
-
-    def trouble(self, after: int, now: datetime) -> str | None:
-        """Why the cluster is not ready, once ``after`` passes in a row could not use it."""
-        if self.passes < after or self.since is None:
-            return None
-        seconds = (now - self.since).total_seconds()
-        passes = plural(self.passes, "pass", "passes")
-        since = self.since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        return (
-            f"no pass has reached the cluster for {seconds:.0f}s"
-            f" ({passes} in a row since {since}): {self.why}"
-        )
 
 
 class Loop:
@@ -112,8 +85,6 @@ class Loop:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         unready_after: int = Config.unready_after,
     ) -> None:
-        self.one_pass = one_pass
-        self.standby = standby  # why no pass now (the pass's fence lets it write nothing)
         self.schedule = schedule
         self.interval = schedule.interval
         self.jitter = jitter
@@ -127,17 +98,21 @@ class Loop:
         self.elector = elector
         self.shard = shard
         self.metrics = metrics
-        self.requests = requests
         self.clock = clock
         self.pass_lock = threading.Lock()
         self.stopping = threading.Event()
         self.passes = 0
-        self.ticks = 0
-        self.unready_after = unready_after
-        self.unreached = Unreached()
-        # The STATUS= line; the Daemon gives every loop of the process the same one.
-        self.status = sdnotify.Status()
-        self.said: dict[str, str | None] = {}  # each trouble as last logged
+        self.vigil = Vigil(
+            name=name,
+            metrics=metrics,
+            requests=requests,
+            lease_trouble=self.lease_trouble,
+            unready_after=unready_after,
+            clock=clock,
+        )
+        # Each tick's turn: the pass unless the fence says this replica is a
+        # standby, then its result line and the vigil (turn.py).
+        self.turns = Turns(one_pass, standby, (ResultLine(), self.vigil), clock)
         self.leases_started = False
         self.renewer: threading.Thread | None = None
 
@@ -150,40 +125,31 @@ class Loop:
                 # hangs delays its own first pass, never another cluster's.
                 self.leases_started = True
                 self.renewer = self.start_leases()
-            self.ticks += 1
-            why = self.standby()
-            if why is not None:
-                log.debug("%s; skipping this pass", why)
-                self.pace = None  # a leader again later starts at the interval, not settling
-                self._after(None)
-                return
-            started = self.clock()
             try:
-                result = self.one_pass()
+                turn = self.turns.take()
             except Exception:  # a bug in one pass must not kill the daemon
                 log.exception("pass crashed; the next pass starts over")
                 self.pace = None
                 return
+            if turn.result is None:
+                self.pace = None  # a leader again later starts at the interval, not settling
+                return
             self.passes += 1
-            log.info("%s", result.one_line())
-            self._after(result, started)
-            self._pace(result, started)
+            self._pace(turn.result, turn.started)
 
     def _pace(self, result: PassResult, started: datetime) -> None:
         """Bring the next pass forward when this one left work in motion, as
         soon as the pace's budget allows; the delay counts from this pass's
         start, so a pass longer than min_interval is followed sooner."""
         self.pace = next_pace(result, self.pace, self.schedule)
-        if self.metrics is not None:
-            self.metrics.record_pace(self.pace)
-        if not self.pace.early or self.pace.delay >= self.interval or self.stopping.is_set():
+        early = self.pace.early and self.pace.delay < self.interval
+        self.vigil.paced(self.pace, early and not self.stopping.is_set())
+        if not early or self.stopping.is_set():
             return
         now = self.clock()
         when = max(started + timedelta(seconds=self.pace.delay), now)
         wait = round((when - now).total_seconds(), 1)
         log.info("next pass in %gs: %s", wait, explain(self.pace, self.schedule))
-        if self.metrics is not None:
-            self.metrics.count_early(str(self.pace.why))
         self.early_at = when
 
     def ended(self, scheduler: BaseScheduler) -> None:
@@ -192,58 +158,14 @@ class Loop:
         if when is not None and not self.stopping.is_set():
             scheduler.modify_job(self.job_id, next_run_time=when)
 
-    def _after(self, result: PassResult | None, started: datetime | None = None) -> None:
-        """After each tick: metrics, then systemd's READY=1 (the first),
-        STATUS= and WATCHDOG=1. The watchdog is fed also while no pass can
-        use the cluster: it is for a process that hangs, which a restart
-        mends; a refused token, lost RBAC or an apiserver that is down is not
-        mended by one, and restarts would only end at the unit's start limit,
-        after which nothing retries once the cluster is back. The STATUS line
-        and /readyz say it instead, and the next pass that reaches the
-        cluster clears them."""
-        if self.metrics is not None:
-            if result is not None:
-                self.metrics.record_pass(result, self.requests())
-            else:
-                self.metrics.record_requests(self.requests())
-                self.metrics.tick()
-        # A standby has no passes to count: its Lease's trouble speaks for it.
-        self.unreached = (
-            self.unreached.after(result, started or self.clock())
-            if result is not None
-            else Unreached()
-        )
-        if self.ticks == 1:
-            sdnotify.notify("READY=1")
-        reach, lease = self.reach_trouble(), self.lease_trouble()
-        self._say("reach", reach, "a pass reached the cluster")
-        self._say("lease", lease, "the Lease is held or seen")
-        line = result.one_line() if result is not None else "standby: nothing held"
-        self.status.say(self.name, line, reach or lease)
-        sdnotify.notify("WATCHDOG=1")
-
     def trouble(self) -> str | None:
-        """Why this cluster is not ready: /readyz fails with it, and
-        systemd's status line shows it."""
-        return self.reach_trouble() or self.lease_trouble()
-
-    def reach_trouble(self) -> str | None:
-        """``unready_after`` passes in a row could not use the cluster."""
-        return self.unreached.trouble(self.unready_after, self.clock())
+        """Why this cluster is not ready (`Vigil.trouble`)."""
+        return self.vigil.trouble()
 
     def lease_trouble(self) -> str | None:
         """Why this replica cannot tell whether anyone reconciles."""
         source = self.elector or self.shard
         return source.sighting.trouble() if source is not None else None
-
-    def _say(self, what: str, trouble: str | None, cleared: str) -> None:
-        """Log a change of one trouble once, not at every tick."""
-        before = self.said.get(what)
-        if trouble is not None and before is None:
-            log.error("not ready: %s", trouble)
-        elif trouble is None and before is not None:
-            log.info("ready again: %s", cleared)
-        self.said[what] = trouble
 
     def retry_period(self) -> float:
         source = self.elector or self.shard
@@ -317,7 +239,7 @@ class Daemon:
         self.loops = {loop.job_id: loop for loop in loops}
         status = sdnotify.Status()  # one STATUS= line, whichever loop speaks
         for loop in loops:
-            loop.status = status
+            loop.vigil.status = status
         self.stopping = threading.Event()
         self.scheduler = BlockingScheduler(
             timezone=UTC,

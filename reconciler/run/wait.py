@@ -20,21 +20,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from reconciler.result import PassOutcome, PassResult, plural
 from reconciler.run.pacing import Pace, Schedule, explain, held, motion, next_pace
+from reconciler.run.turn import WaitEnd
 
 log = logging.getLogger(__name__)
-
-
-class WaitEnd(StrEnum):
-    """How a wait ended; the value is the ``wait.result`` of `sync -o json`."""
-
-    CONVERGED = "converged"
-    STUCK = "stuck"
-    TIMEOUT = "timeout"
-    UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from typing import Any
 import click
 import pytest
 
-from reconciler.cli import commands, served
+from reconciler.cli import commands
 from reconciler.cli.settings import CONFIG_FILE_ENV, ENV_PREFIX, KEYS
+from reconciler.run import turn
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(
@@ -45,16 +46,16 @@ def test_the_exit_codes_have_one_home_and_it_lists_the_code_s():
     assert list(tables) == [ROOT / "README.md"], "the exit codes are told in one table"
     readme = tables[ROOT / "README.md"]
     codes = {
-        served.EXIT_OK,
-        served.EXIT_FAILED,
-        served.EXIT_USAGE,
-        served.EXIT_UNREACHABLE,
-        served.EXIT_TIMEOUT,
+        turn.EXIT_OK,
+        turn.EXIT_FAILED,
+        turn.EXIT_USAGE,
+        turn.EXIT_UNREACHABLE,
+        turn.EXIT_TIMEOUT,
     }
     assert set(readme) == codes
-    assert "--wait" in readme[served.EXIT_TIMEOUT]
-    assert "unreachable" in readme[served.EXIT_UNREACHABLE]
-    assert "config" in readme[served.EXIT_USAGE]
+    assert "--wait" in readme[turn.EXIT_TIMEOUT]
+    assert "unreachable" in readme[turn.EXIT_UNREACHABLE]
+    assert "config" in readme[turn.EXIT_USAGE]
 
 
 # "(0 converged, 1 some objects failed, ...": the codes told again in prose.
@@ -70,9 +71,9 @@ def test_no_other_doc_tells_the_exit_codes_again():
 
 def test_the_pass_outcomes_exit_as_the_table_says():
     table = exit_code_tables()[ROOT / "README.md"]
-    for outcome, code in served.EXIT_CODES.items():
+    for outcome, code in turn.PASS_EXIT_CODES.items():
         assert code in table, outcome
-    for end, code in served.WAIT_EXIT_CODES.items():
+    for end, code in turn.WAIT_EXIT_CODES.items():
         assert code in table, end
 
 
@@ -392,13 +393,13 @@ def test_check_exits_as_the_table_says_on_a_bad_config_and_on_bad_usage(tmp_path
     from click.testing import CliRunner
 
     table = exit_code_tables()[ROOT / "README.md"]
-    assert "`check`: some check failed, a bad config among them" in table[served.EXIT_FAILED]
-    assert "(but for `check`) bad config" in table[served.EXIT_USAGE]
+    assert "`check`: some check failed, a bad config among them" in table[turn.EXIT_FAILED]
+    assert "(but for `check`) bad config" in table[turn.EXIT_USAGE]
     bad = tmp_path / "reconciler.yaml"
     bad.write_text("intervl: 3\n")
     runner = CliRunner()
     assert runner.invoke(commands.cli, ["check", "--config", str(bad)]).exit_code == 1
-    assert runner.invoke(commands.cli, ["check", "--bogus"]).exit_code == served.EXIT_USAGE
+    assert runner.invoke(commands.cli, ["check", "--bogus"]).exit_code == turn.EXIT_USAGE
     helped = runner.invoke(commands.cli, ["check", "--help"]).output
     usage = next(line for line in helped.splitlines() if line.strip().startswith("2 "))
     failed = next(line for line in helped.splitlines() if line.strip().startswith("1 "))

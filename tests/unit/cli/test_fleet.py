@@ -97,8 +97,8 @@ def test_run_makes_a_loop_per_cluster_each_with_its_own_client(fleet, monkeypatc
     result = invoke("run", "--context", "up", "--context", "down")
     assert result.exit_code == 0, result.output
     assert [loop.name for loop in loops] == ["up", "down"]
-    assert loops[0].one_pass().outcome == "ok" and ("POST", "r-0") in fleet["up"].calls
-    assert loops[1].one_pass().outcome == "unreachable"
+    assert loops[0].turns.one_pass().outcome == "ok" and ("POST", "r-0") in fleet["up"].calls
+    assert loops[1].turns.one_pass().outcome == "unreachable"
 
 
 def test_a_process_setting_in_a_cluster_entry_is_refused(tmp_path):
@@ -153,6 +153,6 @@ def test_run_starts_every_loop_before_asking_a_cluster_for_its_crds(fleet, monke
     result = invoke("run", "--context", "up", "--context", "down")
     assert result.exit_code == 0, result.output
     assert started == [[]]
-    loops[0].one_pass()
-    loops[0].one_pass()
+    loops[0].turns.one_pass()
+    loops[0].turns.one_pass()
     assert asked == ["crds"]  # in its first pass, once

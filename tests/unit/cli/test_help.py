@@ -1,6 +1,6 @@
 """`--help` a user can live in: every option says its default and, when it
 sets a key, its RECONCILER_<KEY> variable; every key can be found from the
-top-level help; each command has an example; exit codes are served.py's."""
+top-level help; each command has an example; exit codes are reconciler/run/turn.py's."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli, commands, served
+from reconciler.cli import cli, commands
 from reconciler.cli.settings import ENV_PREFIX, KEYS
+from reconciler.run import turn
 
 GROUP_ONLY = {p.name for p in cli.params}
 RESTART = cli.commands["restart"]
@@ -108,36 +109,36 @@ def exit_codes(*args: str) -> dict[int, str]:
         (
             "sync",
             {
-                served.EXIT_OK: "no errors",
-                served.EXIT_FAILED: "some objects failed",
-                served.EXIT_USAGE: "bad usage or config",
-                served.EXIT_UNREACHABLE: "unreachable",
-                served.EXIT_TIMEOUT: "the timeout passed",
+                turn.EXIT_OK: "no errors",
+                turn.EXIT_FAILED: "some objects failed",
+                turn.EXIT_USAGE: "bad usage or config",
+                turn.EXIT_UNREACHABLE: "unreachable",
+                turn.EXIT_TIMEOUT: "the timeout passed",
             },
         ),
         (
             "plan",
             {
-                served.EXIT_OK: "no errors",
-                served.EXIT_FAILED: "some objects failed",
-                served.EXIT_USAGE: "bad usage or config",
-                served.EXIT_CHANGES: "changes are pending",
-                served.EXIT_UNREACHABLE: "unreachable",
+                turn.EXIT_OK: "no errors",
+                turn.EXIT_FAILED: "some objects failed",
+                turn.EXIT_USAGE: "bad usage or config",
+                turn.EXIT_CHANGES: "changes are pending",
+                turn.EXIT_UNREACHABLE: "unreachable",
             },
         ),
-        ("run", {served.EXIT_OK: "SIGTERM", served.EXIT_USAGE: "bad usage or config"}),
+        ("run", {turn.EXIT_OK: "SIGTERM", turn.EXIT_USAGE: "bad usage or config"}),
         (
             "check",
             {
-                served.EXIT_OK: "every check passed",
-                served.EXIT_FAILED: "some check failed",
-                served.EXIT_USAGE: "bad usage",
-                served.EXIT_UNREACHABLE: "cannot be reached",
+                turn.EXIT_OK: "every check passed",
+                turn.EXIT_FAILED: "some check failed",
+                turn.EXIT_USAGE: "bad usage",
+                turn.EXIT_UNREACHABLE: "cannot be reached",
             },
         ),
     ],
 )
-def test_exit_codes_listed_are_served_pys(command: str, want: dict[int, str]):
+def test_exit_codes_listed_are_the_turns(command: str, want: dict[int, str]):
     listed = exit_codes(command)
     assert set(listed) == set(want)
     for code, words in want.items():

@@ -17,8 +17,9 @@ from apscheduler.events import EVENT_JOB_EXECUTED
 from reconciler.actions import PatchStatus, Plan
 from reconciler.model import ObjKey
 from reconciler.result import ApplyReport, Outcome, PassResult, Result
-from reconciler.run.daemon import Daemon, Loop, Unreached
+from reconciler.run.daemon import Daemon, Loop
 from reconciler.run.pacing import Pace, Schedule, Why
+from reconciler.run.turn import Unreached
 from tests.unit.imports import loaded_after
 
 KEY = ObjKey("Redis", "ns", "r")
@@ -62,7 +63,7 @@ def standby(trouble: list[str]) -> dict[str, Any]:
 def test_a_standby_tick_forgets_the_pace_so_a_new_leader_starts_at_the_interval(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="reconciler.run.daemon")
+    caplog.set_level(logging.DEBUG, logger="reconciler.run.turn")
     d = daemon(**standby([]))
     d.tick()
     assert d.pace is None
@@ -261,20 +262,6 @@ def unused(why: str = REFUSED) -> PassResult:
     return PassResult("p", Plan(), ApplyReport(), unreachable=why)
 
 
-def test_unreached_counts_the_passes_in_a_row_from_the_first_ones_start() -> None:
-    u = Unreached().after(unused(DOWN), T0).after(unused(), T0 + timedelta(seconds=30))
-    assert (u.passes, u.since, u.why) == (2, T0, REFUSED)  # the last error, the first start
-    assert u.trouble(3, T0 + timedelta(seconds=31)) is None
-    u = u.after(unused(), T0 + timedelta(seconds=60))
-    assert u.trouble(3, T0 + timedelta(seconds=61)) == (
-        "no pass has reached the cluster for 61s (3 passes in a row since"
-        f" 2026-12-01 19:10:02 UTC): {REFUSED}"
-    )
-    assert u.after(quiet(), T0) == Unreached()  # a pass that reaches it starts over
-    with_errors = replace(quiet(), errors=["LIST Xca: 403 Forbidden: no"])
-    assert u.after(with_errors, T0) == Unreached()  # reached: some LIST was answered
-
-
 class Clock:
     """A second further at each reading."""
 
@@ -340,7 +327,7 @@ def test_a_standby_forgets_the_passes_it_could_not_use_the_cluster_in() -> None:
     assert loop.trouble() is not None
     lead.is_leader = False
     loop.tick()
-    assert loop.trouble() is None and loop.unreached == Unreached()
+    assert loop.trouble() is None and loop.vigil.unreached == Unreached()
 
 
 def test_one_clusters_trouble_stays_on_the_status_line_while_others_pass(

@@ -46,14 +46,14 @@ def test_each_cluster_s_passes_run_with_one_setup_of_its_settings():
     setup = parts.setup
     assert setup.mode is Mode.DRY_RUN and setup.holder is None
     assert setup.events is not None and setup.events.kube is parts.kube
-    assert manager.loop(parts).one_pass.setup is setup  # type: ignore[attr-defined]
+    assert manager.loop(parts).turns.one_pass.setup is setup  # type: ignore[attr-defined]
 
 
 def test_a_cluster_s_loop_stands_by_while_its_passes_fence_lets_it_write_nothing():
     """Not yet the leader, or holding no bucket yet: the loop ticks without a pass."""
     lead = manager.assemble(FakeKube(), Config(leader_elect=True), None)
-    assert manager.loop(lead).standby() == "not the leader"
+    assert manager.loop(lead).turns.standby() == "not the leader"
     shard = manager.assemble(FakeKube(), Config(shard=True), None)
-    assert manager.loop(shard).standby() == "sharded: no bucket held"
+    assert manager.loop(shard).turns.standby() == "sharded: no bucket held"
     alone = manager.assemble(FakeKube(), Config(), None)
-    assert manager.loop(alone).standby() is None
+    assert manager.loop(alone).turns.standby() is None
