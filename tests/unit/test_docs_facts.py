@@ -435,3 +435,31 @@ def test_pass_md_removes_kept_claims_by_the_labels_and_names_the_code_gives_them
     wanted = dict(pair.split("=", 1) for pair in selectors[0].split(","))
     assert wanted.items() <= made["metadata"]["labels"].items()
     assert not wanted.items() <= other["metadata"]["labels"].items(), "another Redis's claims"
+
+
+def sh_blocks(doc: str) -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", doc, re.S)
+
+
+def outside_heredocs(block: str) -> list[str]:
+    """The lines of a shell block that are commands: a here-document's
+    lines are its command's standard input, not any command's arguments."""
+    lines, end = [], None
+    for line in block.splitlines():
+        if end is not None:
+            end = None if line == end else end
+            continue
+        lines.append(line)
+        opened = re.search(r"<<-?\s*'?(\w+)'?", line)
+        end = opened.group(1) if opened else None
+    return lines
+
+
+def test_the_credential_recipe_puts_the_token_on_no_command_line() -> None:
+    """Any user of a bastion reads every command's arguments (`ps`) while it
+    runs: the token goes into the kubeconfig on a command's standard input."""
+    (recipe,) = [b for b in sh_blocks(text(ROOT / "docs/install.md")) if "create token" in b]
+    assert "token=$(kubectl create token reconciler" in recipe
+    exposed = [line for line in outside_heredocs(recipe) if re.search(r"\$\{?token\b", line)]
+    assert exposed == []
+    assert 'token: "$token"' in recipe  # in the here-document
