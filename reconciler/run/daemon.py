@@ -84,6 +84,7 @@ class Loop:
         requests: Callable[[], dict[tuple[str, str], int]] = dict,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         unready_after: int = Config.unready_after,
+        kinds: Sequence[str] = (),
     ) -> None:
         self.schedule = schedule
         self.interval = schedule.interval
@@ -108,6 +109,7 @@ class Loop:
             requests=requests,
             lease_trouble=self.lease_trouble,
             unready_after=unready_after,
+            kinds=kinds,
             clock=clock,
         )
         # Each tick's turn: the pass unless the fence says this replica is a

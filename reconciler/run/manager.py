@@ -21,6 +21,7 @@ from reconciler.config import Config
 from reconciler.engine.events import EventQueue
 from reconciler.engine.runner import Passes, mode_of
 from reconciler.engine.sync import PassSetup
+from reconciler.kinds import registry
 from reconciler.run import lease_access
 from reconciler.run.daemon import Daemon, Loop
 from reconciler.run.leader import (
@@ -163,6 +164,7 @@ def loop(parts: Parts, name: str = "") -> Loop:
         metrics=parts.metrics,
         requests=lambda: dict(parts.kube.stats.requests),
         unready_after=config.unready_after,
+        kinds=tuple(kind.name for kind in registry.KINDS),
     )
 
 

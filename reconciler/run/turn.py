@@ -142,17 +142,23 @@ class ResultLine:
 class Unreached:
     """The passes in a row that could not use the cluster: none of their
     LISTs reached it, or it refused every one for the credentials (401) or
-    for RBAC (403), which the error's first word says. A pass that reaches
-    it again starts the count over."""
+    for RBAC (403), which the error's first word says; or they reached it
+    but could list none of the kinds they reconcile (their CRDs not
+    installed, or RBAC refusing them), so they did nothing. A pass that
+    lists a kind again starts the count over."""
 
     passes: int = 0
     since: datetime | None = None  # when the first of them started
     why: str = ""  # the last one's error
+    reached: bool = False  # the last one reached the cluster, and listed no kind
 
-    def after(self, result: PassResult, started: datetime) -> Unreached:
-        if result.outcome is not PassOutcome.UNREACHABLE:
+    def after(self, result: PassResult, started: datetime, kinds: Sequence[str]) -> Unreached:
+        if result.unreachable:
+            return Unreached(self.passes + 1, self.since or started, result.unreachable)
+        unlisted = _unlisted(result, kinds)
+        if unlisted is None:
             return Unreached()
-        return Unreached(self.passes + 1, self.since or started, result.unreachable or "")
+        return Unreached(self.passes + 1, self.since or started, unlisted, reached=True)
 
     def trouble(self, after: int, now: datetime) -> str | None:
         """Why the cluster is not ready, once ``after`` passes in a row could not use it."""
@@ -161,10 +167,20 @@ class Unreached:
         seconds = (now - self.since).total_seconds()
         passes = plural(self.passes, "pass", "passes")
         since = self.since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        what = "listed a kind it reconciles" if self.reached else "reached the cluster"
         return (
-            f"no pass has reached the cluster for {seconds:.0f}s"
-            f" ({passes} in a row since {since}): {self.why}"
+            f"no pass has {what} for {seconds:.0f}s ({passes} in a row since {since}): {self.why}"
         )
+
+
+def _unlisted(result: PassResult, kinds: Sequence[str]) -> str | None:
+    """The errors of a pass that listed none of ``kinds``, each of whose
+    LISTs failed; None when it listed one (or had no LIST of them fail)."""
+    if any(kind in result.observed for kind in kinds):
+        return None
+    failed = tuple(f"LIST {kind}:" for kind in kinds)
+    said = [err for err in result.errors if err.startswith(failed)]
+    return "; ".join(said) if said else None
 
 
 class Vigil:
@@ -187,6 +203,7 @@ class Vigil:
         requests: Callable[[], dict[tuple[str, str], int]] = dict,
         lease_trouble: Callable[[], str | None] = lambda: None,
         unready_after: int,
+        kinds: Sequence[str] = (),
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.name = name  # empty for the one cluster of a process that serves one
@@ -194,6 +211,7 @@ class Vigil:
         self.requests = requests
         self.lease_trouble = lease_trouble  # why this replica cannot tell whether anyone reconciles
         self.unready_after = unready_after
+        self.kinds = kinds  # the kinds a pass reconciles: one listed is a pass that could work
         self.clock = clock
         self.turns = 0
         self.unreached = Unreached()
@@ -212,12 +230,14 @@ class Vigil:
                 self.metrics.tick()
         # A standby has no passes to count: its Lease's trouble speaks for it.
         self.unreached = (
-            self.unreached.after(result, turn.started) if result is not None else Unreached()
+            self.unreached.after(result, turn.started, self.kinds)
+            if result is not None
+            else Unreached()
         )
         if self.turns == 1:
             sdnotify.notify("READY=1")
         reach, lease = self.reach_trouble(), self.lease_trouble()
-        self._say("reach", reach, "a pass reached the cluster")
+        self._say("reach", reach, "a pass could use the cluster")
         self._say("lease", lease, "the Lease is held or seen")
         line = result.one_line() if result is not None else "standby: nothing held"
         self.status.say(self.name, line, reach or lease)

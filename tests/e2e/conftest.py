@@ -449,9 +449,9 @@ class Identities:
         self.bindings: list[str] = []
         kubectl.run("apply", "-k", str(Path(__file__).parents[2] / "config" / "rbac"))
 
-    def bind(self, subject: str) -> None:
+    def bind(self, subject: str, role: str = ROLE) -> None:
         name = f"{TEST_NAMESPACE_PREFIX}{uuid.uuid4().hex[:8]}"
-        self.kubectl.run("create", "clusterrolebinding", name, f"--clusterrole={ROLE}", subject)
+        self.kubectl.run("create", "clusterrolebinding", name, f"--clusterrole={role}", subject)
         self.bindings.append(name)
 
     def service_account(self, name: str) -> str:

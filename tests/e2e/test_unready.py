@@ -23,7 +23,7 @@ from .test_lease_access import readyz
 from .test_ship import Notifications
 
 AFTER = 3  # RECONCILER_UNREADY_AFTER in these tests
-NOT_READY = "STATUS=not ready: no pass has reached the cluster for "
+UNREACHED = "no pass has reached the cluster for "
 
 
 @pytest.fixture
@@ -67,16 +67,23 @@ def stop(proc: subprocess.Popen[str]) -> None:
     assert proc.wait(timeout=30) == 0
 
 
-def not_ready_said(notes: Notifications, proc: subprocess.Popen[str], port: int, error: str) -> str:
-    """The STATUS= line and /readyz both name ``error`` after AFTER passes
-    (not before), and the watchdog is fed after it; the STATUS= line."""
-    status = heard(notes, proc, lambda m: m.startswith(NOT_READY), timeout=45)
+def not_ready_said(
+    notes: Notifications,
+    proc: subprocess.Popen[str],
+    port: int,
+    error: str,
+    head: str = UNREACHED,
+) -> str:
+    """The STATUS= line and /readyz both say ``head`` and name ``error``
+    after AFTER passes (not before), and the watchdog is fed after it; the
+    STATUS= line."""
+    status = heard(notes, proc, lambda m: m.startswith(f"STATUS=not ready: {head}"), timeout=45)
     statuses = [m for m in notes.seen if m.startswith("STATUS=")]
     assert [m.startswith("STATUS=pass ") for m in statuses] == [True] * (AFTER - 1) + [False]
     assert f"({AFTER} passes in a row since " in status and error in status, status
     heard(notes, proc, lambda m: m == "WATCHDOG=1", timeout=5)  # fed: no restart mends it
     code, why = readyz(port)
-    assert code == 503 and why.startswith("no pass has reached the cluster for "), why
+    assert code == 503 and why.startswith(head), why
     assert error in why, why
     return status
 
@@ -118,7 +125,48 @@ def test_lost_rbac_is_said_and_the_first_pass_allowed_again_clears_it(
     wait_for(lambda: readyz(port) == (200, "ok\n"), what="/readyz ok", timeout=10)
     stop(proc)
     log.seek(0)
-    assert "ready again: a pass reached the cluster" in log.read()
+    assert "ready again: a pass could use the cluster" in log.read()
+
+
+# What a role that lists pods and none of the kinds grants.
+PODS_ONLY = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {name}}}
+rules:
+- {{apiGroups: [""], resources: [pods, namespaces], verbs: [get, list]}}
+- {{apiGroups: [""], resources: [events], verbs: [create, get, patch]}}
+"""
+
+
+def test_a_daemon_that_can_list_none_of_its_kinds_is_not_ready_until_it_can(
+    kubectl: Kubectl, ns: str, identities: Identities, notes: Notifications, tmp_path: Path
+) -> None:
+    """It reaches the cluster and lists the pods, but every kind's LIST is
+    refused (as when their CRDs are not installed): its passes do nothing,
+    and it says so as it says an unreachable cluster, each kind named."""
+    role = f"{ns}-pods-only"
+    kubectl.apply(PODS_ONLY.format(name=role))
+    kubectl.run("create", "serviceaccount", "pods-only", "-n", ns)
+    identities.bind(f"--serviceaccount={ns}:pods-only", role=role)
+    user = {"token": identities.token("pods-only")}
+    kubeconfig = kubeconfig_for(kubectl, tmp_path / "kubeconfig", user)
+    port = free_port()
+    log = (tmp_path / "daemon.log").open("w+")
+    try:
+        proc = start(kubeconfig, ns, notes, port, log)
+        status = not_ready_said(
+            notes, proc, port, "LIST Redis: ", head="no pass has listed a kind it reconciles for "
+        )
+        assert "LIST Xca: " in status and "LIST Pod" not in status, status
+        identities.bind(f"--serviceaccount={ns}:pods-only")
+        heard(notes, proc, lambda m: m.startswith("STATUS=pass "), timeout=30)
+        wait_for(lambda: readyz(port) == (200, "ok\n"), what="/readyz ok", timeout=10)
+        stop(proc)
+    finally:
+        kubectl.run("delete", "clusterrole", role, "--ignore-not-found")
+    log.seek(0)
+    assert "ready again: a pass could use the cluster" in log.read()
 
 
 class Forwarder:
@@ -183,4 +231,4 @@ def test_an_unreachable_apiserver_is_said_and_the_first_pass_that_reaches_it_cle
     finally:
         forwarder.close()
     log.seek(0)
-    assert "ready again: a pass reached the cluster" in log.read()
+    assert "ready again: a pass could use the cluster" in log.read()

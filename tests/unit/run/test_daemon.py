@@ -303,7 +303,7 @@ def test_status_says_why_after_unready_after_passes_and_a_reached_pass_clears_it
     said = [r.getMessage() for r in caplog.records if "ready" in r.getMessage()]
     assert len(said) == 2, said  # once each way, not at every pass
     assert said[0].startswith("not ready: no pass has reached the cluster for ")
-    assert said[1] == "ready again: a pass reached the cluster"
+    assert said[1] == "ready again: a pass could use the cluster"
 
 
 def test_unready_after_one_says_it_at_the_first_pass(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -137,15 +137,37 @@ def test_of_several_clusters_the_worst_code_wins() -> None:
     assert worst([EXIT_UNREACHABLE, EXIT_FAILED]) == EXIT_UNREACHABLE
 
 
+KINDS = ("Redis", "Xca")
+NO_CRD = "LIST {0}: the {0} CRD is not installed (404); apply crds/ (`make install`)"
+
+
 def test_unreached_counts_the_passes_in_a_row_from_the_first_ones_start() -> None:
-    u = Unreached().after(unused(DOWN), T0).after(unused(), T0 + timedelta(seconds=30))
+    u = Unreached().after(unused(DOWN), T0, KINDS)
+    u = u.after(unused(), T0 + timedelta(seconds=30), KINDS)
     assert (u.passes, u.since, u.why) == (2, T0, REFUSED)  # the last error, the first start
     assert u.trouble(3, T0 + timedelta(seconds=31)) is None
-    u = u.after(unused(), T0 + timedelta(seconds=60))
+    u = u.after(unused(), T0 + timedelta(seconds=60), KINDS)
     assert u.trouble(3, T0 + timedelta(seconds=61)) == (
         "no pass has reached the cluster for 61s (3 passes in a row since"
         f" 2026-12-01 19:10:02 UTC): {REFUSED}"
     )
-    assert u.after(quiet(), T0) == Unreached()  # a pass that reaches it starts over
-    with_errors = replace(quiet(), errors=["LIST Xca: 403 Forbidden: no"])
-    assert u.after(with_errors, T0) == Unreached()  # reached: some LIST was answered
+    assert u.after(quiet(), T0, KINDS) == Unreached()  # a pass that reaches it starts over
+    listed = replace(quiet(), errors=["LIST Xca: 403 Forbidden: no"], observed={"Redis": 0})
+    assert u.after(listed, T0, KINDS) == Unreached()  # it listed a kind: it could work
+
+
+def test_passes_that_list_none_of_the_kinds_count_as_unable_to_use_the_cluster() -> None:
+    """The pods listed, but every kind's LIST failed (its CRD missing, or
+    RBAC refusing it): the pass reconciled nothing, and says why."""
+    errors = [NO_CRD.format("Redis"), "LIST Pod: no", NO_CRD.format("Xca")]
+    idle = replace(quiet(), errors=errors, observed={"Pod": 3})
+    u = Unreached().after(idle, T0, KINDS).after(idle, T0 + timedelta(seconds=30), KINDS)
+    assert u.trouble(2, T0 + timedelta(seconds=31)) == (
+        "no pass has listed a kind it reconciles for 31s (2 passes in a row since"
+        f" 2026-12-01 19:10:02 UTC): {NO_CRD.format('Redis')}; {NO_CRD.format('Xca')}"
+    )
+    # Unreachable next: said as such, the streak kept.
+    down = u.after(unused(DOWN), T0 + timedelta(seconds=60), KINDS)
+    assert (down.passes, down.why, down.reached) == (3, DOWN, False)
+    # No kind listed and none failed (nothing asked of them): nothing to say.
+    assert Unreached().after(replace(quiet(), observed={"Pod": 3}), T0, KINDS) == Unreached()
