@@ -5,6 +5,7 @@ objects; the CRDs as shipped in crds/."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -72,3 +73,30 @@ def test_the_lease_role_has_each_modes_verbs_in_the_lease_namespace():
 def test_printed_yaml_reads_back_as_the_objects():
     objects = manifests.rbac(BASTION, ["a"])
     assert list(yaml.safe_load_all(manifests.dump(objects))) == objects
+
+
+# Types copied from Kubernetes' own schemas (a Pod's, a LabelSelector, a
+# Condition): `kubectl explain` reads theirs in the Kubernetes docs.
+COPIED = {"affinity", "tolerations", "limits", "requests", "claims", "podSelector"}
+COPIED |= {"namespaceSelector", "conditions"}
+BUILTIN = {"apiVersion", "kind", "metadata"}  # described by the apiserver
+
+
+def undescribed(node: dict[str, Any], path: str) -> list[str]:
+    out = []
+    for name, sub in (node.get("properties") or {}).items():
+        if name in COPIED or (not path and name in BUILTIN):
+            continue
+        if "description" not in sub:
+            out.append(f"{path}.{name}")
+        out += undescribed(sub, f"{path}.{name}")
+    if "items" in node:
+        out += undescribed(node["items"], f"{path}[]")
+    return out
+
+
+def test_kubectl_explain_has_words_for_every_field_of_ours():
+    for crd in [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "crds").glob("*.yaml"))]:
+        for version in crd["spec"]["versions"]:
+            schema = version["schema"]["openAPIV3Schema"]
+            assert undescribed(schema, "") == [], (crd["metadata"]["name"], version["name"])
