@@ -100,3 +100,13 @@ def test_kubectl_explain_has_words_for_every_field_of_ours():
         for version in crd["spec"]["versions"]:
             schema = version["schema"]["openAPIV3Schema"]
             assert undescribed(schema, "") == [], (crd["metadata"]["name"], version["name"])
+
+
+def test_the_chart_ships_the_crds_of_crds():
+    """Helm installs dist/chart/crds/ once and never upgrades them: a copy
+    that differs from crds/ installs another schema than `make install`."""
+    chart = sorted(p.name for p in (ROOT / "dist/chart/crds").glob("*.yaml"))
+    assert chart == sorted(p.name for p in (ROOT / "crds").glob("*.yaml"))
+    for name in chart:
+        copied = (ROOT / "dist/chart/crds" / name).read_text()
+        assert copied == (ROOT / "crds" / name).read_text(), name
