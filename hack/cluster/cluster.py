@@ -355,7 +355,7 @@ def stop_component(component: str, state_dir: Path | str | None = None) -> None:
         raise ClusterError(f"{component} is not running")
     _signal(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while realnode.host.alive(pid) and time.monotonic() < deadline:
         _reap(pid)
         time.sleep(0.02)
     _reap(pid)
@@ -1009,15 +1009,6 @@ def _wait(lay: Layout, component: str, what: str, check: Callable[[], bool]) -> 
         time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
-    """True for a running (non-zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
 def _is_ours(pid: int, lay: Layout) -> bool:
     """A live component process started for this state dir (guards against pid reuse)."""
     try:
@@ -1028,7 +1019,7 @@ def _is_ours(pid: int, lay: Layout) -> bool:
     return (
         _is_component(exe, cmdline.split("\0"))
         and any(m in cmdline for m in lay.markers())
-        and _alive(pid)
+        and realnode.host.alive(pid)
     )
 
 
@@ -1080,7 +1071,7 @@ def _terminate(pids: set[int]) -> None:
         while True:
             for pid in pids:
                 _reap(pid)
-            pids = {p for p in pids if _alive(p)}
+            pids = {p for p in pids if realnode.host.alive(p)}
             if not pids or time.monotonic() > deadline:
                 break
             time.sleep(0.05)

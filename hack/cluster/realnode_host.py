@@ -258,13 +258,14 @@ def kill_all(fp: Footprint, grace: float = 5.0) -> None:
             for pid in list(pids):
                 with contextlib.suppress(ChildProcessError, OSError):
                     os.waitpid(pid, os.WNOHANG)
-            pids = {p: w for p, w in pids.items() if _alive(p)}
+            pids = {p: w for p, w in pids.items() if alive(p)}
             time.sleep(0.05)
         if not pids:
             return
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """True for a running (non-zombie) process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
