@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ from reconciler.cli.options import (
     global_options,
     keyed,
 )
+
+log = logging.getLogger(__name__)
 
 
 @cli.command(
@@ -166,6 +169,7 @@ def _start(
     cluster: Cluster, kube: Kube, metrics: Metrics | None, named: bool
 ) -> tuple[Loop, EventQueue | None]:
     """One cluster's loop, once its Lease can be held."""
+    from reconciler.checks import local
     from reconciler.run import manager
 
     config = cluster.config
@@ -174,5 +178,8 @@ def _start(
         manager.check_leases(kube, config)
     except manager.CannotStart as exc:
         raise manager.CannotStart(f"{where}{exc}") from None
+    images = local.redis_images(config)
+    if images.warning:  # `check` says it too; a daemon started without it should
+        log.warning("%s%s: %s: %s", where, images.name, images.detail, images.fix)
     parts = manager.assemble(kube, config, metrics, cluster.name)
     return manager.loop(parts, cluster.name), parts.setup.events

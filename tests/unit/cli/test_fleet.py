@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -156,3 +157,22 @@ def test_run_starts_every_loop_before_asking_a_cluster_for_its_crds(fleet, monke
     loops[0].turns.one_pass()
     loops[0].turns.one_pass()
     assert asked == ["crds"]  # in its first pass, once
+
+
+def test_run_warns_once_per_cluster_when_a_redis_may_run_any_image(
+    fleet, monkeypatch, tmp_path, caplog
+):
+    """`check` warns of an empty allowed_images; the daemon, started without
+    `check`, logs the same at start, and nothing once the setting lists some."""
+    from reconciler.run import manager
+
+    monkeypatch.setattr(manager, "serve", lambda given, parallel: 0)
+    caplog.set_level(logging.WARNING, logger="reconciler.cli.run_command")
+    assert invoke("run", "--context", "up").exit_code == 0
+    (said,) = caplog.messages
+    assert said.startswith("Redis images: allowed_images is empty: whoever may create a Redis")
+    caplog.clear()
+    listed = tmp_path / "c.yaml"
+    listed.write_text("allowed_images: [redis]\n")
+    assert invoke("run", "--context", "up", "--config", str(listed)).exit_code == 0
+    assert caplog.messages == []
