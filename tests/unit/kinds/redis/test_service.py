@@ -47,6 +47,23 @@ def test_a_redis_gets_a_headless_service_it_owns():
     assert status(actions)["service"] == "r"
 
 
+REDIS_PORT = {"name": "redis", "port": 6380, "targetPort": "redis", "protocol": "TCP"}
+METRICS_PORT = {"name": "metrics", "port": 9121, "targetPort": "metrics", "protocol": "TCP"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "want"),
+    [
+        ({}, [REDIS_PORT]),
+        ({"exporter": {}}, [REDIS_PORT, METRICS_PORT]),  # scraped through the Service
+    ],
+)
+def test_the_service_is_made_with_the_exporters_port_when_its_pods_have_one(fields, want):
+    r = redis(num=1, spec={"num": 1, "port": 6380, **fields})
+    (create,) = [a for a in planned(r, []) if isinstance(a, CreateChild) and a.kind == "Service"]
+    assert create.manifest["spec"]["ports"] == want
+
+
 def test_its_pods_get_stable_names_through_it():
     r = redis(num=2)
     creates = [a.manifest["spec"] for a in planned(r, []) if a.kind == "Pod"]
