@@ -8,7 +8,8 @@ import pytest
 
 from reconciler.actions import CreateChild, PatchChild, PatchStatus
 from reconciler.engine.plan import plan_pass
-from reconciler.kinds.redis.identity import owner_of
+from reconciler.kinds.owned import DRIFT
+from reconciler.kinds.redis.identity import COMPONENT, owner_of
 from reconciler.kinds.redis.service import CONFLICT, drift
 from tests.unit.builders import CONFIG, NOW, pod, redis, service_of, snap
 
@@ -97,6 +98,11 @@ def test_what_we_set_is_put_back_and_what_others_add_is_kept():
     assert patch.body["spec"]["ports"][0]["port"] == 6379
     assert "sessionAffinity" not in patch.body["spec"]
     assert patch.why == "drift: labels, ports, selector changed by hand"
+    assert (patch.event.type, patch.event.reason, patch.event.component) == (
+        "Normal",
+        DRIFT,
+        COMPONENT,
+    )
 
 
 def test_a_port_change_reaches_the_service():
