@@ -5,16 +5,20 @@ structs refuse falls back to the generic path."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.client import json_wire
 from reconciler.client.errors import NotAList
 from reconciler.client.json_wire import page_of, pod_page, raw_page, version_page_json
 from reconciler.client.pod_dict import pod_from_api
+from reconciler.client.pod_fields import pod_of
 
 text = st.text(max_size=8)
 # Mostly what a conforming apiserver sends; sometimes a value of the wrong type.
@@ -114,9 +118,13 @@ def test_the_typed_decoder_agrees_with_the_generic_one(items, token):
 def test_an_empty_list_a_null_one_and_a_missing_items_key():
     assert pod_page(b'{"kind":"PodList","metadata":{},"items":[]}').items == []
     assert pod_page(b'{"kind":"PodList","metadata":{},"items":null}').items == []
-    for decode in (pod_page, raw_page, version_page_json):
-        with pytest.raises(NotAList, match="with no items"):
+    owned_versions = functools.partial(version_page_json, owned=True)
+    made_now = page_of(pod_from_api)  # raw_page's and pod_page's are made at import
+    for decode in (pod_page, raw_page, made_now, version_page_json, owned_versions):
+        with pytest.raises(NotAList, match=r"^kind 'PodList' with no items$"):  # the kind named
             decode(b'{"kind":"PodList","metadata":{}}')
+        with pytest.raises(NotAList, match=r"^no kind and no items$"):
+            decode(b'{"metadata":{}}')
     page = raw_page(b'{"kind":"XList","metadata":{"continue":"abc"},"items":[{"a":1}]}')
     assert (page.continue_token, page.kind) == ("abc", "XList")
 
@@ -150,3 +158,29 @@ def identity(item: dict[str, Any]) -> tuple[str, str] | None:
     if not all(isinstance(meta.get(f, ""), str) for f in fields):
         return None
     return (meta.get("uid", ""), meta.get("resourceVersion", ""))
+
+
+def test_the_structs_made_from_the_schema_read_a_pod_as_the_generic_decoder_does():
+    """json_wire makes its structs once, at import, from pod_fields.SCHEMA:
+    made again, they read a pod to what pod_from_api makes of it."""
+    raw = {
+        "metadata": {
+            "name": "r-0",
+            "namespace": "default",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"app.kubernetes.io/instance": "r"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Redis", "name": "r", "uid": "o", "controller": True}
+            ],
+        },
+        "spec": {
+            "containers": [
+                {"name": "redis", "image": "redis:7", "ports": [{"containerPort": 6379}]}
+            ],
+            "nodeName": "node-1",
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    made = json_wire._structs()["Pod"]
+    assert pod_of(msgspec.json.decode(json.dumps(raw), type=made)) == pod_from_api(raw)

@@ -13,9 +13,11 @@ from reconciler.actions import (
     EvictPod,
     PatchFinalizers,
 )
+from reconciler.backoff import WriteError
+from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis.changes import why_ended
 from reconciler.model import ContainerState
-from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, removed
+from tests.unit.builders import CONFIG, NOW, plan_redis, pod, redis, removed, snap
 from tests.unit.kinds.redis.helpers import (
     cond,
     conds,
@@ -125,7 +127,38 @@ def test_an_evicted_pod_is_deleted_with_its_own_reason_and_counts_for_nothing():
     assert [c.target.name for c in creates] == ["r-1"]
 
 
-def test_a_pod_that_ended_on_its_own_names_its_container():
-    p = ended(pod(redis(), 0), phase="Succeeded", reason="", message="")
-    p = dataclasses.replace(p, container_states=(ContainerState("redis", False, "Completed", ""),))
-    assert why_ended(p) == "Succeeded (Completed)"
+@pytest.mark.parametrize(
+    ("phase", "reason", "message", "states", "said"),
+    [
+        ("Failed", "Evicted", "low on memory", (), "Evicted: low on memory"),
+        ("Failed", "Evicted", "", (), "Evicted"),
+        (
+            "Succeeded",
+            "",
+            "",
+            (ContainerState("redis", False, "Completed", ""),),
+            "Succeeded (Completed)",
+        ),
+        ("Failed", "", "", (ContainerState("redis", True, "CrashLoopBackOff", ""),), "Failed"),
+        ("Failed", "", "", (), "Failed"),  # no container's account: the phase alone
+    ],
+)
+def test_an_ended_pod_is_said_in_its_own_words_else_its_container_s(
+    phase, reason, message, states, said
+):
+    p = ended(pod(redis(), 0), phase=phase, reason=reason, message=message)
+    assert why_ended(dataclasses.replace(p, container_states=states)) == said
+
+
+def test_an_ended_pod_deleted_before_a_write_failed_is_counted_gone():
+    """The status written after the failed create counts what landed before
+    it: the ended pod's delete did, so it is no replica any more."""
+    r = redis(num=3)
+    the_plan = plan_pass(snap((r,), (), (pod(r, 0), ended(pod(r, 1)))), CONFIG, NOW)
+    (delete,) = [a for a in the_plan.actions if isinstance(a, DeletePod)]
+    assert delete.name == "r-1"
+    rule = the_plan.owners[r.key].status_after
+    assert rule is not None
+    (after,) = rule(WriteError("403 Forbidden: no create", "Forbidden"), [delete])
+    assert after.status["replicas"] == 1  # r-0; r-1 gone, r-2 not made
+    assert conds(after.status)["Progressing"] == ("True", "ReplacingEndedPods")

@@ -121,12 +121,21 @@ def test_the_message_names_each_kind_by_its_plural():
     assert "LIST " not in message  # the lister's prefix is not repeated
 
 
-def test_storage_classes_are_needed_while_a_claim_waits_on_its_class():
+def _pending(c):
+    return dataclasses.replace(c, status={"phase": "Pending"})
+
+
+def _smaller(c):
+    """Asking less than the spec's 1Gi: to grow, if its class lets it."""
+    return dataclasses.replace(c, spec={**c.spec, "resources": {"requests": {"storage": "512Mi"}}})
+
+
+@pytest.mark.parametrize("changed", [_pending, _smaller])
+def test_storage_classes_are_needed_while_a_claim_waits_on_its_class_or_is_to_grow(changed):
     r = redis("r", spec=STORAGE)
     world = settled(r)
-    claims = world.children[storage.KIND]
-    pending = tuple(dataclasses.replace(c, status={"phase": "Pending"}) for c in claims)
-    world = dataclasses.replace(world, children={**world.children, storage.KIND: pending})
+    claims = tuple(changed(c) for c in world.children[storage.KIND])
+    world = dataclasses.replace(world, children={**world.children, storage.KIND: claims})
     actions = plan_pass(refused(world, CLASSES), CONFIG, NOW).actions
     found = degraded(actions, sim.redis_named(world, "r"))
     assert found["reason"] == CHILDREN_UNKNOWN

@@ -194,14 +194,39 @@ def test_a_class_that_does_not_expand_is_said_once_in_degraded_and_nothing_is_pa
     assert plan(r, [stored(r, 0)], [claim(r, 0)], classes=(standard(expands=False),)) == []
 
 
+def test_a_class_that_does_not_expand_is_said_while_the_owner_references_are_moved():
+    """The claim's write of this pass (its retention) does not hide why it
+    stays at its size."""
+    r = with_storage(num=1, size="2Gi", whenDeleted="Delete")
+    found = claim(r, 0, owner_refs=())  # made under whenDeleted Retain
+    actions = plan(r, [stored(r, 0)], [found], classes=(standard(expands=False),))
+    (patch,) = of(PatchChild, actions)
+    assert patch.body == {"metadata": {"ownerReferences": [dict(owner_of(r).owner_ref)]}}
+    degraded = cond(status_of(actions).status, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", NOT_EXPANDABLE)
+
+
+def test_a_redis_with_storage_scaled_to_no_pods_is_not_degraded():
+    r = with_storage(num=0)
+    degraded = cond(status_of(plan(r)).status, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("False", "AsExpected")
+
+
 def test_without_the_classes_read_a_claim_is_not_grown():
     r = with_storage(num=1, size="2Gi")
     assert not of(PatchChild, plan(r, [stored(r, 0)], [claim(r, 0)], classes=()))
 
 
-def test_claims_still_growing_keep_it_progressing_and_are_named():
+@pytest.mark.parametrize(
+    ("resize_pending", "named"),
+    [
+        ("True", "data-r-0 (FileSystemResizePending)"),
+        ("False", "data-r-0"),  # the condition there, but not true: not said
+    ],
+)
+def test_claims_still_growing_keep_it_progressing_and_are_named(resize_pending, named):
     r = with_storage(num=2, size="2Gi")
-    pending = {"conditions": [{"type": "FileSystemResizePending", "status": "True"}]}
+    pending = {"conditions": [{"type": "FileSystemResizePending", "status": resize_pending}]}
     claims = [
         claim(
             r,
@@ -215,7 +240,7 @@ def test_claims_still_growing_keep_it_progressing_and_are_named():
     actions = plan(r, [stored(r, i) for i in range(2)], claims)
     progressing = cond(status_of(actions).status, "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("True", "ResizingClaims")
-    assert progressing["message"] == "claims growing to 2Gi: data-r-0 (FileSystemResizePending)"
+    assert progressing["message"] == f"claims growing to 2Gi: {named}"
     assert not of(PatchChild, actions)
 
 
@@ -381,6 +406,16 @@ def test_a_claim_is_made_read_write_once_and_said_in_a_normal_event():
         COMPONENT,
         "Created claim data-r-0: the data of pod r-0",
     )
+
+
+def test_a_claim_of_ours_not_named_for_an_index_is_never_deleted_when_scaled():
+    """Only data-<redis>-<index> is a pod's claim: another claim our labels
+    and the Redis's owner reference (say, a backup's) is no index scaled away,
+    even one whose name is as long and ends in a number."""
+    r = with_storage(num=1, whenScaled="Delete")
+    other = dataclasses.replace(claim(r, 2), name="logs-r-2", uid="pvc-logs")
+    actions = plan(r, [stored(r, 0)], [claim(r, 0), other])
+    assert not of(DeleteChild, actions)
 
 
 def test_a_claim_not_ours_beyond_num_is_skipped_and_ours_after_it_still_go():

@@ -23,7 +23,7 @@ from reconciler.engine.plan import plan_pass
 from reconciler.kinds.owned import DRIFT
 from reconciler.kinds.redis import disruption
 from reconciler.kinds.redis.disruption import REFUSED, REFUSED_FIELD
-from reconciler.kinds.redis.identity import owner_of, ref
+from reconciler.kinds.redis.identity import COMPONENT, owner_of, ref
 from reconciler.kinds.redis.kind import KIND
 from reconciler.kinds.redis.settings import DEFAULTS
 from reconciler.result import Result
@@ -65,6 +65,7 @@ def test_a_redis_of_one_pod_gets_none_and_loses_ours():
     assert not [a for a in of(planned(r, []), CreateChild) if a.kind == "PodDisruptionBudget"]
     (delete,) = of(planned(r, [pod(r, 0)], [budget_of(r)]), DeleteChild)
     assert (delete.target.name, delete.uid) == ("r", budget_of(r).uid)
+    assert delete.why == "fewer than 2 pods: a budget would block every drain"
 
 
 def test_a_budget_changed_by_hand_is_put_back_whole():
@@ -126,7 +127,9 @@ def test_a_refusal_is_said_in_the_status_without_a_failure():
     assert f"eviction of r-0 refused: {REFUSAL}" in st["message"]
     assert st["state"] == "RollingUpdate"
     assert "backoff" not in st or st["backoff"] is None
-    assert [(e.type, e.reason) for e in patch.events] == [("Warning", REFUSED)]
+    (event,) = patch.events
+    assert (event.type, event.reason, event.component) == ("Warning", REFUSED, COMPONENT)
+    assert event.message == f"Eviction of pod r-0 refused: {REFUSAL}"
 
 
 def test_a_held_rollout_asks_again_and_writes_no_status():
@@ -441,6 +444,10 @@ def test_a_budget_whose_whole_status_is_a_list_is_read_as_none():
     ("status", "why"),
     [
         (
+            {"observedGeneration": 0, "disruptionsAllowed": 0},
+            "budget r allows no more disruptions now (3 healthy, 2 needed)",  # well typed
+        ),
+        (
             {"observedGeneration": "0", "disruptionsAllowed": 0},
             "budget r is not yet counted by the disruption controller",
         ),
@@ -454,7 +461,7 @@ def test_a_budget_whose_whole_status_is_a_list_is_read_as_none():
         ),
     ],
 )
-def test_past_the_deadline_a_mistyped_budget_is_named_without_its_counts(status, why):
+def test_past_the_deadline_the_budget_is_named_with_its_counts_when_well_typed(status, why):
     r, pods = _stale_rollout()
     budget = budget_of(r, status={"currentHealthy": 3, "desiredHealthy": 2, **status})
     (first,) = [a for a in _planned(r, pods, [budget]) if isinstance(a, PatchStatus)]

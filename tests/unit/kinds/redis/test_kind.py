@@ -16,7 +16,7 @@ from reconciler.actions import (
     PatchFinalizers,
     PatchStatus,
 )
-from reconciler.backoff import Failure
+from reconciler.backoff import Failure, WriteError
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
 from reconciler.engine.plan import plan_pass
 from reconciler.kinds.redis import kind as redis_kind
@@ -490,3 +490,26 @@ def test_the_children_looked_up_by_name_include_the_budget_from_two_pods():
     assert budget in redis_kind.child_names(redis(num=2))
     assert budget not in redis_kind.child_names(redis(num=1))
     assert redis_kind.child_names(redis(num=1)) == (("Service", "r"),)
+
+
+@pytest.mark.parametrize(
+    ("spec", "settings", "state"),
+    [
+        ({"port": 6399, "num": 2}, (), "InvalidSpec"),
+        ({"port": 6379, "num": 2, "image": "evil/x:1"}, ("redis",), "ImageNotAllowed"),
+    ],
+)
+def test_a_failed_guard_of_a_redis_not_run_is_counted_in_its_status(spec, settings, state):
+    """Its finalizer patch refused: the status written after it counts the
+    failure (the backoff the next passes wait by) and still says why no pod runs."""
+    r = redis(spec=spec, finalizers=())
+    config = dataclasses.replace(CONFIG, kind_settings=(RedisSettings(allowed_images=settings),))
+    rule = plan_pass(snap((r,), (), ()), config, NOW).owners[r.key].status_after
+    assert rule is not None
+    (after,) = rule(WriteError("403 Forbidden: no patch", "Forbidden"), [])
+    assert isinstance(after, PatchStatus)
+    assert after.status["state"] == state
+    assert (after.status["backoff"]["failures"], after.status["backoff"]["reason"]) == (
+        1,
+        "Forbidden",
+    )

@@ -15,7 +15,7 @@ from reconciler.kinds.base import PlanInput
 from reconciler.kinds.owned import DRIFT
 from reconciler.kinds.redis import kind as redis_kind
 from reconciler.kinds.redis import network
-from reconciler.kinds.redis.identity import owner_of
+from reconciler.kinds.redis.identity import COMPONENT, owner_of
 from reconciler.kinds.redis.spec import validate, validate_spec
 from reconciler.model import PodIndex
 from tests.unit.builders import CONFIG, NOW, redis, redis_writes
@@ -212,6 +212,20 @@ def test_a_selector_changed_by_hand_is_put_back_whole():
     }
 
 
+def test_a_made_policy_is_said_in_a_normal_event_from_the_redis_controller():
+    (create,) = writes(plan(with_policy(networkPolicy={"allowFrom": CLIENTS})))
+    assert isinstance(create, CreateChild)
+    assert create.event is not None
+    assert (create.event.type, create.event.reason, create.event.component) == (
+        "Normal",
+        network.CREATED,
+        COMPONENT,
+    )
+    assert create.event.message == (
+        "Created network policy r: only spec.networkPolicy's peers may connect"
+    )
+
+
 def test_a_repair_says_what_drifted_in_a_normal_event():
     before = with_policy(networkPolicy={"allowFrom": CLIENTS})
     after = with_policy(networkPolicy={"allowFrom": SCRAPERS})
@@ -220,6 +234,7 @@ def test_a_repair_says_what_drifted_in_a_normal_event():
     assert patch.why == "ingress differ from spec.networkPolicy"
     assert patch.event is not None
     assert (patch.event.type, patch.event.reason) == ("Normal", DRIFT)
+    assert patch.event.component == COMPONENT  # the source kubectl shows
     assert patch.event.message == "Updated network policy r: ingress differ from spec.networkPolicy"
 
 

@@ -14,6 +14,7 @@ from reconciler.actions import (
 from reconciler.constants import LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME
 from reconciler.kinds.redis.identity import (
     ADMITTED_IMAGE_ANNOTATION,
+    COMPONENT,
     TEMPLATE_HASH_ANNOTATION,
     controller_ref,
 )
@@ -66,7 +67,12 @@ def test_what_admission_made_of_our_create_is_never_stale():
     (note,) = actions
     assert isinstance(note, PatchPodMetadata) and note.name == "r-1"
     assert note.annotations == {ADMITTED_IMAGE_ANNOTATION: "mirror.local/redis:5-alpine"}
-    assert note.event is not None and note.event.reason == "ChangedAtAdmission"
+    assert note.event is not None
+    assert (note.event.type, note.event.reason, note.event.component) == (
+        "Normal",
+        "ChangedAtAdmission",
+        COMPONENT,
+    )
     assert note.event.message == (
         "Pod r-1: image is mirror.local/redis:5-alpine, asked redis:5-alpine: changed at admission"
     )

@@ -215,6 +215,13 @@ def test_the_exporter_reads_the_server_on_loopback_with_the_same_password():
     ]
 
 
+@pytest.mark.parametrize("resources", [[], ["requests"], 5, "64Mi"])
+def test_exporter_resources_that_are_no_object_are_refused_naming_the_field(resources):
+    assert errors(exporter={"resources": resources}) == [
+        f"spec.exporter.resources: must be requests and limits, got {resources!r}"
+    ]
+
+
 def test_the_service_names_the_metrics_port_while_the_pods_have_an_exporter():
     r = redis(num=1, spec={"num": 1, "port": 6379, "exporter": {}})
     found = service_of(r)

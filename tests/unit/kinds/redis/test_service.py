@@ -8,7 +8,8 @@ import pytest
 
 from reconciler.actions import CreateChild, PatchChild, PatchStatus
 from reconciler.engine.plan import plan_pass
-from reconciler.kinds.redis.identity import owner_of
+from reconciler.kinds.owned import DRIFT
+from reconciler.kinds.redis.identity import COMPONENT, owner_of
 from reconciler.kinds.redis.service import CONFLICT, drift
 from tests.unit.builders import CONFIG, NOW, pod, redis, service_of, snap
 
@@ -47,6 +48,23 @@ def test_a_redis_gets_a_headless_service_it_owns():
     assert status(actions)["service"] == "r"
 
 
+REDIS_PORT = {"name": "redis", "port": 6380, "targetPort": "redis", "protocol": "TCP"}
+METRICS_PORT = {"name": "metrics", "port": 9121, "targetPort": "metrics", "protocol": "TCP"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "want"),
+    [
+        ({}, [REDIS_PORT]),
+        ({"exporter": {}}, [REDIS_PORT, METRICS_PORT]),  # scraped through the Service
+    ],
+)
+def test_the_service_is_made_with_the_exporters_port_when_its_pods_have_one(fields, want):
+    r = redis(num=1, spec={"num": 1, "port": 6380, **fields})
+    (create,) = [a for a in planned(r, []) if isinstance(a, CreateChild) and a.kind == "Service"]
+    assert create.manifest["spec"]["ports"] == want
+
+
 def test_its_pods_get_stable_names_through_it():
     r = redis(num=2)
     creates = [a.manifest["spec"] for a in planned(r, []) if a.kind == "Pod"]
@@ -80,6 +98,11 @@ def test_what_we_set_is_put_back_and_what_others_add_is_kept():
     assert patch.body["spec"]["ports"][0]["port"] == 6379
     assert "sessionAffinity" not in patch.body["spec"]
     assert patch.why == "drift: labels, ports, selector changed by hand"
+    assert (patch.event.type, patch.event.reason, patch.event.component) == (
+        "Normal",
+        DRIFT,
+        COMPONENT,
+    )
 
 
 def test_a_port_change_reaches_the_service():

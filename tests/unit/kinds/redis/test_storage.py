@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.kinds.redis.pods import pod_fields_hash
 from reconciler.kinds.redis.quantity import to_bytes
 from reconciler.kinds.redis.spec import validate_spec
 from reconciler.kinds.redis.storage import DELETE, RETAIN, Storage
@@ -78,3 +79,19 @@ def test_a_good_storage_is_read_with_statefulsets_defaults():
 @pytest.mark.parametrize("size", ["1", 1, "1k"])
 def test_the_smallest_sizes_above_zero_are_taken(size):
     assert validate_spec({"num": 1, "storage": {"size": size}}, "redis:5-alpine").errors == ()
+
+
+@pytest.mark.parametrize(
+    ("storage", "pinned"),
+    [
+        ({"size": "1Gi"}, "2d38cf4a80"),
+        ({"size": "5Gi"}, "2d38cf4a80"),  # a claim grows in place: no new pod
+        ({"size": "1Gi", "storageClassName": "fast"}, "5398153f61"),
+    ],
+)
+def test_the_fields_hash_of_pods_with_storage_is_pinned(storage, pinned):
+    """Pods with a claim carry this hash; a new value would roll every such
+    pod on upgrade."""
+    check = validate_spec({"num": 1, "port": 6379, "storage": storage}, "redis:5-alpine")
+    assert check.spec is not None
+    assert pod_fields_hash(check.spec) == pinned
