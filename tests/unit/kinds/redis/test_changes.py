@@ -108,6 +108,13 @@ def test_conflict_warning_is_not_repeated_once_recorded():
     assert plan_redis(settled, pods, CONFIG, NOW) == []
 
 
+def test_ended_pods_are_named_one_by_one_in_the_status_message():
+    r = redis(num=3)
+    pods = [pod(r, 0), ended(pod(r, 1)), ended(pod(r, 2))]
+    actions = plan_redis(converged(r, [pod(r, i) for i in range(3)]), pods, CONFIG, NOW)
+    assert status_of(actions).status["message"] == "replacing ended pods: r-1, r-2"
+
+
 def test_an_evicted_pod_is_deleted_with_its_own_reason_and_counts_for_nothing():
     r = redis(num=2)
     pods = [pod(r, 0), ended(pod(r, 1))]

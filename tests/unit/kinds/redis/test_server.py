@@ -201,6 +201,7 @@ def test_the_exporter_reads_the_server_on_loopback_with_the_same_password():
     )
     exporter = container(pod_manifest(redis(num=1), spec, 0), "exporter")
     assert exporter["image"] == server.EXPORTER_IMAGE_DEFAULT
+    assert exporter["imagePullPolicy"] == "IfNotPresent"  # as the server's, tag or not
     assert exporter["ports"] == [{"name": "metrics", "containerPort": 9121, "protocol": "TCP"}]
     assert exporter["env"] == [
         {"name": "REDIS_ADDR", "value": "redis://localhost:6380"},
@@ -327,6 +328,10 @@ def test_the_secret_and_the_restart_stamp_are_each_recorded():
     assert server.pod_fields(spec_of(auth=AUTH).server) == {"password": ["creds", "password"]}
     stamp = "2026-11-28T21:00:00Z"
     assert server.pod_fields(spec_of(restartedAt=stamp).server) == {server.RESTARTED_FIELD: stamp}
+
+
+def test_a_secret_s_name_of_253_characters_is_a_name():
+    assert errors(auth={"passwordSecret": {"name": "x" * 253}}) == []
 
 
 LONG = "x" * 254  # a name is at most 253 characters; cut short in the message

@@ -44,7 +44,7 @@ def test_a_redis_gets_a_headless_service_it_owns():
     (ref,) = svc["metadata"]["ownerReferences"]
     assert (ref["uid"], ref["controller"]) == (r.uid, True)
     assert svc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "reconciler"
-    assert create.event.reason == "CreateService"
+    assert (create.event.type, create.event.reason) == ("Normal", "CreateService")
     assert status(actions)["service"] == "r"
 
 
