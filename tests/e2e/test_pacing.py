@@ -88,8 +88,10 @@ def test_a_new_redis_is_ready_long_before_the_interval(
     assert paced_early(out, "wrote", within=1.0), out[-3000:]
     # The regular pass would have been up to 30 s away.
     assert back_after < 10, f"the pod deleted by hand was back after {back_after:.1f}s"
-    # Two --min-interval after the last write, less the time the pass took.
-    assert paced_early(out, "settling", within=2.0), out[-3000:]
+    # Settling doubles the last early delay (two --min-interval on an idle
+    # machine; twice the budget's delay when passes were dear, which
+    # tests/unit/run/test_pacing.py pins): well before the interval either way.
+    assert paced_early(out, "settling", within=15.0), out[-3000:]
     assert early_passes(metrics, "wrote") >= 1, metrics
 
 
